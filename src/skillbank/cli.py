@@ -1,0 +1,89 @@
+"""The `skillbank` command. Each subcommand lives in its own light module (argparse only at import);
+heavy libraries (torch, transformers, cosmos_rl, optuna) are imported inside the command that runs."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+
+from skillbank import __version__
+from skillbank.errors import InputError, RunError
+
+# (module, ...) in the order `--help` lists them; each module defines register(subparsers).
+COMMAND_MODULES = (
+    "skillbank.routing.command",
+    "skillbank.spec.command",
+    "skillbank.preflight.command",
+    "skillbank.training.command",
+    "skillbank.evaluation.command",
+    "skillbank.gaps.command",
+    "skillbank.automl.command",
+    "skillbank.platform.command",
+    "skillbank.generate.command",
+    "skillbank.validate.command",
+    "skillbank.assets.command",
+    "skillbank.demo.command",
+)
+
+EPILOG = """\
+typical agent flow:
+  skillbank route --skill tao-finetune-cosmos-reason --action train --request "plain training, no HPO" --json
+  skillbank spec --skill tao-finetune-cosmos-reason --action train --dataset-root /data/qa -o train.yaml
+  skillbank preflight --skill tao-finetune-cosmos-reason --action train --spec train.yaml --gpus-per-node 8
+  skillbank train --spec train.yaml --backend cosmos-rl
+exit codes: 0 success; 2 the input is wrong (nothing was launched); 1 a run failed.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="skillbank",
+        description="Agent skill bank for fine-tuning, evaluating and improving Cosmos-Reason video VLMs.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"skillbank {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name and name.startswith(exc.name):
+                continue  # that command is not built yet
+            raise
+        module.register(sub)
+    return parser
+
+
+def _report(exc: InputError, as_json: bool) -> None:
+    if as_json:
+        doc = {"ok": False, "error": {"message": exc.message, "where": exc.where, "fix": exc.fix}}
+        print(json.dumps(doc, indent=2))
+    else:
+        print(f"error: {exc}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "run", None):
+        parser.print_help()
+        return 2
+    as_json = bool(getattr(args, "json", False))
+    try:
+        return int(args.run(args) or 0)
+    except InputError as exc:
+        _report(exc, as_json)
+        return 2
+    except RunError as exc:
+        print(f"run failed: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""The train action: cosmos-rl SFT of Cosmos-Reason, nested as cosmos-rl's TOML is.
+
+Defaults follow the seed's critical overrides: the model as hf_model://nvidia/Cosmos-Reason2-8B,
+model_max_length 40960, train_policy.type "sft", and a mini_batch that divides the batch. Values
+whose cosmos-rl default surprises (tp_size 2, enable_checkpoint false) are set here explicitly.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import model_validator
+
+from skillbank.spec.base import Section
+from skillbank.spec.meta import param, rule_error
+
+MIN_MODEL_MAX_LENGTH = 40960
+DEFAULT_TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+class CheckpointSpec(Section):
+    enable_checkpoint: bool = param(True, "Save checkpoints. cosmos-rl defaults to false, which saves nothing and exports no safetensors.")
+    save_freq: int = param(100, "Save every N optimizer steps (used when save_freq_in_epoch is 0).", ge=1)
+    save_freq_in_epoch: int = param(1, "Save every N epochs; 0 saves by save_freq steps instead.", ge=0, depends_on="train.epoch")
+    save_mode: Literal["async", "sync"] = param("async", "Write checkpoints in the background (async) or block training (sync).")
+    max_keep: int = param(5, "Keep the newest N checkpoints (and safetensors exports); -1 keeps all.", ge=-1)
+    export_safetensors: bool = param(True, "Export a Hugging Face safetensors folder with each checkpoint (what evaluate reads).")
+
+    @model_validator(mode="after")
+    def _max_keep_not_zero(self) -> "CheckpointSpec":
+        if self.max_keep == 0:
+            raise rule_error("max_keep", "max_keep 0 would delete every checkpoint; use -1 to keep all or N >= 1")
+        return self
+
+
+class DatasetSplitSpec(Section):
+    name: str = param("", "Hugging Face dataset name or local parquet; empty when custom.train_dataset is used.")
+    test_size: float | None = param(None, "Validation split taken from train when no val_dataset is given: a fraction in (0, 1) or a record count.", ge=0)
+
+
+class TrainPolicySpec(Section):
+    type: Literal["sft"] = param("sft", "Training type. Must stay \"sft\": without it cosmos-rl silently switches to GRPO (RL).")
+    mini_batch: int = param(2, "Samples per forward/backward on one rank (gradient accumulation over train_batch_per_replica / mini_batch). Lower it on OOM.", ge=1, automl="disabled", popular=True)
+    dataloader_num_workers: int = param(4, "Data loader worker processes per rank.", ge=0)
+    dataloader_seed: int = param(0, "Seed for data shuffling.", ge=0)
+    dataset: DatasetSplitSpec = param(default_factory=DatasetSplitSpec, description="Dataset options of cosmos-rl's SFT data config.")
+
+
+class TrainSection(Section):
+    epoch: int = param(3, "Passes over the training set. Published recipes overfit after 1-3 epochs: evaluate every checkpoint.", ge=1, le=1000, automl="default", search=(1, 20), popular=True)
+    train_batch_per_replica: int = param(32, "Global batch per data-parallel rank per optimizer step. Must be a multiple of train_policy.mini_batch.", ge=1, automl="disabled", popular=True)
+    max_num_steps: int | None = param(None, "Stop after this many optimizer steps (smoke tests); null trains all epochs.", ge=1)
+    output_dir: str = param("./results/train", "Run folder: checkpoints go to <output_dir>/<timestamp>/checkpoints/step_N, exports to .../safetensors/step_N.")
+    seed: int = param(42, "Random seed for model init and training.", ge=0)
+    optm_name: Literal["AdamW", "Adam"] = param("AdamW", "Optimizer.")
+    optm_lr: float = param(1e-5, "Peak learning rate.", gt=0, le=1, automl="default", search=(1e-6, 1e-3), log=True, popular=True)
+    optm_betas: tuple[float, float] = param((0.9, 0.999), "Adam betas.")
+    optm_weight_decay: float = param(0.01, "Decoupled weight decay.", ge=0, le=1, automl="enabled", search=(0.0, 0.1))
+    optm_warmup_steps: float = param(0.03, "Linear warm-up: a fraction of total steps when < 1, else a step count.", ge=0, automl="enabled", search=(0.0, 0.2))
+    optm_decay_type: Literal["linear", "sqrt", "cosine", "none"] = param("cosine", "Learning-rate decay after warm-up.", automl="default", option_weights=[0.1, 0.1, 0.4, 0.4])
+    optm_min_lr_factor: float = param(0.0, "Floor of the decayed learning rate, as a fraction of optm_lr.", ge=0, le=1)
+    optm_grad_norm_clip: float = param(1.0, "Clip the global gradient norm to this value.", gt=0, automl="enabled", search=(0.1, 5.0))
+    param_dtype: Literal["bfloat16", "float16", "float32"] = param("bfloat16", "Compute dtype of forward/backward (the local backend uses float32 on CPU).")
+    ckpt: CheckpointSpec = param(default_factory=CheckpointSpec, description="Checkpointing.")
+    train_policy: TrainPolicySpec = param(default_factory=TrainPolicySpec, description="SFT policy and data loading.")
+
+    @model_validator(mode="after")
+    def _batch_divisible_by_mini_batch(self) -> "TrainSection":
+        batch, mini = self.train_batch_per_replica, self.train_policy.mini_batch
+        if batch % mini:
+            raise rule_error(
+                "train_batch_per_replica",
+                f"train_batch_per_replica ({batch}) must be a multiple of train.train_policy.mini_batch ({mini}); "
+                f"for example train_batch_per_replica={max(mini, batch - batch % mini)}",
+            )
+        return self
+
+
+class ValidationSpec(Section):
+    enable: bool = param(True, "Compute validation loss during training (on custom.val_dataset, else on a split of train).")
+    freq_in_epoch: int = param(1, "Validate every N epochs.", ge=1, depends_on="train.epoch")
+    batch_size: int = param(8, "Validation batch per rank.", ge=1)
+
+
+class ParallelismSpec(Section):
+    tp_size: int = param(1, "Tensor parallel size. cosmos-rl defaults to 2; 1 is right for FSDP SFT.", ge=1)
+    cp_size: int = param(1, "Context parallel size.", ge=1)
+    pp_size: int = param(1, "Pipeline parallel size.", ge=1)
+    dp_shard_size: int = param(8, "FSDP shards per replica: the GPUs per node (with tp = cp = pp = 1).", ge=1, popular=True)
+    dp_replicate_size: int = param(1, "Data-parallel replicas: the node count.", ge=1, popular=True)
+
+
+class LoraSpec(Section):
+    enable: bool = param(False, "Train LoRA adapters instead of all weights.", popular=True)
+    r: int = param(16, "LoRA rank.", ge=1, le=256, automl="default", search=(4, 128), math_cond="^ 2", depends_on="policy.lora.enable")
+    lora_alpha: float = param(32.0, "LoRA scaling alpha.", gt=0, le=1024, automl="default", search=(4.0, 256.0), depends_on="policy.lora.enable")
+    lora_dropout: float = param(0.05, "Dropout on the LoRA path.", ge=0, lt=1, automl="default", search=(0.0, 0.3), depends_on="policy.lora.enable")
+    target_modules: list[str] = param(default_factory=lambda: list(DEFAULT_TARGET_MODULES), description="Module names that get adapters.")
+    use_rslora: bool = param(False, "Rank-stabilised LoRA scaling (alpha / sqrt(r)).")
+    modules_to_save: list[str] | None = param(None, "Modules trained in full beside the adapters.")
+
+
+class PolicySpec(Section):
+    model_name_or_path: str = param(
+        "hf_model://nvidia/Cosmos-Reason2-8B",
+        "Model: hf_model://owner/repo (downloaded before launch), an HF id, or a local folder with config.json.",
+        popular=True,
+    )
+    model_max_length: int = param(MIN_MODEL_MAX_LENGTH, "Max tokens per sample. Below 40960 video samples truncate and break vision-token alignment.", ge=MIN_MODEL_MAX_LENGTH, popular=True)
+    model_gradient_checkpointing: bool = param(True, "Recompute activations in backward to save memory.")
+    parallelism: ParallelismSpec = param(default_factory=ParallelismSpec, description="Parallelism; GPUs per replica = tp*cp*pp*dp_shard.")
+    lora: LoraSpec = param(default_factory=LoraSpec, description="LoRA; emitted to cosmos-rl only when enable is true.")
+
+
+class LoggingSpec(Section):
+    logger: list[Literal["console", "wandb"]] = param(default_factory=lambda: ["console"], description="Loggers. Keep console: progress and failures are read from its lines.")
+    project_name: str = param("cosmos_reason_sft", "Project name (wandb).")
+    experiment_name: str | None = param(None, "Run name; null uses the output folder.")
+
+
+class DatasetPathsSpec(Section):
+    annotation_path: str = param("", "LLaVA annotations.json (a JSON array of records with id, video, video_fps, conversations).")
+    media_path: str = param("", "Folder the records' video / image paths are relative to.")
+
+
+class VisionSpec(Section):
+    exclusive = (("fps", "nframes"),)
+    fps: float | None = param(2.0, "Frames sampled per second of video. Exactly one of fps / nframes.", gt=0, le=60, automl="default", search=(1.0, 8.0))
+    nframes: int | None = param(None, "Fixed frames per video. Exactly one of fps / nframes.", ge=2, le=4096)
+    total_pixels: int | None = param(None, "Pixel budget per video over all frames; null derives it from policy.model_max_length (90% of the context).", ge=1)
+    max_pixels: int | None = param(None, "Pixel cap per frame; null uses the processor's.", ge=1)
+
+
+
+class CustomSpec(Section):
+    train_dataset: DatasetPathsSpec = param(default_factory=DatasetPathsSpec, description="Training data.")
+    val_dataset: DatasetPathsSpec | None = param(None, "Validation data; null splits train by train.train_policy.dataset.test_size.")
+    vision: VisionSpec = param(default_factory=VisionSpec, description="Video sampling and pixel budget.")
+    system_prompt: str = param("You are a helpful assistant. Answer the question about the video with a short answer.", "System prompt of every chat.")
+
+
+class TrainSpec(Section):
+    train: TrainSection = param(default_factory=TrainSection, description="Training loop and optimizer.")
+    validation: ValidationSpec = param(default_factory=ValidationSpec, description="Validation during training.")
+    policy: PolicySpec = param(default_factory=PolicySpec, description="Model, length, parallelism, LoRA.")
+    logging: LoggingSpec = param(default_factory=LoggingSpec, description="Logging.")
+    custom: CustomSpec = param(default_factory=CustomSpec, description="Datasets, vision sampling and prompt (cosmos-rl's free `custom` table).")
+    redis: str = param("12800", "Port of the redis-server cosmos-rl's controller starts.")
+    results_dir: str = param("./results", "Folder for job records and reports.")
