@@ -9,6 +9,8 @@ from skillbank.spec.meta import param
 
 
 class InferenceSpec(Section):
+    """Inference spec: one video and prompt, or a batch over an annotation file."""
+
     exclusive = (("fps", "num_frames"),)
     model_path: str = param("hf_model://nvidia/Cosmos-Reason2-8B", "Model folder (a run's safetensors/step_N), hf_model://owner/repo or HF id.", popular=True)
     video: str = param("", "One video file (single mode).")
@@ -26,6 +28,8 @@ class InferenceSpec(Section):
 
 
 class QuantizeSpec(Section):
+    """Quantize spec: FP8 dynamic or weight-only int8 / int4 of a trained model."""
+
     model_path: str = param("", "Model folder to quantize (a run's safetensors/step_N or an exported folder).", popular=True)
     scheme: Literal["FP8_DYNAMIC", "W8A16", "W4A16"] = param("FP8_DYNAMIC", "FP8 dynamic (no calibration), or weight-only int8 / int4.", popular=True)
     calibration_annotation_path: str = param("", "LLaVA annotations used for calibration (W4A16).")
@@ -36,6 +40,8 @@ class QuantizeSpec(Section):
 
 
 class ExportSpec(Section):
+    """Export spec: a checkpoint or LoRA adapter to a Hugging Face safetensors folder."""
+
     source: str = param("", "A run's checkpoint step folder, a safetensors/step_N folder, or a LoRA adapter folder.", popular=True)
     base_model_path: str = param("", "Base model of a LoRA adapter (merged into it).")
     merge_lora: bool = param(True, "Merge the LoRA adapter into the base weights.")

@@ -14,8 +14,19 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from skillbank.spec.meta import rule_error
 
 
+def _exclusive_in_schema(schema: dict[str, Any], cls: type["Section"]) -> None:
+    """Mirror `exclusive` in the JSON Schema: both members non-null is invalid."""
+    for first, second in getattr(cls, "exclusive", ()):
+        schema.setdefault("allOf", []).append(
+            {
+                "description": f"exactly one of {first} and {second}",
+                "not": {"required": [first, second], "properties": {first: {"not": {"type": "null"}}, second: {"not": {"type": "null"}}}},
+            }
+        )
+
+
 class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+    model_config = ConfigDict(extra="forbid", validate_default=True, json_schema_extra=_exclusive_in_schema)
 
     exclusive: ClassVar[tuple[tuple[str, str], ...]] = ()
 

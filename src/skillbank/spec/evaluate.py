@@ -66,6 +66,8 @@ class ResultsSpec(Section):
 
 
 class EvaluateSpec(Section):
+    """Evaluate config of tao-finetune-cosmos-reason: the flat TOML of the seed's evaluator."""
+
     dataset: EvalDatasetSpec = param(default_factory=EvalDatasetSpec, description="Evaluation data.")
     model: EvalModelSpec = param(default_factory=EvalModelSpec, description="Model to evaluate.")
     task: EvalTaskSpec = param(default_factory=EvalTaskSpec, description="Task type and metrics family.")

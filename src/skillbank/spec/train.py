@@ -140,6 +140,8 @@ class CustomSpec(Section):
 
 
 class TrainSpec(Section):
+    """Train spec of tao-finetune-cosmos-reason: cosmos-rl SFT, nested as its TOML."""
+
     train: TrainSection = param(default_factory=TrainSection, description="Training loop and optimizer.")
     validation: ValidationSpec = param(default_factory=ValidationSpec, description="Validation during training.")
     policy: PolicySpec = param(default_factory=PolicySpec, description="Model, length, parallelism, LoRA.")

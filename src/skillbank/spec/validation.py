@@ -25,7 +25,7 @@ def problems(model: type[BaseModel], exc: ValidationError) -> list[SpecProblem]:
         ctx = err.get("ctx") or {}
         if err["type"] == "rule":
             key = ".".join([*loc, ctx["key"]])
-            found.append(SpecProblem(key, ctx["message"], "change the value so the rule holds"))
+            found.append(SpecProblem(key, ctx["message"], ""))
             continue
         key = ".".join(loc)
         if err["type"] == "extra_forbidden":

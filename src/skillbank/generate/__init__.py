@@ -1,0 +1,1 @@
+"""Generated files of the bank: action schemas, manifests, spec templates, AutoML support, parameter tables."""

@@ -1,0 +1,33 @@
+"""`skillbank route`: where a request for a skill action goes (AutoML handoff, direct training, model skill)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+DESCRIPTION = """\
+Decide where a request goes. An explicit --automl-policy wins; otherwise the request's wording
+("turn off AutoML", "no HPO", "plain training" mean off); otherwise auto. Train with auto on an
+AutoML-enabled model with its train schema and template packaged routes to
+tao-skill-bank:tao-run-automl; off trains directly; other actions stay with the model skill.
+The policy applies to this run only: the skill's metadata never changes.
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("route", help="decide AutoML handoff vs direct training for a request", description=DESCRIPTION,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--skill", required=True, help="model skill, e.g. tao-finetune-cosmos-reason")
+    p.add_argument("--action", required=True, help="train, evaluate, inference, quantize, export")
+    p.add_argument("--request", metavar="TEXT", help="the user's words, e.g. 'fine-tune it, no HPO'")
+    p.add_argument("--automl-policy", choices=("auto", "off"), help="explicit policy (wins over the request)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (the default output is JSON too)")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from skillbank.routing.router import route
+
+    decision = route(skill=args.skill, action=args.action, request=args.request, automl_policy=args.automl_policy)
+    print(json.dumps(decision.to_dict(), indent=None if args.json else 2))
+    return 0

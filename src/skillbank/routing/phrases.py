@@ -1,0 +1,104 @@
+"""Read an AutoML on/off wish from a free-text request ("turn off AutoML", "no HPO", "plain training").
+
+The request is normalised (case, punctuation, contractions, spelling variants), then every mention
+of AutoML / HPO / hyperparameter search is judged by the words around it, and every "plain
+training"-style phrase counts as off. A negation flips the verb it precedes ("don't disable
+AutoML" is on, "don't use AutoML" is off). When signals conflict the last one wins, the way
+people correct themselves ("use AutoML... actually, no AutoML").
+"""
+
+from __future__ import annotations
+
+import re
+
+_REWRITES = (
+    (r"[’`´]", "'"),
+    (r"\bautoml[_ -]?policy\b", " automl "),
+    (r"\bauto[\s_-]?ml\b", " automl "),
+    (r"\bhyper[\s_-]?param(eter)?s?\b", " hyperparameter "),
+    (r"\bh[\s_-]?param(s)?\b", " hyperparameter "),
+    (r"\bh\.?p\.?o\b", " hpo "),
+    (r"\bfine[\s_-]?tun(e|ing)\b", " finetune "),
+    (r"\b(do|does|did|should|would|could|can|will|must)\s*n[o']?t\b", " not "),
+    (r"\b(don|doesn|didn|shouldn|wouldn|couldn|won|can)'?t\b", " not "),
+    (r"\bcannot\b", " not "),
+    (r"\bw/o\b", " without "),
+    (r"\b(turn|switch|shut|turned|switched|switching|turning)\s+(it\s+|the\s+)?off\b", " disable "),
+    (r"\b(turn|switch|turned|switched|switching|turning)\s+(it\s+|the\s+)?on\b", " enable "),
+    (r"\bopt(ing)?\s+out\s+of\b", " without "),
+    (r"\brather\s+not\b", " not "),
+    (r"\binstead\s+of\b", " not "),
+)
+_OBJECTS = {"automl", "hpo", "hyperparameter", "sweep", "sweeps", "tuning"}
+_OFF_BEFORE = {"disable", "disabled", "disabling", "skip", "skipping", "skipped", "without", "no", "avoid", "bypass",
+               "deactivate", "forgo", "drop", "exclude", "excluding", "minus", "nor", "none"}
+_ON_BEFORE = {"use", "using", "enable", "enabled", "run", "running", "with", "want", "keep", "do", "need", "try",
+              "apply", "please", "via", "through", "perform", "launch", "start", "include", "including"}
+_OFF_AFTER = {"off", "disabled", "skipped", "false", "0", "none", "no", "not", "never", "unnecessary", "unneeded"}
+_ON_AFTER = {"on", "enabled", "auto", "true", "1", "yes"}
+_NEGATIONS = {"not", "never", "no"}
+_PLAIN = re.compile(
+    r"\b(plain|vanilla|simple|direct|basic|regular|normal|straight)\s+(sft\s+)?(training|train|finetune|sft|run)\b"
+    r"|\btrain(ing)?\s+(it\s+|the\s+model\s+)?directly\b|\bjust\s+(train|finetune|sft)\b|\bdirect\s+model\s+training\b"
+)
+
+
+def normalise(text: str) -> list[str]:
+    t = text.lower()
+    for pattern, repl in _REWRITES:
+        t = re.sub(pattern, repl, t)
+    t = re.sub(r"[^a-z0-9_ ]+", " ", t)
+    return t.split()
+
+
+def _negated(tokens: list[str], i: int, lookback: int = 2, words: frozenset[str] | set[str] = _NEGATIONS) -> bool:
+    return any(tokens[j] in words for j in range(max(0, i - lookback), i))
+
+
+def signals(text: str) -> list[tuple[int, str]]:
+    """(position, "on"|"off") for each judgement the request makes, in text order."""
+    tokens = normalise(text)
+    found: list[tuple[int, str]] = []
+    for i, tok in enumerate(tokens):
+        if tok not in _OBJECTS:
+            continue
+        verdict = None
+        for j in range(i - 1, max(-1, i - 5), -1):  # nearest verb before the object decides
+            word = tokens[j]
+            if word in _OFF_BEFORE:
+                verdict = "on" if word != "no" and _negated(tokens, j, words={"not", "never"}) else "off"
+                break
+            if word in _ON_BEFORE:
+                verdict = "off" if _negated(tokens, j) else "on"
+                break
+            if word in ("not", "never"):
+                verdict = "off"
+                break
+        if verdict is None:
+            for word in tokens[i + 1 : i + 4]:
+                if word in _OFF_AFTER:
+                    verdict = "off"
+                    break
+                if word in _ON_AFTER:
+                    verdict = "on"
+                    break
+                if word in _OBJECTS:
+                    break
+        if verdict:
+            found.append((i, verdict))
+    joined = " ".join(tokens)
+    for match in _PLAIN.finditer(joined):
+        pos = len(joined[: match.start()].split())
+        negated = (pos >= 1 and tokens[pos - 1] in _NEGATIONS) or (pos >= 2 and tokens[pos - 2] in ("not", "never"))
+        found.append((pos, "on" if negated else "off"))
+    return sorted(found)
+
+
+def policy_from_request(text: str | None) -> str | None:
+    """"off", "auto", or None when the request says nothing about AutoML."""
+    if not text:
+        return None
+    found = signals(text)
+    if not found:
+        return None
+    return "off" if found[-1][1] == "off" else "auto"

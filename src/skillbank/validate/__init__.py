@@ -1,0 +1,1 @@
+"""`skillbank validate`: the bank's skill folders, frontmatter, links, manifests and generated files."""

@@ -1,0 +1,128 @@
+"""Each check returns a list of "path: problem" strings; an empty list is a pass."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import yaml
+
+from skillbank.paths import bank_root
+from skillbank.spec.keys import find_field
+from skillbank.spec.registry import SPEC_MODELS
+from skillbank.validate.frontmatter import problems as frontmatter_problems
+
+# `path/like/this.md` in backticks or a markdown link target; placeholders (<x>, {x}, *) are skipped
+_PATHS = re.compile(r"`([A-Za-z0-9_.\-/]+\.(?:md|yaml|yml|json|py|toml|sh))`|\]\(([^)#\s]+)\)")
+BANK_LEVEL = ("skills/", "schemas/", "references/", "workflow/", "scripts/", "config.json", "src/", "docs/", "benchmarks/")
+
+
+def skill_folders() -> list[Path]:
+    return sorted(p.parent for p in (bank_root() / "skills").glob("*/*/SKILL.md"))
+
+
+def _rel(path: Path) -> str:
+    return path.relative_to(bank_root()).as_posix()
+
+
+def frontmatter() -> list[str]:
+    return [f"{_rel(f / 'SKILL.md')}: {p}" for f in skill_folders() for p in frontmatter_problems(f / "SKILL.md")]
+
+
+def links() -> list[str]:
+    """Every relative path named in a SKILL.md or a reference exists (in the skill, else in the bank)."""
+    found = []
+    for folder in skill_folders():
+        docs = [folder / "SKILL.md", *sorted((folder / "references").glob("*.md"))]
+        for doc in docs:
+            for match in _PATHS.finditer(doc.read_text(encoding="utf-8")):
+                target = match.group(1) or match.group(2)
+                first = target.split("/", 1)[0]
+                if "/" not in target or "://" in target or target.startswith(("/", "~")) or first.isupper():
+                    continue  # a bare file name, a URL, an absolute path or a placeholder such as DIR/...
+                bases = [doc.parent, folder, bank_root()]
+                if not any((base / target).exists() for base in bases):
+                    found.append(f"{_rel(doc)}: names {target}, which does not exist")
+    return found
+
+
+def depth() -> list[str]:
+    """References stay one level deep: no folders inside references/."""
+    return [f"{_rel(p)}: references/ must be flat (one level deep)" for f in skill_folders() for p in (f / "references").glob("*/")
+            if p.is_dir()]
+
+
+def manifests() -> list[str]:
+    found = []
+    for skill, actions in SPEC_MODELS.items():
+        folder = bank_root() / "skills" / "models" / skill
+        manifest_path = folder / "schemas" / "manifest.json"
+        if not manifest_path.is_file():
+            found.append(f"{_rel(manifest_path)}: missing (run `skillbank schemas generate`)")
+            continue
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        if set(manifest.get("actions", {})) != set(actions):
+            found.append(f"{_rel(manifest_path)}: actions {sorted(manifest.get('actions', {}))} != spec models {sorted(actions)}")
+        for action, entry in manifest.get("actions", {}).items():
+            for key in ("path", "spec_template"):
+                if not (folder / entry.get(key, "")).is_file():
+                    found.append(f"{_rel(manifest_path)}: actions.{action}.{key} {entry.get(key)} does not exist")
+        info = yaml.safe_load((folder / "references" / "skill_info.yaml").read_text(encoding="utf-8"))
+        found += _skill_info_keys(folder, skill, info)
+    return found
+
+
+def _skill_info_keys(folder: Path, skill: str, info: dict) -> list[str]:
+    """Every spec key skill_info.yaml names exists in that action's spec model."""
+    where = _rel(folder / "references" / "skill_info.yaml")
+    models = SPEC_MODELS[skill]
+    named: list[tuple[str, str, str]] = []  # (action, key, context)
+    named += [("train", info[k], k) for k in ("gpu_spec_key", "node_spec_key") if k in info]
+    for action, entry in (info.get("actions") or {}).items():
+        for section in ("inputs", "outputs"):
+            named += [(action, key, f"actions.{action}.{section}") for key in (entry.get(section) or {})]
+    for group in ("data_sources", "spec_params"):
+        for action, keys in (info.get(group) or {}).items():
+            named += [(action, key, f"{group}.{action}") for key in keys]
+    named += [("train", key, f"spec_shorthand_keys.{short}") for short, key in (info.get("spec_shorthand_keys") or {}).items()]
+    found = []
+    for action, key, context in named:
+        if action not in models:
+            found.append(f"{where}: {context} names action {action}, which has no spec model")
+        elif find_field(models[action], key) is None:
+            found.append(f"{where}: {context} names {key}, which is not a key of the {action} spec")
+    return found
+
+
+def registry() -> list[str]:
+    """config.json and the plugin manifests list exactly the bank's skill folders."""
+    root = bank_root()
+    on_disk = {f.name: _rel(f) for f in skill_folders()}
+    found = []
+    config = json.loads((root / "config.json").read_text(encoding="utf-8"))
+    listed = {s["name"]: s["path"] for s in config.get("skills", [])}
+    if listed != on_disk:
+        found.append(f"config.json: skills {sorted(listed.items())} != folders {sorted(on_disk.items())}")
+    for manifest in (".claude-plugin/plugin.json", ".codex-plugin/plugin.json", ".claude-plugin/marketplace.json"):
+        path = root / manifest
+        if not path.is_file():
+            found.append(f"{manifest}: missing")
+            continue
+        data = json.loads(path.read_text(encoding="utf-8"))
+        skills = data.get("skills")
+        if skills is None and "plugins" in data:
+            skills = [s for plugin in data["plugins"] for s in plugin.get("skills", [])]
+        paths = {str(s).removeprefix("./").rstrip("/") for s in skills or []}
+        if paths != set(on_disk.values()):
+            found.append(f"{manifest}: skills {sorted(paths)} != folders {sorted(on_disk.values())}")
+    return found
+
+
+def generated() -> list[str]:
+    from skillbank.generate.bank import all_outputs, stale
+
+    return [f"{_rel(p)}: stale (run `skillbank schemas generate`)" for p in stale(all_outputs())]
+
+
+CHECKS = {"frontmatter": frontmatter, "links": links, "depth": depth, "manifests": manifests, "registry": registry, "generated": generated}

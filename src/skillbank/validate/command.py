@@ -1,0 +1,33 @@
+"""`skillbank validate`: every skill folder, frontmatter, link, manifest and generated file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "validate",
+        help="check skills: frontmatter, links, manifests, registry, generated files",
+        description="Check every skill of the bank: Agent Skills frontmatter, that every relative path named in a "
+        "SKILL.md or reference exists, references one level deep, manifests and skill_info.yaml against the spec "
+        "models, config.json and plugin manifests against the folders, and generated files fresh. Exit 2 on any problem.",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON document {ok, checks: {name: [problems]}}")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from skillbank.validate.checks import CHECKS
+
+    results = {name: check() for name, check in CHECKS.items()}
+    ok = not any(results.values())
+    if args.json:
+        print(json.dumps({"ok": ok, "checks": results}, indent=2))
+    else:
+        for name, found in results.items():
+            print(f"{'ok  ' if not found else 'FAIL'} {name}")
+            for problem in found:
+                print(f"     {problem}")
+    return 0 if ok else 2
