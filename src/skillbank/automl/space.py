@@ -1,0 +1,157 @@
+"""The search space, read from the packaged train schema (never from the code that generated it).
+
+automl_default_parameters are searched unless the user names others (--param); per field:
+minimum / maximum (narrowed by automl_minimum / automl_maximum, log scale with automl_log), enum
+with option_weights (weighted choices), math_cond "^ 2" (powers of two), depends_on (skipped when
+the field it depends on is off). automl_disabled_parameters are never searched. User ranges
+(--range KEY=MIN:MAX) and choices (--choices KEY=A,B) override the schema's.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from skillbank.errors import InputError
+
+
+@dataclass(frozen=True)
+class Param:
+    key: str
+    kind: str  # "float" | "int" | "categorical" | "bool"
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    pow2: bool = False
+    choices: tuple[Any, ...] = ()
+    weights: tuple[float, ...] = ()
+    depends_on: str | None = None
+
+    def describe(self) -> str:
+        if self.kind in ("categorical", "bool"):
+            shown = ", ".join(f"{c}" + (f" ({w:g})" if self.weights else "") for c, w in zip(self.choices, self.weights or [None] * len(self.choices)))
+            return f"{self.key}: one of {shown}"
+        scale = " log" if self.log else (" powers of 2" if self.pow2 else "")
+        return f"{self.key}: {self.kind} {self.low:g}..{self.high:g}{scale}"
+
+
+@dataclass
+class SearchSpace:
+    params: list[Param]
+    skipped: dict[str, str] = field(default_factory=dict)  # key -> why
+
+    def keys(self) -> list[str]:
+        return [p.key for p in self.params]
+
+
+def field_schema(schema: dict[str, Any], key: str) -> dict[str, Any] | None:
+    node = schema
+    for part in key.split("."):
+        props = node.get("properties")
+        if props is None:
+            for option in node.get("anyOf", []):
+                if "properties" in option:
+                    props = option["properties"]
+        if not props or part not in props:
+            return None
+        node = props[part]
+    return node
+
+
+def _numeric(node: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    options = node.get("anyOf", [node])
+    for option in options:
+        if option.get("type") in ("number", "integer"):
+            return ("float" if option["type"] == "number" else "int"), option
+    return None, {}
+
+
+def _enum(node: dict[str, Any]) -> list[Any] | None:
+    for option in node.get("anyOf", [node]):
+        if "enum" in option:
+            return list(option["enum"])
+    return None
+
+
+def _lookup(spec: dict[str, Any], key: str) -> Any:
+    node: Any = spec
+    for part in key.split("."):
+        if not isinstance(node, dict):
+            return None
+        node = node.get(part)
+    return node
+
+
+def param_from_schema(schema: dict[str, Any], key: str, *, user_range: tuple[float, float] | None = None,
+                      user_choices: list[str] | None = None) -> Param:
+    node = field_schema(schema, key)
+    if node is None:
+        raise InputError(f"{key} is not a key of the train schema", where=key, fix="see automl_default_parameters in the schema")
+    depends = node.get("depends_on")
+    enum = _enum(node)
+    if user_choices is not None or enum is not None or node.get("type") == "boolean":
+        if node.get("type") == "boolean":
+            choices: list[Any] = [True, False]
+            weights: list[float] = []
+        else:
+            choices = list(enum or [])
+            weights = list(node.get("option_weights", []))
+        if user_choices is not None:
+            allowed = {str(c): c for c in choices} if choices else None
+            picked = []
+            for text in user_choices:
+                if allowed is not None and text not in allowed:
+                    raise InputError(f"{text!r} is not a valid value of {key}", where=f"--choices {key}", fix=f"one of {list(allowed)}")
+                picked.append(allowed[text] if allowed else text)
+            weights = [weights[choices.index(c)] for c in picked] if weights and len(weights) == len(choices) else []
+            choices = picked
+        return Param(key, "bool" if node.get("type") == "boolean" else "categorical", choices=tuple(choices),
+                     weights=tuple(weights), depends_on=depends)
+    kind, option = _numeric(node)
+    if kind is None:
+        raise InputError(f"{key} is neither numeric nor an enum: it cannot be searched", where=key)
+    low = node.get("automl_minimum", option.get("minimum", option.get("exclusiveMinimum")))
+    high = node.get("automl_maximum", option.get("maximum", option.get("exclusiveMaximum")))
+    if user_range is not None:
+        low, high = user_range
+        valid_low = option.get("minimum", option.get("exclusiveMinimum", -math.inf))
+        valid_high = option.get("maximum", option.get("exclusiveMaximum", math.inf))
+        if low < valid_low or high > valid_high:
+            raise InputError(f"range {low}..{high} leaves the valid range of {key} ({valid_low}..{valid_high})", where=f"--range {key}")
+    if low is None or high is None:
+        raise InputError(f"{key} has no search range in the schema", where=key, fix=f"pass --range {key}=MIN:MAX")
+    if low >= high:
+        raise InputError(f"empty range {low}..{high} for {key}", where=f"--range {key}", fix="MIN must be below MAX")
+    pow2 = node.get("math_cond") == "^ 2"
+    return Param(key, kind, float(low), float(high), log=bool(node.get("automl_log")), pow2=pow2, depends_on=depends)
+
+
+def load_schema(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise InputError("AutoML is enabled but not runnable until schemas are generated", where=str(path),
+                         fix="run `skillbank schemas generate`")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def build_space(schema: dict[str, Any], base_spec: dict[str, Any], *, params: list[str] | None = None,
+                ranges: dict[str, tuple[float, float]] | None = None, choices: dict[str, list[str]] | None = None) -> SearchSpace:
+    ranges, choices = ranges or {}, choices or {}
+    disabled = set(schema.get("automl_disabled_parameters", []))
+    keys = list(params) if params else list(schema.get("automl_default_parameters", []))
+    keys += [k for k in [*ranges, *choices] if k not in keys]
+    space = SearchSpace(params=[])
+    for key in keys:
+        if key in disabled:
+            raise InputError(f"{key} is in automl_disabled_parameters: it is never searched", where=f"--param {key}",
+                             fix="search other parameters (see the schema's automl_default_parameters)")
+        param = param_from_schema(schema, key, user_range=ranges.get(key), user_choices=choices.get(key))
+        if param.depends_on and param.depends_on not in keys and not _lookup(base_spec, param.depends_on):
+            space.skipped[key] = f"depends on {param.depends_on}, which is off in the base spec"
+            continue
+        space.params.append(param)
+    if not space.params:
+        raise InputError("nothing to search", where="--param", fix="name parameters with --param or enable the ones they depend on (e.g. --set policy.lora.enable=true in the spec)")
+    return space

@@ -1,0 +1,140 @@
+"""One real trial: validate + preflight the recommended spec, train it, evaluate each epoch's checkpoint.
+
+Training runs as `skillbank train --automl-policy off` in a subprocess (so a pruned trial is
+stopped by terminating it); each epoch's `safetensors/step_N` export is evaluated on the spec's
+validation set through `skillbank evaluate`, and the metric is reported to the pruner.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from skillbank.automl.study import TrialOutcome
+from skillbank.errors import InputError
+from skillbank.spec.io import write_spec
+
+POLL_S = 0.5
+
+
+def make_check(skill: str) -> Callable[[Path, dict[str, Any]], str | None]:
+    def check(trial_dir: Path, spec: dict[str, Any]) -> str | None:
+        from skillbank.spec.registry import spec_model
+        from skillbank.spec.validation import validate
+
+        try:
+            validate(spec_model(skill, "train"), spec, source="recommendation")
+        except InputError as exc:
+            return f"invalid spec: {exc.message}"
+        trial_dir.mkdir(parents=True, exist_ok=True)
+        write_spec(trial_dir / "spec.yaml", spec)
+        try:
+            from skillbank.preflight.run import run_preflight
+        except ImportError:
+            return None
+        report = run_preflight(skill=skill, action="train", spec_path=trial_dir / "spec.yaml")
+        errors = [f"{f.check}: {f.message}" for f in report.findings if f.severity == "error"]
+        return "preflight failed: " + "; ".join(errors[:3]) if errors else None
+
+    return check
+
+
+def _exports(output_dir: Path) -> list[tuple[int, Path]]:
+    steps = []
+    for step_dir in output_dir.glob("*/safetensors/step_*"):
+        if step_dir.is_dir() and (step_dir / "config.json").is_file() and any(step_dir.glob("*.safetensors")):
+            steps.append((int(step_dir.name.split("_")[-1]), step_dir))
+    return sorted(steps)
+
+
+def _val_losses(output_dir: Path) -> list[float]:
+    losses = []
+    for path in output_dir.glob("*/metrics.jsonl"):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line) if line.strip() else {}
+            if row.get("val_loss") is not None:
+                losses.append(float(row["val_loss"]))
+    return losses
+
+
+def eval_config(spec: dict[str, Any], model_dir: Path, results_dir: Path) -> dict[str, Any]:
+    val = spec["custom"].get("val_dataset") or spec["custom"]["train_dataset"]
+    vision = spec["custom"]["vision"]
+    cfg: dict[str, Any] = {
+        "dataset": {"annotation_path": val["annotation_path"], "media_dir": val["media_path"],
+                    "system_prompt": spec["custom"]["system_prompt"]},
+        "model": {"model_name": str(model_dir)},
+        "vision": {"fps": vision["fps"]} if vision.get("fps") is not None else {"num_frames": vision["nframes"]},
+        "num_gpus": 0,
+        "results_dir": str(results_dir),
+    }
+    return cfg
+
+
+def evaluate_checkpoint(spec: dict[str, Any], model_dir: Path, results_dir: Path, metric: str) -> float:
+    results_dir.mkdir(parents=True, exist_ok=True)
+    config = results_dir / "evaluate.toml"
+    config.write_text(tomli_w.dumps(eval_config(spec, model_dir, results_dir)), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "skillbank.cli", "evaluate", "--config", str(config)],
+                          capture_output=True, text=True)
+    (results_dir / "evaluate.log").write_text(proc.stdout + proc.stderr, encoding="utf-8")
+    if proc.returncode != 0:
+        raise RuntimeError(f"evaluation of {model_dir} failed (exit {proc.returncode}); see {results_dir / 'evaluate.log'}")
+    metrics = json.loads((results_dir / "metrics.json").read_text(encoding="utf-8"))
+    value = metrics.get(metric, metrics.get("overall", {}).get(metric))
+    if value is None:
+        raise RuntimeError(f"metrics.json of {model_dir} has no {metric!r}")
+    return float(value)
+
+
+def make_runner(*, metric: str, backend: str, base_spec: dict[str, Any]):
+    def runner(trial_dir: Path, spec: dict[str, Any], report: Callable[[int, float], bool]) -> TrialOutcome:
+        trial_dir.mkdir(parents=True, exist_ok=True)
+        spec["train"]["ckpt"].update({"enable_checkpoint": True, "export_safetensors": True, "save_freq_in_epoch": 1, "max_keep": -1})
+        spec_path = trial_dir / "spec.yaml"
+        write_spec(spec_path, spec)
+        output_dir = Path(spec["train"]["output_dir"])
+        argv = [sys.executable, "-m", "skillbank.cli", "train", "--spec", str(spec_path), "--automl-policy", "off", "--backend", backend]
+        history: list[tuple[int, float]] = []
+        best: tuple[float, str | None] | None = None
+        maximize = metric not in ("val_loss", "loss")
+
+        def new_points() -> list[tuple[int, Path | None, float | None]]:
+            """(epoch, checkpoint, value-if-known) for each epoch finished since the last look."""
+            if not maximize:
+                return [(i + 1, None, v) for i, v in enumerate(_val_losses(output_dir)) if i >= len(history)]
+            return [(i + 1, d, None) for i, (_, d) in enumerate(_exports(output_dir)) if i >= len(history)]
+
+        with open(trial_dir / "train.log", "w", encoding="utf-8") as log:
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+            try:
+                while True:
+                    finished = proc.poll() is not None
+                    for epoch, step_dir, value in new_points():
+                        if value is None:
+                            value = evaluate_checkpoint(spec, step_dir, trial_dir / "eval" / step_dir.name, metric)
+                        history.append((epoch, value))
+                        if best is None or (value > best[0] if maximize else value < best[0]):
+                            best = (value, str(step_dir) if step_dir else None)
+                        if report(epoch, value):
+                            proc.terminate()
+                            proc.wait(timeout=60)
+                            return TrialOutcome(best[0], epoch, best[1], pruned=True, history=history)
+                    if finished:
+                        break
+                    time.sleep(POLL_S)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+        if proc.returncode != 0:
+            raise RuntimeError(f"training failed (exit {proc.returncode}); see {trial_dir / 'train.log'}")
+        return TrialOutcome(best[0] if best else None, len(history), best[1] if best else None, history=history)
+
+    return runner

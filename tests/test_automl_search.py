@@ -1,0 +1,199 @@
+"""AutoML search machinery: space from the schema, weighted choices, Optuna study, resume, workers, outputs.
+
+The trial runner here is a cheap stand-in for training (a function of the sampled values), so the
+study machinery (real Optuna, real SQLite, real processes and SIGKILL) is tested in seconds; the
+real trials on the tiny model are in test_automl_trials.py.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import jsonschema
+import optuna
+import pyarrow.parquet as pq
+import pytest
+
+from helpers import ROOT, SKILL
+from skillbank.automl.report import redact_url, write_outputs
+from skillbank.automl.sampling import weighted_choice
+from skillbank.automl.space import build_space, load_schema
+from skillbank.automl.study import StudySettings, TrialOutcome, run_study
+from skillbank.errors import InputError
+
+SCHEMA = load_schema(ROOT / "skills" / "models" / SKILL / "schemas" / "train.schema.json")
+
+
+def base_spec(**lora) -> dict:
+    spec = json.loads(json.dumps(SCHEMA["default"]))
+    spec["policy"]["lora"].update(lora)
+    return spec
+
+
+def test_default_space_comes_from_the_schema():
+    space = build_space(SCHEMA, base_spec())
+    assert space.keys() == ["train.epoch", "train.optm_lr", "train.optm_decay_type", "custom.vision.fps"]
+    lr = space.params[1]
+    assert lr.log and (lr.low, lr.high) == (1e-6, 1e-3)
+    decay = space.params[2]
+    assert decay.choices == ("linear", "sqrt", "cosine", "none") and decay.weights == (0.1, 0.1, 0.4, 0.4)
+    assert set(space.skipped) == {"policy.lora.r", "policy.lora.lora_alpha", "policy.lora.lora_dropout"}
+
+
+def test_depends_on_enables_lora_params_and_math_cond_is_powers_of_two():
+    space = build_space(SCHEMA, base_spec(enable=True))
+    rank = next(p for p in space.params if p.key == "policy.lora.r")
+    assert rank.pow2 and (rank.low, rank.high) == (4, 128)
+
+
+def test_user_ranges_and_choices_override_the_schema():
+    space = build_space(SCHEMA, base_spec(), params=["train.optm_lr"], ranges={"train.optm_lr": (1e-5, 1e-4)},
+                        choices={"train.optm_decay_type": ["cosine", "none"]})
+    assert space.keys() == ["train.optm_lr", "train.optm_decay_type"]
+    assert space.params[0].low == 1e-5 and space.params[1].choices == ("cosine", "none")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"params": ["train.train_policy.mini_batch"]}, "never searched"),
+        ({"params": ["train.nope"]}, "not a key"),
+        ({"ranges": {"train.optm_lr": (0.5, 2.0)}}, "leaves the valid range"),
+        ({"choices": {"train.optm_decay_type": ["bogus"]}}, "not a valid value"),
+    ],
+)
+def test_bad_search_requests_are_input_errors(kwargs, words):
+    with pytest.raises(InputError, match=words):
+        build_space(SCHEMA, base_spec(), **kwargs)
+
+
+def test_weighted_choices_follow_option_weights():
+    rng = __import__("random").Random(0)
+    counts = collections.Counter(weighted_choice(("a", "b", "c", "d"), (0.1, 0.1, 0.4, 0.4), rng.random()) for _ in range(20000))
+    assert abs(counts["c"] / 20000 - 0.4) < 0.02 and abs(counts["a"] / 20000 - 0.1) < 0.02
+
+
+def fake_runner(trial_dir: Path, spec: dict, report) -> TrialOutcome:
+    """Accuracy peaks at lr 1e-4; one 'epoch' per reported value."""
+    import math
+
+    acc = 1.0 - abs(math.log10(spec["train"]["optm_lr"]) + 4) / 3
+    history = []
+    for epoch in range(1, 4):
+        value = acc * epoch / 3
+        history.append((epoch, value))
+        if report(epoch, value):
+            return TrialOutcome(value, epoch, None, pruned=True, history=history)
+    return TrialOutcome(acc, 3, str(trial_dir / "ckpt"), history=history)
+
+
+def settings(tmp_path: Path, **kw) -> StudySettings:
+    return StudySettings(study_name="s", storage=f"sqlite:///{tmp_path / 'study.db'}", **kw)
+
+
+def test_study_runs_baseline_first_and_writes_outputs(tmp_path):
+    space = build_space(SCHEMA, base_spec(), params=["train.optm_lr", "train.optm_decay_type"])
+    study = run_study(settings(tmp_path, max_trials=6, algorithm="hyperband"), space, base_spec(), tmp_path / "trials", fake_runner)
+    trials = study.get_trials()
+    assert trials[0].user_attrs["baseline"] and trials[0].user_attrs["values"]["train.optm_lr"] == pytest.approx(1e-5)
+    rec = write_outputs(study, skill=SKILL, algorithm="hyperband", metric="accuracy", storage="sqlite:///x", out_dir=tmp_path)
+    jsonschema.validate(rec, json.loads((ROOT / "schemas" / "best_rec.schema.json").read_text()))
+    assert rec["baseline"]["trial_number"] == 0 and rec["trials"]["total"] == 6
+    assert set(rec["best_params"]) == {"train.optm_lr", "train.optm_decay_type"}
+    table = pq.read_table(tmp_path / "trials.parquet").to_pylist()
+    assert len(table) == 6 and {"number", "state", "value", "epochs_run", "params"} <= set(table[0])
+    assert (tmp_path / "history.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_invalid_recommendation_is_pruned_with_the_reason(tmp_path):
+    space = build_space(SCHEMA, base_spec(), params=["train.optm_lr"])
+    check = lambda trial_dir, spec: "preflight failed: too few records" if spec["train"]["optm_lr"] > 1e-4 else None  # noqa: E731
+    study = run_study(settings(tmp_path, max_trials=8, algorithm="random"), space, base_spec(), tmp_path / "t", fake_runner, check=check)
+    pruned = [t for t in study.get_trials() if t.state.name == "PRUNED"]
+    assert pruned and all("too few records" in t.user_attrs["pruned_reason"] for t in pruned)
+
+
+def test_existing_study_needs_resume(tmp_path):
+    space = build_space(SCHEMA, base_spec(), params=["train.optm_lr"])
+    run_study(settings(tmp_path, max_trials=2), space, base_spec(), tmp_path / "t", fake_runner)
+    with pytest.raises(InputError, match="--resume"):
+        run_study(settings(tmp_path, max_trials=2), space, base_spec(), tmp_path / "t", fake_runner)
+
+
+def test_storage_passwords_are_redacted():
+    assert redact_url("postgresql://bob:s3cret@db:5432/optuna") == "postgresql://bob:***@db:5432/optuna"
+
+
+WORKER = textwrap.dedent(
+    """
+    import json, sys, time
+    sys.path.insert(0, {tests!r})
+    from pathlib import Path
+    from test_automl_search import SCHEMA, base_spec, fake_runner
+    from skillbank.automl.space import build_space
+    from skillbank.automl.study import StudySettings, run_study
+
+    def slow(trial_dir, spec, report):
+        time.sleep(float(sys.argv[2]))
+        return fake_runner(trial_dir, spec, report)
+
+    space = build_space(SCHEMA, base_spec(), params=["train.optm_lr"])
+    st = StudySettings(study_name="s", storage="sqlite:///" + sys.argv[1] + "/study.db", max_trials=int(sys.argv[3]), resume=True, seed=int(sys.argv[4]))
+    run_study(st, space, base_spec(), Path(sys.argv[1]) / "t", slow)
+    """
+)
+
+
+def _worker(tmp_path: Path, sleep: float, trials: int, seed: int) -> subprocess.Popen:
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER.format(tests=str(Path(__file__).parent)))
+    return subprocess.Popen([sys.executable, str(script), str(tmp_path), str(sleep), str(trials), str(seed)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _states(tmp_path: Path) -> collections.Counter:
+    study = optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 'study.db'}")
+    return collections.Counter(t.state.name for t in study.get_trials())
+
+
+def test_two_processes_share_one_sqlite_study(tmp_path):
+    workers = [_worker(tmp_path, 0.3, 8, seed) for seed in (1, 2)]
+    for w in workers:
+        out, _ = w.communicate(timeout=180)
+        assert w.returncode == 0, out
+    states = _states(tmp_path)
+    assert states["COMPLETE"] + states["PRUNED"] >= 8 and states["COMPLETE"] + states["PRUNED"] <= 9
+    assert states["FAIL"] == 0
+
+
+def test_sigkill_then_resume_does_not_rerun_finished_trials(tmp_path):
+    worker = _worker(tmp_path, 1.0, 6, 0)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        time.sleep(0.5)
+        if (tmp_path / "study.db").exists():
+            try:
+                if _states(tmp_path)["COMPLETE"] >= 2:
+                    break
+            except Exception:  # noqa: BLE001 - the study may not exist yet
+                pass
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.wait()
+    done_before = {t.number for t in optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 'study.db'}").get_trials() if t.state.name == "COMPLETE"}
+    time.sleep(7)  # the killed worker's heartbeat goes stale (GRACE_S = 6)
+    resumed = _worker(tmp_path, 0.05, 6, 0)
+    out, _ = resumed.communicate(timeout=180)
+    assert resumed.returncode == 0, out
+    trials = optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 'study.db'}").get_trials()
+    finished = [t for t in trials if t.state.name in ("COMPLETE", "PRUNED")]
+    assert len(finished) == 6
+    assert done_before <= {t.number for t in finished}
+    assert all(t.state.name != "RUNNING" for t in trials)
