@@ -25,6 +25,8 @@ COMMAND_MODULES = (
     "skillbank.validate.command",
     "skillbank.assets.command",
     "skillbank.demo.command",
+    "skillbank.export.command",
+    "skillbank.quantize.command",
 )
 
 EPILOG = """\

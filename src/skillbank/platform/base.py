@@ -1,0 +1,82 @@
+"""What every platform module shares: the rendered job, scripts on disk, tails of logs, engine calls."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from skillbank import atomic
+from skillbank.errors import InputError, RunError
+
+
+@dataclass
+class Rendered:
+    """The command a platform runs (argv), the file it wrote, and the paths the record should show."""
+
+    argv: list[str]
+    script: Path | None = None
+    log: Path | None = None
+    run_dir: Path | None = None
+    cosmos_log_dir: Path | None = None
+    image: str | None = None
+    env: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def shell_script(path: Path, title: str, lines: list[str]) -> Path:
+    """Write an executable bash script (atomically)."""
+    text = "#!/usr/bin/env bash\n" f"# {title} (rendered by skillbank; see skills/platform/tao-run-platform)\n" "set -euo pipefail\n"
+    text += "\n".join(lines) + "\n"
+    atomic.write_text(path, text)
+    path.chmod(0o755)
+    return path
+
+
+def quote_argv(argv: list[str], *, wrap: int = 0) -> str:
+    """argv as one shell line; with wrap > 0, the program and its subcommand on the first line, then
+    one option (with its value) per continuation line."""
+    quoted = [shlex.quote(a) for a in argv]
+    if not wrap:
+        return " ".join(quoted)
+    first = 1
+    while first < len(argv) and not argv[first].startswith("-"):
+        first += 1
+    parts = [" ".join(quoted[:first])]
+    i = first
+    while i < len(argv):
+        item = quoted[i]
+        if argv[i].startswith("-") and "=" not in argv[i] and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+            item += " " + quoted[i + 1]
+            i += 1
+        parts.append(item)
+        i += 1
+    return (" \\\n" + " " * wrap).join(parts)
+
+
+def tail_file(path: Path, lines: int) -> str:
+    if not path.is_file():
+        return ""
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        return "".join(deque(fh, maxlen=max(lines, 1)))
+
+
+def have(tool: str) -> bool:
+    return shutil.which(tool) is not None
+
+
+def call(argv: list[str], *, what: str, timeout: float = 60.0) -> str:
+    """Run an engine command (docker, sbatch, squeue, ...); its failure is a RunError with its stderr."""
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
+    except FileNotFoundError:
+        raise InputError(f"{argv[0]} is not installed on this machine", where=what, fix="run on a machine that has it") from None
+    except subprocess.TimeoutExpired:
+        raise RunError(f"{what}: `{argv[0]}` did not answer within {timeout:.0f} s") from None
+    if proc.returncode != 0:
+        raise RunError(f"{what} failed (exit {proc.returncode}): {(proc.stderr or proc.stdout).strip()[-2000:]}")
+    return proc.stdout

@@ -1,0 +1,146 @@
+"""`skillbank submit` and `skillbank jobs status|logs|cancel|list|schema` (argparse only at import)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+PLATFORMS = ("local", "docker", "slurm")
+BACKENDS = ("local", "cosmos-rl")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "submit",
+        help="run a train spec on this machine, in Docker, or on Slurm (preflight first; a job record either way)",
+        description="Submit a train spec as a job. Preflight runs first: a failure submits nothing (exit 2). "
+        "--dry-run writes the command or sbatch script into <results_dir>/jobs/<id>/ and submits nothing.",
+    )
+    p.add_argument("--platform", required=True, choices=PLATFORMS)
+    p.add_argument("--spec", required=True, metavar="FILE", help="train spec (YAML) of the model skill")
+    p.add_argument("--backend", choices=BACKENDS, default=None, help="training backend (default: local on --platform local, else cosmos-rl)")
+    p.add_argument("--skill", default="tao-finetune-cosmos-reason", help="model skill the spec belongs to")
+    p.add_argument("--nodes", type=int, default=None, metavar="N", help="confirm the node count (must equal policy.parallelism.dp_replicate_size)")
+    p.add_argument("--gpus-per-node", type=int, default=None, metavar="G", help="GPUs per node (slurm: must equal dp_shard*tp*cp*pp; local/docker: what the machine has, for preflight)")
+    p.add_argument("--image", default=None, help="docker: container image (default: the skill's container_image)")
+    p.add_argument("--shm-size", default="16g", help="docker: --shm-size of the container (default 16g)")
+    p.add_argument("--partition", default=None, help="slurm: partition")
+    p.add_argument("--account", default=None, help="slurm: account")
+    p.add_argument("--time", default=None, metavar="HH:MM:SS", help="slurm: time limit")
+    p.add_argument("--dry-run", action="store_true", help="render into the job folder, print its path, submit nothing")
+    p.add_argument("--json", action="store_true", help="print the job record as one JSON document")
+    p.set_defaults(run=run_submit)
+
+    jobs = sub.add_parser("jobs", help="status, logs or cancel of a submitted job (by id or record path)")
+    verbs = jobs.add_subparsers(dest="verb", metavar="VERB", required=True)
+    for name, fn, text in (
+        ("status", run_status, "refresh and print the job record"),
+        ("logs", run_logs, "print the last lines of the job's log"),
+        ("cancel", run_cancel, "stop the job (SIGTERM / docker stop / scancel)"),
+    ):
+        v = verbs.add_parser(name, help=text, description=text)
+        v.add_argument("job", metavar="JOB", help="job id (printed by submit) or path of <results_dir>/jobs/<id>.json")
+        v.add_argument("--results-dir", default=None, help="where to look for jobs/<id>.json besides the job index")
+        if name == "logs":
+            v.add_argument("--tail", type=int, default=100, metavar="N", help="lines to show (default 100)")
+        else:
+            v.add_argument("--json", action="store_true", help="print the record as one JSON document")
+        v.set_defaults(run=fn)
+    v = verbs.add_parser("list", help="known jobs, newest first, with their last recorded status", description="Jobs in the index (and under --results-dir), with the status last written to each record (`jobs status` refreshes one).")
+    v.add_argument("--results-dir", default=None)
+    v.add_argument("--json", action="store_true")
+    v.set_defaults(run=run_list)
+    v = verbs.add_parser("schema", help="print the JSON Schema of a job record")
+    v.add_argument("-o", "--output", default=None, metavar="FILE", help="write it to FILE instead")
+    v.set_defaults(run=run_schema)
+
+
+def _print_record(record: Any, path: Any, as_json: bool, headline: str) -> None:
+    if as_json:
+        print(json.dumps({"ok": True, "record_path": str(path), "record": record.model_dump(mode="json")}, indent=2))
+        return
+    print(headline)
+    print(f"  record:  {path}")
+    if record.script:
+        print(f"  script:  {record.script}")
+    if record.outputs.log:
+        print(f"  log:     {record.outputs.log}")
+    if record.outputs.run_dir:
+        print(f"  run:     {record.outputs.run_dir}")
+    for note in record.notes:
+        print(f"  note:    {note}")
+
+
+def run_submit(args: argparse.Namespace) -> int:
+    from skillbank.platform.context import Options
+    from skillbank.platform.submit import submit
+
+    options = Options(image=args.image, partition=args.partition, account=args.account, time=args.time, shm_size=args.shm_size)
+    record, path = submit(
+        platform=args.platform, spec_path=args.spec, backend=args.backend, skill=args.skill,
+        nodes=args.nodes, gpus_per_node=args.gpus_per_node, options=options, dry_run=args.dry_run,
+    )
+    if args.dry_run:
+        headline = f"job {record.id}: rendered for {record.platform} ({record.backend}); nothing was submitted\n{record.script}"
+    else:
+        headline = f"job {record.id}: submitted to {record.platform} ({record.backend}), {record.external_kind} {record.external_id}"
+        headline += f"\n  next:    skillbank jobs status {record.id}   |   skillbank jobs logs {record.id}"
+    _print_record(record, path, args.json, headline)
+    return 0
+
+
+def run_status(args: argparse.Namespace) -> int:
+    from skillbank.platform.submit import status
+
+    record, path = status(args.job, args.results_dir)
+    when = f", ended {record.ended}" if record.ended else (f", started {record.started}" if record.started else "")
+    code = f", exit {record.exit_code}" if record.exit_code is not None else ""
+    _print_record(record, path, args.json, f"job {record.id}: {record.status} on {record.platform} ({record.backend}){when}{code}")
+    return 0
+
+
+def run_logs(args: argparse.Namespace) -> int:
+    from skillbank.platform.submit import logs
+
+    _, text = logs(args.job, tail=args.tail, results_dir=args.results_dir)
+    print(text, end="" if text.endswith("\n") or not text else "\n")
+    return 0
+
+
+def run_cancel(args: argparse.Namespace) -> int:
+    from skillbank.platform.submit import cancel
+
+    record, path = cancel(args.job, args.results_dir)
+    _print_record(record, path, args.json, f"job {record.id}: {record.status}")
+    return 0
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from skillbank.platform import record as rec
+
+    rows = []
+    for path in rec.list_records(args.results_dir):
+        try:
+            r = rec.load(path)
+        except Exception:  # noqa: BLE001 - a broken record must not hide the others
+            continue
+        rows.append({"id": r.id, "platform": r.platform, "backend": r.backend, "status": r.status, "submitted": r.submitted, "record": str(path)})
+    if args.json:
+        print(json.dumps({"ok": True, "jobs": rows}, indent=2))
+    else:
+        for row in rows:
+            print(f"{row['id']}  {row['status']:<10} {row['platform']:<7} {row['backend']:<10} {row['submitted']}  {row['record']}")
+    return 0
+
+
+def run_schema(args: argparse.Namespace) -> int:
+    from skillbank import atomic
+    from skillbank.platform.record import json_schema
+
+    text = json.dumps(json_schema(), indent=2) + "\n"
+    if args.output:
+        atomic.write_text(args.output, text)
+    else:
+        print(text, end="")
+    return 0

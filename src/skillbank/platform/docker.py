@@ -1,0 +1,217 @@
+"""Docker platform: the exact `docker run` for one train job, and its submit / status / logs / cancel.
+
+Host folders are mounted at the same paths inside the container and the working directory is the
+submit directory, so every path in the spec (absolute or relative) means the same thing in there:
+datasets and a local model read-only, results and the run folder read-write, the skillbank sources
+read-only on PYTHONPATH, the Hugging Face cache at /root/.cache/huggingface. Credentials go by name
+(`-e HF_TOKEN`: docker copies the value from the submitting shell), so no value lands in the
+command, the record or the job folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import skillbank
+from skillbank.errors import InputError, RunError
+from skillbank.platform.base import Rendered, call, have, quote_argv, shell_script
+from skillbank.platform.context import JobContext
+from skillbank.platform.record import TERMINAL, JobRecord
+
+CONTAINER_HF_HOME = "/root/.cache/huggingface"
+# What `skillbank train` imports before it reaches torch / cosmos-rl (the image has those).
+LIGHT_DEPS = ("pydantic>=2.7,<3", "pyyaml>=6", "tomli-w>=1.0", "jsonschema>=4.20", "qwen-vl-utils")
+PASS_ALWAYS = ("HF_TOKEN",)
+PASS_WHEN_SET = ("HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY")
+
+
+def image_for(ctx: JobContext) -> str:
+    if ctx.options.image:
+        return ctx.options.image
+    from skillbank.skillinfo import skill_info
+
+    image = skill_info(ctx.skill).get("container_image")
+    if not image:
+        raise InputError(
+            f"skill {ctx.skill} names no container_image in references/skill_info.yaml",
+            where="--image",
+            fix="pass --image IMAGE (a cosmos-rl image, e.g. nvcr.io/nvidia/cosmos/cosmos-rl:<tag>)",
+        )
+    return str(image)
+
+
+def host_hf_home() -> Path:
+    return Path(os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface").expanduser()
+
+
+def mounts(ctx: JobContext) -> list[tuple[Path, Path, bool]]:
+    """(host, container, read_only) mounts; nested ones collapse into an ancestor that covers them."""
+    src = Path(skillbank.__file__).resolve().parent.parent  # the folder holding the skillbank package
+    wanted: list[tuple[Path, bool]] = [(src, True)]
+    try:
+        from skillbank.paths import bank_root
+
+        wanted.append((bank_root(), True))  # skills/ and config.json: skill_info, templates
+    except InputError:
+        pass
+    wanted += [(p, True) for p in ctx.dataset_dirs()]
+    model = ctx.local_model_dir()
+    if model is not None:
+        wanted.append((model, True))
+    wanted += [(ctx.results_dir, False), (ctx.train_output_dir, False)]
+    out = [(path, path, ro) for path, ro in _collapse(wanted)]
+    out.append((host_hf_home(), Path(CONTAINER_HF_HOME), False))
+    return out
+
+
+def _collapse(items: list[tuple[Path, bool]]) -> list[tuple[Path, bool]]:
+    """Drop a mount an ancestor already gives with at least its access; merge duplicates (rw wins)."""
+    access: dict[Path, bool] = {}
+    for path, ro in items:
+        path = path.resolve()
+        access[path] = access.get(path, True) and ro
+    kept: list[tuple[Path, bool]] = []
+    for path in sorted(access, key=lambda p: (len(p.parts), str(p))):
+        covered = any(_under(path, parent) and (not parent_ro or access[path]) for parent, parent_ro in kept)
+        if not covered:
+            kept.append((path, access[path]))
+    return kept
+
+
+def _under(path: Path, parent: Path) -> bool:
+    return path == parent or parent in path.parents
+
+
+def env_names() -> list[str]:
+    return [*PASS_ALWAYS, *(n for n in PASS_WHEN_SET if os.environ.get(n))]
+
+
+def container_script(ctx: JobContext) -> Path:
+    """container.sh in the job folder (mounted): install skillbank's light dependencies if the image
+    lacks them, then exec the train command on the spec copy."""
+    deps = " ".join(quote_argv([d]) for d in LIGHT_DEPS)
+    return shell_script(
+        ctx.job_dir / "container.sh",
+        f"inside the container of docker job {ctx.job_id}",
+        [
+            "python -c 'import pydantic, yaml, tomli_w, jsonschema, qwen_vl_utils' 2>/dev/null \\",
+            f"  || python -m pip install --quiet --disable-pip-version-check {deps}",
+            f"exec {quote_argv(ctx.train_argv('python'))}",
+        ],
+    )
+
+
+def docker_argv(ctx: JobContext) -> tuple[list[str], str, list[str]]:
+    image = image_for(ctx)
+    names = env_names()
+    src = Path(skillbank.__file__).resolve().parent.parent
+    argv = [
+        "docker", "run", "--detach",
+        "--name", f"skillbank-{ctx.job_id}",
+        "--label", f"skillbank.job={ctx.job_id}",
+        "--gpus", "all",
+        "--ipc=host",
+        "--shm-size", ctx.options.shm_size,
+        "--ulimit", "memlock=-1",
+        "--ulimit", "stack=67108864",
+    ]
+    for host, inside, ro in mounts(ctx):
+        argv += ["-v", f"{host}:{inside}" + (":ro" if ro else "")]
+    for name in names:
+        argv += ["-e", name]  # by name: docker copies the value from this environment
+    argv += ["-e", f"HF_HOME={CONTAINER_HF_HOME}", "-e", f"PYTHONPATH={src}"]
+    try:
+        from skillbank.paths import bank_root
+
+        argv += ["-e", f"SKILLBANK_ROOT={bank_root()}"]
+    except InputError:
+        pass
+    argv += ["-w", str(ctx.cwd), image, "bash", str(container_script(ctx))]
+    return argv, image, names
+
+
+def render(ctx: JobContext) -> Rendered:
+    argv, image, names = docker_argv(ctx)
+    script = shell_script(
+        ctx.job_dir / "command.sh",
+        f"docker job {ctx.job_id}: run this on a Docker host with NVIDIA GPUs (credentials pass by name from your shell)",
+        [quote_argv(argv, wrap=2)],
+    )
+    notes = []
+    if ctx.backend == "cosmos-rl":
+        notes.append(f"the container runs cosmos-rl on {ctx.gpus_per_node} GPU(s) (policy.parallelism); `--gpus all` exposes every GPU of the host")
+    return Rendered(argv=argv, script=script, image=image, env=names, notes=notes)
+
+
+def require_engine() -> None:
+    if not have("docker"):
+        raise InputError(
+            "docker is not installed on this machine",
+            where="--platform docker",
+            fix="add --dry-run to write the `docker run` command into the job folder, and run it on a Docker host",
+        )
+    try:
+        call(["docker", "info"], what="docker info", timeout=30)
+    except RunError as exc:
+        raise InputError(
+            f"no Docker engine answers here ({exc})",
+            where="--platform docker",
+            fix="start the Docker daemon, or add --dry-run to write the command and run it on a Docker host",
+        ) from None
+
+
+def launch(ctx: JobContext, rendered: Rendered) -> str:
+    return call(rendered.argv, what="docker run", timeout=600).strip().splitlines()[-1]
+
+
+STATE_MAP = {"created": "submitted", "running": "running", "restarting": "running", "paused": "running", "removing": "running"}
+
+
+def refresh(record: JobRecord) -> JobRecord:
+    if record.dry_run or not record.external_id or record.status in TERMINAL:
+        return record
+    try:
+        state = json.loads(call(["docker", "inspect", "--format", "{{json .State}}", record.external_id], what="docker inspect"))
+    except (RunError, InputError, ValueError):
+        record.status = "unknown"
+        return record
+    status = str(state.get("Status", "")).lower()
+    if status in STATE_MAP:
+        record.status = STATE_MAP[status]  # type: ignore[assignment]
+    elif status in ("exited", "dead"):
+        code = int(state.get("ExitCode", -1))
+        record.exit_code = code
+        record.status = "succeeded" if code == 0 else "failed"
+        record.ended = _time(state.get("FinishedAt"))
+    record.started = _time(state.get("StartedAt")) or record.started
+    return record
+
+
+def logs(record: JobRecord, tail: int) -> str:
+    if not record.external_id:
+        return ""
+    import subprocess
+
+    proc = subprocess.run(
+        ["docker", "logs", "--tail", str(tail), record.external_id], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60
+    )
+    if proc.returncode != 0:
+        raise RunError(f"docker logs failed (exit {proc.returncode}): {proc.stdout.strip()[-2000:]}")
+    return proc.stdout
+
+
+def cancel(record: JobRecord) -> JobRecord:
+    record = refresh(record)
+    if record.status in TERMINAL or not record.external_id:
+        return record
+    call(["docker", "stop", "--time", "30", record.external_id], what="docker stop", timeout=120)
+    record = refresh(record)
+    record.status = "cancelled"
+    return record
+
+
+def _time(value: object) -> str | None:
+    text = str(value or "")
+    return None if not text or text.startswith("0001-") else text

@@ -1,0 +1,118 @@
+"""Local platform: `skillbank train` as a detached process on this machine, its log in the job folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from skillbank.platform.base import Rendered, quote_argv, shell_script, tail_file
+from skillbank.platform.context import JobContext
+from skillbank.platform.record import TERMINAL, JobRecord
+
+LOG_NAME = "train.log"
+STATE_NAME = "state.json"
+
+
+def render(ctx: JobContext) -> Rendered:
+    argv = ctx.train_argv()
+    script = shell_script(
+        ctx.job_dir / "command.sh", f"local job {ctx.job_id}", [f"cd {quote_argv([str(ctx.cwd)])}", f"exec {quote_argv(argv)}"]
+    )
+    return Rendered(argv=argv, script=script, log=ctx.job_dir / LOG_NAME)
+
+
+def launch(ctx: JobContext, rendered: Rendered) -> str:
+    """Start the runner in its own session (it survives this command) and return its pid."""
+    runner = [
+        ctx.python, "-m", "skillbank.platform.runner",
+        "--state", str(ctx.job_dir / STATE_NAME), "--log", str(rendered.log), "--cwd", str(ctx.cwd),
+        "--", *rendered.argv,
+    ]
+    with open(ctx.job_dir / "runner.log", "ab") as out:
+        proc = subprocess.Popen(
+            runner, cwd=ctx.cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    return str(proc.pid)
+
+
+def refresh(record: JobRecord) -> JobRecord:
+    if record.dry_run or record.external_id is None:
+        return record
+    state = _state(record)
+    if state:
+        record.status = state.get("status", record.status)
+        record.started = state.get("started", record.started)
+        record.ended = state.get("ended", record.ended)
+        record.exit_code = state.get("exit_code", record.exit_code)
+    if record.status not in TERMINAL and not _alive(int(record.external_id), record.id):
+        state = _state(record)  # it may have finished between the two reads
+        if state.get("status") in TERMINAL:
+            return refresh(record)
+        record.status = "unknown"
+        if "runner gone" not in " ".join(record.notes):
+            record.notes.append("runner gone without writing an end state (killed with SIGKILL, or the machine restarted)")
+    return record
+
+
+def logs(record: JobRecord, tail: int) -> str:
+    return tail_file(Path(record.outputs.log or Path(record.outputs.job_dir) / LOG_NAME), tail)
+
+
+def cancel(record: JobRecord, wait_s: float = 30.0) -> JobRecord:
+    """SIGTERM the runner (it stops the whole process tree and records `cancelled`); wait for its end state."""
+    record = refresh(record)
+    if record.status in TERMINAL or record.external_id is None:
+        return record
+    pid = int(record.external_id)
+    if _alive(pid, record.id):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        record = refresh(record)
+        if record.status in TERMINAL or record.status == "unknown":
+            break
+        time.sleep(0.2)
+    return record
+
+
+def _state(record: JobRecord) -> dict:
+    path = Path(record.outputs.job_dir) / STATE_NAME
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _alive(pid: int, job_id: str) -> bool:
+    """The runner still runs (and the pid was not reused: its command line names this job)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    if cmdline.is_file():
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            return True
+        if "zombie" in _proc_state(pid):
+            return False
+        return job_id in text
+    return True
+
+
+def _proc_state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().split("State:")[1].split("\n")[0].lower()
+    except (OSError, IndexError):
+        return ""
+
+
+def require_engine() -> None:
+    """Nothing to check: this machine runs the job."""

@@ -1,0 +1,178 @@
+"""The job record: one JSON shape for every platform, so an agent watches a local, Docker or Slurm job
+the same way.
+
+A record lives at `<results_dir>/jobs/<job_id>.json`, beside the job folder `<results_dir>/jobs/<job_id>/`
+(the spec copy the job runs from, the rendered command or sbatch script, logs). An index under the
+cache folder maps job ids to records, so `skillbank jobs status ID` works from any directory.
+Records hold names of credentials (`env`), never their values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from skillbank import atomic
+from skillbank.errors import InputError
+from skillbank.paths import cache_dir
+
+SCHEMA_VERSION = 1
+Platform = Literal["local", "docker", "slurm"]
+Backend = Literal["local", "cosmos-rl"]
+Status = Literal["rendered", "submitted", "running", "succeeded", "failed", "cancelled", "unknown"]
+TERMINAL: frozenset[str] = frozenset({"rendered", "succeeded", "failed", "cancelled"})
+
+
+class SpecRef(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(description="The spec file as given (absolute).")
+    sha256: str = Field(description="sha256 of the spec file at submit time.")
+    copy_path: str = Field(description="The copy inside the job folder that the job runs from.")
+
+
+class Outputs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    results_dir: str = Field(description="The spec's results_dir (absolute).")
+    job_dir: str = Field(description="Folder of this job: spec copy, rendered command or script, logs.")
+    train_output_dir: str = Field(description="The spec's train.output_dir (absolute): run folders go under it.")
+    run_dir: str | None = Field(None, description="The run folder when the platform fixes it (slurm: <train_output_dir>/<job id>).")
+    log: str | None = Field(None, description="The job's main log file (local: the train command's output; slurm: the batch output).")
+    cosmos_log_dir: str | None = Field(None, description="cosmos-rl's --log-dir (slurm): node_<i>/logs_latest/ per node.")
+
+
+class JobRecord(BaseModel):
+    """What was submitted, where, and what became of it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    id: str = Field(description="Job id: <action>-<UTC YYYYmmdd-HHMMSS>-<6 hex>.")
+    platform: Platform
+    backend: Backend
+    skill: str
+    action: Literal["train"] = "train"
+    spec: SpecRef
+    argv: list[str] = Field(description="What was (or would be) executed: the train command, `docker run ...`, or `sbatch SCRIPT`.")
+    script: str | None = Field(None, description="The rendered file (docker: command.sh, slurm: job.sbatch).")
+    status: Status
+    dry_run: bool = False
+    submitted: str = Field(description="UTC ISO-8601 time of the submit command.")
+    started: str | None = None
+    ended: str | None = None
+    exit_code: int | None = None
+    external_kind: Literal["pid", "docker-container", "slurm-job"] | None = None
+    external_id: str | None = Field(None, description="Process group id, Docker container id or Slurm job id.")
+    nodes: int = 1
+    gpus_per_node: int | None = None
+    image: str | None = None
+    env: list[str] = Field(default_factory=list, description="Names of the variables passed through (values are never recorded).")
+    outputs: Outputs
+    preflight: dict[str, Any] = Field(default_factory=dict, description="{ran, ok, errors, warnings} or {ran: false, reason}.")
+    notes: list[str] = Field(default_factory=list)
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def new_job_id(action: str = "train") -> str:
+    return f"{action}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(3)}"
+
+
+def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def record_path(results_dir: str | Path, job_id: str) -> Path:
+    return Path(results_dir) / "jobs" / f"{job_id}.json"
+
+
+def job_dir(results_dir: str | Path, job_id: str) -> Path:
+    return Path(results_dir) / "jobs" / job_id
+
+
+def _index_dir() -> Path:
+    return cache_dir() / "jobs"
+
+
+def save(record: JobRecord) -> Path:
+    """Write the record (atomically) and point the id index at it."""
+    path = record_path(record.outputs.results_dir, record.id)
+    atomic.write_json(path, record.model_dump(mode="json"))
+    try:
+        atomic.write_text(_index_dir() / record.id, str(path) + "\n")
+    except OSError:
+        pass  # the index is a convenience; the record itself is what counts
+    return path
+
+
+def load(path: str | Path) -> JobRecord:
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read job record: {exc}", where=str(p), fix="pass a job id or a jobs/<id>.json path") from None
+    try:
+        return JobRecord.model_validate(data)
+    except ValueError as exc:
+        raise InputError(f"not a skillbank job record: {exc}", where=str(p)) from None
+
+
+def find(job: str, results_dir: str | None = None) -> tuple[JobRecord, Path]:
+    """A job by record path, or by id (the index, then --results-dir, then ./results)."""
+    candidates: list[Path] = []
+    if job.endswith(".json") or os.sep in job:
+        candidates.append(Path(job))
+    else:
+        pointer = _index_dir() / job
+        if pointer.is_file():
+            candidates.append(Path(pointer.read_text(encoding="utf-8").strip()))
+        if results_dir:
+            candidates.append(record_path(results_dir, job))
+        candidates.append(record_path("results", job))
+    for path in candidates:
+        if path.is_file():
+            return load(path), path.resolve()
+    raise InputError(
+        f"no job record found for {job!r}",
+        where="JOB",
+        fix="pass the id printed by `skillbank submit`, or the path of <results_dir>/jobs/<id>.json (or add --results-dir)",
+    )
+
+
+def list_records(results_dir: str | None = None) -> list[Path]:
+    """Records known to the index (and under results_dir/jobs when given), newest first."""
+    paths: set[Path] = set()
+    if results_dir:
+        paths.update(p.resolve() for p in (Path(results_dir) / "jobs").glob("*.json"))
+    index = _index_dir()
+    if index.is_dir():
+        for pointer in index.iterdir():
+            try:
+                target = Path(pointer.read_text(encoding="utf-8").strip())
+            except OSError:
+                continue
+            if target.is_file():
+                paths.add(target.resolve())
+    return sorted(paths, key=lambda p: p.stat().st_mtime, reverse=True)
+
+
+def json_schema() -> dict[str, Any]:
+    schema = JobRecord.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "skillbank job record"
+    return schema

@@ -1,0 +1,103 @@
+"""The detached wrapper of a local job: runs the command, owns its state file, stops its process tree.
+
+    python -m skillbank.platform.runner --state S --log L --cwd D -- skillbank train ...
+
+`skillbank submit --platform local` starts this in its own session and returns. The runner writes
+`state.json` (running, then succeeded / failed / cancelled with the exit code and end time), so a
+status query never has to guess from a pid. On SIGTERM (`skillbank jobs cancel`) it terminates the
+command and every process the command started (torchrun workers, the cosmos-rl launcher in its own
+session), then SIGKILLs whatever is left after a grace period.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from skillbank import atomic
+from skillbank.platform.record import now
+
+GRACE_S = 20.0
+
+
+def _write_state(path: Path, **state: object) -> None:
+    atomic.write_json(path, state)
+
+
+def _descendants(pid: int) -> list:
+    import psutil
+
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def stop_tree(child: subprocess.Popen, grace_s: float = GRACE_S) -> None:
+    """SIGTERM the command and its descendants (snapshotted first: they may change session), then SIGKILL."""
+    import psutil
+
+    procs = _descendants(child.pid)
+    try:
+        procs.insert(0, psutil.Process(child.pid))
+    except psutil.Error:
+        pass
+    for proc in procs:
+        try:
+            proc.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=grace_s)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="skillbank.platform.runner")
+    parser.add_argument("--state", required=True)
+    parser.add_argument("--log", required=True)
+    parser.add_argument("--cwd", required=True)
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    state = Path(args.state)
+    started = now()
+    cancelled = False
+
+    with open(args.log, "ab", buffering=0) as log:
+        try:
+            child = subprocess.Popen(command, cwd=args.cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        except OSError as exc:
+            log.write(f"skillbank runner: cannot start {command[0]!r}: {exc}\n".encode())
+            _write_state(state, status="failed", started=started, ended=now(), exit_code=127, pid=None)
+            return 127
+
+        def on_term(signum: int, _frame: object) -> None:
+            nonlocal cancelled
+            cancelled = True
+            log.write(f"\nskillbank runner: signal {signum}: stopping the job\n".encode())
+            stop_tree(child)
+
+        signal.signal(signal.SIGTERM, on_term)
+        signal.signal(signal.SIGINT, on_term)
+        _write_state(state, status="running", started=started, pid=child.pid)
+        while True:
+            try:
+                code = child.wait()
+                break
+            except InterruptedError:  # pragma: no cover - PEP 475 retries for us
+                time.sleep(0.1)
+    status = "cancelled" if cancelled else ("succeeded" if code == 0 else "failed")
+    _write_state(state, status=status, started=started, ended=now(), exit_code=code, pid=child.pid)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

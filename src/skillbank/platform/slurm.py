@@ -1,0 +1,293 @@
+"""Slurm platform: an sbatch script for multi-node cosmos-rl SFT, and its submit / status / logs / cancel.
+
+Shape (docs: shared/docs/cosmos-rl.md; cosmos_rl/launcher/launch_all.py, v0.4.7):
+- one cosmos-rl replica spans the allocation: `--nodes` = policy.parallelism.dp_replicate_size,
+  `--gpus-per-node` = dp_shard_size * tp_size * cp_size * pp_size, one task per node;
+- `srun` starts cosmos-rl's launcher once per node with `--num-workers $SLURM_NNODES
+  --worker-idx $SLURM_NODEID --node-ip-list <nodes from scontrol show hostnames, ';'-separated>`
+  (the launcher splits the list on ';'); node 0 starts the controller on --port, the other nodes get
+  `--url <first node>:<port>` and connect to it (a multi-worker launcher without --url starts its own);
+- each node logs to `--log-dir <run>/cosmos-rl-logs/node_<i>`;
+- `#SBATCH --requeue`: a requeued (or re-submitted) job whose run folder has a checkpoint starts
+  from the TOML with `train.resume = true`, so it continues from the newest step;
+- the exit code of cosmos-rl cannot be trusted: after srun the script reads the launcher's
+  output and the newest logs for failure lines and exits 1 on one, so sacct shows FAILED.
+The TOML is rendered at submit time by the cosmos-rl backend (`training.cosmos_rl.toml`), from the
+spec copy in the job folder. Credentials are inherited by name (`--export=ALL`), never written.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shlex
+from pathlib import Path
+
+from skillbank.errors import InputError, RunError
+from skillbank.platform.base import Rendered, call, have, tail_file
+from skillbank.platform.context import JobContext
+from skillbank.platform.record import TERMINAL, JobRecord
+
+TIME_FORMAT = re.compile(r"^(\d+-)?\d{1,3}:\d{2}:\d{2}$")
+SCRIPT_NAME = "job.sbatch"
+FAILURE_LINES = "Process [0-9]+ failed with return code|object has no attribute .state_dict."
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def _q(value: object) -> str:
+    return shlex.quote(str(value))
+
+
+def check_options(ctx: JobContext) -> None:
+    if ctx.options.time and not TIME_FORMAT.match(ctx.options.time):
+        raise InputError(f"--time {ctx.options.time!r} is not a Slurm time limit", where="--time", fix="use HH:MM:SS or D-HH:MM:SS, e.g. 04:00:00")
+
+
+def sbatch_header(ctx: JobContext) -> list[str]:
+    lines = [
+        "#!/bin/bash",
+        f"#SBATCH --job-name=skillbank-{ctx.job_id}",
+        f"#SBATCH --nodes={ctx.nodes}",
+        "#SBATCH --ntasks-per-node=1",
+        f"#SBATCH --gpus-per-node={ctx.gpus_per_node}",
+        "#SBATCH --exclusive",
+        f"#SBATCH --output={ctx.job_dir}/slurm-%j.out",
+        "#SBATCH --open-mode=append",
+        "#SBATCH --requeue",
+        "#SBATCH --export=ALL",
+    ]
+    for flag, value in (("partition", ctx.options.partition), ("account", ctx.options.account), ("time", ctx.options.time)):
+        if value:
+            lines.append(f"#SBATCH --{flag}={value}")
+    return lines
+
+
+def _prelude(ctx: JobContext) -> list[str]:
+    bin_dir = Path(ctx.python).parent
+    par = ctx.spec.policy.parallelism
+    return [
+        f"# skillbank job {ctx.job_id}: {ctx.backend} SFT on {ctx.nodes} node(s) x {ctx.gpus_per_node} GPU(s)",
+        f"#   (policy.parallelism: dp_replicate {par.dp_replicate_size}, dp_shard {par.dp_shard_size}, tp {par.tp_size}, cp {par.cp_size}, pp {par.pp_size}).",
+        "# Submit: sbatch " + str(ctx.job_dir / SCRIPT_NAME) + "  (or: skillbank submit --platform slurm ...).",
+        "# HF_TOKEN / WANDB_API_KEY are inherited from the submitting shell by name (--export=ALL); no value is written here.",
+        "set -euo pipefail",
+        "",
+        "# The environment skillbank was submitted from (a venv on the shared filesystem) provides skillbank and cosmos-rl.",
+        f"export PATH={_q(bin_dir)}:$PATH",
+        f"export HF_HOME=\"${{HF_HOME:-{_hf_home()}}}\"",
+        f"cd {_q(ctx.cwd)}",
+        f"JOB_DIR={_q(ctx.job_dir)}",
+        "ATTEMPT=${SLURM_RESTART_COUNT:-0}",
+        'echo "skillbank: job ${SLURM_JOB_ID:-?} attempt $ATTEMPT on $(hostname) at $(date -u +%FT%TZ)"',
+    ]
+
+
+def _hf_home() -> str:
+    from skillbank.platform.docker import host_hf_home
+
+    return str(host_hf_home())
+
+
+def render_toml(ctx: JobContext, run_dir: Path) -> tuple[Path, Path, list[str]]:
+    """cosmos-rl's TOML for a fresh start and for a resume (train.resume = true), from the spec copy."""
+    from skillbank.training.cosmos_rl import toml as cosmos_toml
+    from skillbank.training.cosmos_rl.family import family_of
+
+    model_dir = ctx.local_model_dir()
+    model = str(model_dir) if model_dir is not None else str(ctx.hub_model())
+    family = family_of(str(model_dir) if model_dir is not None else ctx.spec.policy.model_name_or_path)
+    fresh, resume = ctx.job_dir / "cosmos-rl.toml", ctx.job_dir / "cosmos-rl-resume.toml"
+    notes: list[str] = []
+    try:
+        for path, flag in ((fresh, False), (resume, True)):
+            built = cosmos_toml.build_toml(ctx.spec, model=model, family=family, run_dir=run_dir, run_id=ctx.job_id, resume=flag)
+            cosmos_toml.write_toml(path, built.data)
+            notes = list(built.notes)
+    except TypeError as exc:  # the backend's API moved: say so instead of writing a wrong file
+        raise RunError(f"cannot render the cosmos-rl TOML with skillbank.training.cosmos_rl.toml: {exc}") from None
+    return fresh, resume, notes
+
+
+def dataset_script() -> Path:
+    """The dataset script cosmos-rl runs (located, not imported: it imports torch)."""
+    found = importlib.util.find_spec("skillbank.training.cosmos_rl.script")
+    if found is None or not found.origin:
+        raise RunError("skillbank.training.cosmos_rl.script is missing from this installation")
+    return Path(found.origin).resolve()
+
+
+def _cosmos_body(ctx: JobContext) -> tuple[list[str], Path, Path, list[str]]:
+    run_dir = ctx.train_output_dir / ctx.job_id
+    log_dir = run_dir / "cosmos-rl-logs"
+    fresh, resume, notes = render_toml(ctx, run_dir)
+    script = dataset_script()
+    lines = [
+        f"RUN_DIR={_q(run_dir)}",
+        f"LOG_DIR={_q(log_dir)}",
+        f"CONFIG={_q(fresh)}",
+        f"SCRIPT={_q(script)}",
+        f"PORT={ctx.options.port}",
+        f"RDZV_PORT={ctx.options.rdzv_port}",
+        "",
+        "# Resume-safe: a requeued or re-submitted job continues from this run's newest checkpoint.",
+        'if compgen -G "$RUN_DIR/checkpoints/step_*" > /dev/null; then',
+        f"  CONFIG={_q(resume)}",
+        '  echo "skillbank: resuming from the newest checkpoint under $RUN_DIR/checkpoints"',
+        "fi",
+    ]
+    hub = ctx.hub_model()
+    if hub:
+        lines += [
+            "",
+            "# Download the model once, before any node starts (HF_TOKEN from the environment for gated models).",
+            f"python -c \"from huggingface_hub import snapshot_download; snapshot_download('{_hub_id(hub)}')\"",
+        ]
+    lines += [
+        "",
+        "# Node wiring: the first node hosts the controller; every node runs one launcher (one task per node).",
+        'mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
+        'HEAD_NODE="${NODES[0]}"',
+        "NODE_LIST=$(IFS=';'; echo \"${NODES[*]}\")",
+        'echo "skillbank: nodes $NODE_LIST, controller on $HEAD_NODE:$PORT"',
+        "export CONFIG LOG_DIR SCRIPT HEAD_NODE NODE_LIST PORT RDZV_PORT",
+        'mkdir -p "$LOG_DIR"',
+        'ATTEMPT_LOG="$JOB_DIR/launcher-attempt-$ATTEMPT.log"',
+        "set +e",
+        "# Node 0 starts the controller on $PORT; the others reach it with --url (without it each would start one).",
+        'srun --nodes="$SLURM_NNODES" --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c \'',
+        '  url=(); if [ "$SLURM_NODEID" != 0 ]; then url=(--url "$HEAD_NODE:$PORT"); fi',
+        '  exec cosmos-rl --config "$CONFIG" --log-dir "$LOG_DIR/node_$SLURM_NODEID" \\',
+        '    --num-workers "$SLURM_NNODES" --worker-idx "$SLURM_NODEID" \\',
+        '    --node-ip-list "$NODE_LIST" --port "$PORT" --rdzv-port "$RDZV_PORT" "${url[@]}" \\',
+        "    \"$SCRIPT\"' 2>&1 | tee \"$ATTEMPT_LOG\"",
+        "rc=${PIPESTATUS[0]}",
+        "set -e",
+        "",
+        "# cosmos-rl's exit code cannot be trusted: read failures from the launcher output and the newest logs.",
+        f"if grep -qsE {_q(FAILURE_LINES)} \"$ATTEMPT_LOG\" \"$LOG_DIR\"/node_*/logs_latest/*.log; then",
+        '  echo "skillbank: cosmos-rl reported a failure (see $ATTEMPT_LOG and $LOG_DIR/node_*/logs_latest/)" >&2',
+        "  exit 1",
+        "fi",
+        'exit "$rc"',
+    ]
+    return lines, run_dir, log_dir, notes
+
+
+def _hub_id(model: str) -> str:
+    if not HUB_ID.match(model):
+        raise InputError(
+            f"{model!r} is neither a local model folder nor a Hugging Face id owner/repo",
+            where="policy.model_name_or_path",
+            fix="use hf_model://owner/repo, owner/repo, or the path of a folder with config.json",
+        )
+    return model
+
+
+def _local_body(ctx: JobContext) -> list[str]:
+    fresh = " ".join(_q(a) for a in ctx.train_argv())
+    resume = " ".join(_q(a) for a in ctx.train_argv(resume=True))
+    return [
+        "# The local backend (torchrun + FSDP2) on one node; a requeued attempt resumes (train --resume).",
+        'if [ "$ATTEMPT" -gt 0 ]; then',
+        f"  srun --nodes=1 --ntasks=1 {resume}",
+        "else",
+        f"  srun --nodes=1 --ntasks=1 {fresh}",
+        "fi",
+    ]
+
+
+def render(ctx: JobContext) -> Rendered:
+    check_options(ctx)
+    lines = [*sbatch_header(ctx), *_prelude(ctx), ""]
+    run_dir = log_dir = None
+    notes: list[str] = []
+    if ctx.backend == "cosmos-rl":
+        body, run_dir, log_dir, notes = _cosmos_body(ctx)
+    else:
+        body = _local_body(ctx)
+    from skillbank import atomic
+
+    path = ctx.job_dir / SCRIPT_NAME
+    atomic.write_text(path, "\n".join([*lines, *body]) + "\n")
+    path.chmod(0o755)
+    return Rendered(
+        argv=["sbatch", "--parsable", str(path)],
+        script=path,
+        run_dir=run_dir,
+        cosmos_log_dir=log_dir,
+        env=["HF_TOKEN", "WANDB_API_KEY"],
+        notes=notes,
+    )
+
+
+def require_engine() -> None:
+    if not have("sbatch"):
+        raise InputError(
+            "sbatch is not on PATH: this is not a Slurm submit host",
+            where="--platform slurm",
+            fix="add --dry-run to write the sbatch script into the job folder, then `sbatch` it on the cluster's login node",
+        )
+
+
+def launch(ctx: JobContext, rendered: Rendered) -> str:
+    out = call(rendered.argv, what="sbatch", timeout=120).strip()
+    job_id = out.split(";")[0].strip()
+    if not job_id.isdigit():
+        raise RunError(f"sbatch answered {out!r}, not a job id")
+    return job_id
+
+
+STATES = {
+    "PENDING": "submitted", "CONFIGURING": "submitted", "REQUEUED": "submitted", "REQUEUE_HOLD": "submitted",
+    "REQUEUE_FED": "submitted", "RESV_DEL_HOLD": "submitted", "SUSPENDED": "running", "RUNNING": "running",
+    "COMPLETING": "running", "STAGE_OUT": "running", "SIGNALING": "running", "RESIZING": "running",
+    "COMPLETED": "succeeded", "CANCELLED": "cancelled", "FAILED": "failed", "TIMEOUT": "failed",
+    "NODE_FAIL": "failed", "OUT_OF_MEMORY": "failed", "PREEMPTED": "failed", "BOOT_FAIL": "failed", "DEADLINE": "failed",
+}
+
+
+def refresh(record: JobRecord) -> JobRecord:
+    if record.dry_run or not record.external_id or record.status in TERMINAL:
+        return record
+    state, code = _query(record.external_id)
+    if state is None:
+        record.status = "unknown"
+        return record
+    record.status = STATES.get(state.split()[0].rstrip("+"), "unknown")  # type: ignore[assignment]
+    if code is not None and record.status in TERMINAL:
+        record.exit_code = code
+    return record
+
+
+def _query(job_id: str) -> tuple[str | None, int | None]:
+    if have("squeue"):
+        try:
+            out = call(["squeue", "-h", "-j", job_id, "-o", "%T"], what="squeue").strip()
+            if out:
+                return out.splitlines()[0], None
+        except RunError:
+            pass  # finished jobs leave squeue: ask sacct
+    if have("sacct"):
+        try:
+            out = call(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State,ExitCode"], what="sacct").strip()
+        except RunError:
+            return None, None
+        if out:
+            state, _, code = out.splitlines()[0].partition("|")
+            return state, int(code.split(":")[0]) if code.split(":")[0].isdigit() else None
+    return None, None
+
+
+def logs(record: JobRecord, tail: int) -> str:
+    if not record.external_id:
+        return ""
+    return tail_file(Path(record.outputs.job_dir) / f"slurm-{record.external_id}.out", tail)
+
+
+def cancel(record: JobRecord) -> JobRecord:
+    record = refresh(record)
+    if record.status in TERMINAL or not record.external_id:
+        return record
+    call(["scancel", record.external_id], what="scancel")
+    record.status = "cancelled"
+    return record

@@ -1,0 +1,172 @@
+"""Submit one train job to a platform, and query, tail or stop it later through its record.
+
+Order of a submit: validate the spec -> preflight (a failure submits nothing: InputError, exit 2) ->
+check the engine (docker info / sbatch; skipped by --dry-run) -> copy the spec into the job folder ->
+render the command or script -> launch (unless --dry-run) -> write the record.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
+
+from skillbank.errors import InputError, RunError
+from skillbank.platform import record as rec
+from skillbank.platform.context import JobContext, Options, build_context, copy_spec
+
+DEFAULT_SKILL = "tao-finetune-cosmos-reason"
+PLATFORMS = ("local", "docker", "slurm")
+BACKENDS = ("local", "cosmos-rl")
+SHOWN_FINDINGS = 8
+
+
+def platform_module(name: str) -> ModuleType:
+    if name not in PLATFORMS:
+        raise InputError(f"unknown platform {name!r}", where="--platform", fix=f"one of: {', '.join(PLATFORMS)}")
+    return importlib.import_module(f"skillbank.platform.{name}")
+
+
+def default_backend(platform: str) -> str:
+    return "local" if platform == "local" else "cosmos-rl"
+
+
+def load_run_preflight() -> Callable[..., Any] | None:
+    """`skillbank.preflight.run.run_preflight`, when that module exists in this installation."""
+    try:
+        module = importlib.import_module("skillbank.preflight.run")
+    except ModuleNotFoundError as exc:
+        if exc.name in ("skillbank.preflight", "skillbank.preflight.run"):
+            return None
+        raise
+    return getattr(module, "run_preflight", None)
+
+
+def preflight_gate(ctx: JobContext, *, gpus_per_node: int | None) -> dict[str, Any]:
+    run = load_run_preflight()
+    if run is None:
+        print("warning: skillbank.preflight.run is not available: submitting without preflight", file=sys.stderr)
+        return {"ran": False, "reason": "skillbank.preflight.run.run_preflight not available"}
+    report = run(
+        skill=ctx.skill, action="train", spec_path=str(ctx.spec_path),
+        gpus_per_node=gpus_per_node, nodes=ctx.nodes, backend=ctx.backend,
+    )
+    findings = list(getattr(report, "findings", []) or [])
+    errors = [f for f in findings if getattr(f, "severity", "") == "error"]
+    summary = {"ran": True, "ok": bool(report.ok), "errors": len(errors), "warnings": len(findings) - len(errors)}
+    if not report.ok:
+        lines = [f"{getattr(f, 'where', '') or '-'}: {f.message}" + (f" (fix: {f.fix})" if getattr(f, "fix", "") else "") for f in errors]
+        more = f"\n  ... and {len(lines) - SHOWN_FINDINGS} more" if len(lines) > SHOWN_FINDINGS else ""
+        raise InputError(
+            f"preflight failed with {len(errors)} error(s); nothing was submitted:\n  " + "\n  ".join(lines[:SHOWN_FINDINGS]) + more,
+            where=str(ctx.spec_path),
+            fix=f"fix the spec, then check with `skillbank preflight --skill {ctx.skill} --action train --spec {ctx.spec_path}`",
+        )
+    return summary
+
+
+def _preflight_gpus(platform: str, flag: int | None, ctx: JobContext, dry_run: bool) -> int | None:
+    """What preflight should assume about GPUs per node: the allocation on Slurm, the shape the spec asks
+    for when only rendering, else what the flag says (None: preflight looks at this machine)."""
+    if platform == "slurm" or (dry_run and platform == "docker"):
+        return ctx.gpus_per_node
+    return flag
+
+
+def submit(
+    *,
+    platform: str,
+    spec_path: str,
+    backend: str | None = None,
+    skill: str = DEFAULT_SKILL,
+    nodes: int | None = None,
+    gpus_per_node: int | None = None,
+    options: Options | None = None,
+    dry_run: bool = False,
+) -> tuple[rec.JobRecord, Path]:
+    from skillbank.spec.io import load_spec
+    from skillbank.spec.registry import spec_model
+
+    module = platform_module(platform)
+    backend = backend or default_backend(platform)
+    if backend not in BACKENDS:
+        raise InputError(f"unknown backend {backend!r}", where="--backend", fix=f"one of: {', '.join(BACKENDS)}")
+    spec = load_spec(spec_path, spec_model(skill, "train"))
+    ctx = build_context(
+        platform=platform, backend=backend, skill=skill, spec_path=spec_path, spec=spec,  # type: ignore[arg-type]
+        nodes=nodes, gpus_per_node=gpus_per_node, options=options or Options(),
+    )
+    pre = preflight_gate(ctx, gpus_per_node=_preflight_gpus(platform, gpus_per_node, ctx, dry_run))
+    if not dry_run:
+        module.require_engine()
+    sha = copy_spec(ctx)
+    rendered = module.render(ctx)
+    record = rec.JobRecord(
+        id=ctx.job_id,
+        platform=platform,  # type: ignore[arg-type]
+        backend=backend,  # type: ignore[arg-type]
+        skill=skill,
+        spec=rec.SpecRef(path=str(ctx.spec_path), sha256=sha, copy_path=str(ctx.spec_copy)),
+        argv=rendered.argv,
+        script=str(rendered.script) if rendered.script else None,
+        status="rendered" if dry_run else "submitted",
+        dry_run=dry_run,
+        submitted=rec.now(),
+        nodes=ctx.nodes,
+        gpus_per_node=ctx.gpus_per_node,
+        image=rendered.image,
+        env=rendered.env,
+        outputs=rec.Outputs(
+            results_dir=str(ctx.results_dir),
+            job_dir=str(ctx.job_dir),
+            train_output_dir=str(ctx.train_output_dir),
+            run_dir=str(rendered.run_dir) if rendered.run_dir else None,
+            log=str(rendered.log) if rendered.log else None,
+            cosmos_log_dir=str(rendered.cosmos_log_dir) if rendered.cosmos_log_dir else None,
+        ),
+        preflight=pre,
+        notes=rendered.notes,
+    )
+    if not dry_run:
+        record.external_kind = {"local": "pid", "docker": "docker-container", "slurm": "slurm-job"}[platform]  # type: ignore[assignment]
+        try:
+            record.external_id = module.launch(ctx, rendered)
+        except (RunError, OSError) as exc:
+            record.status = "failed"
+            record.ended = rec.now()
+            record.notes.append(f"launch failed: {exc}")
+            rec.save(record)
+            raise RunError(f"{platform} launch failed: {exc} (record: {rec.record_path(ctx.results_dir, ctx.job_id)})") from None
+        if platform == "slurm":
+            record.outputs.log = str(ctx.job_dir / f"slurm-{record.external_id}.out")
+    return record, rec.save(record)
+
+
+# --- status / logs / cancel ------------------------------------------------------------------------
+
+
+def status(job: str, results_dir: str | None = None) -> tuple[rec.JobRecord, Path]:
+    record, path = rec.find(job, results_dir)
+    record = platform_module(record.platform).refresh(record)
+    rec.save(record)
+    return record, path
+
+
+def logs(job: str, *, tail: int = 100, results_dir: str | None = None) -> tuple[rec.JobRecord, str]:
+    record, _ = rec.find(job, results_dir)
+    if record.dry_run:
+        raise InputError(f"job {record.id} was only rendered (--dry-run): it has no logs", where="JOB", fix=f"run {record.script} or submit without --dry-run")
+    return record, platform_module(record.platform).logs(record, tail)
+
+
+def cancel(job: str, results_dir: str | None = None) -> tuple[rec.JobRecord, Path]:
+    record, path = rec.find(job, results_dir)
+    if record.dry_run:
+        raise InputError(f"job {record.id} was only rendered (--dry-run): nothing runs", where="JOB")
+    record = platform_module(record.platform).cancel(record)
+    if record.status == "cancelled" and not record.ended:
+        record.ended = rec.now()
+    rec.save(record)
+    return record, path

@@ -1,0 +1,180 @@
+"""The machine a job launches on: redis-server, the model and its credentials, free disk.
+
+No network call and no heavy import: a model is "resolvable" when it is a local folder with
+config.json, an `owner/repo` hub id, or `hf_model://owner/repo`. Secrets are looked up by name and
+never printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from skillbank.preflight.report import Findings
+
+HF_SCHEME = "hf_model://"
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+GATED = re.compile(r"^nvidia/cosmos-reason", re.IGNORECASE)
+TOKEN_VARS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+GB = 1024**3
+DEFAULT_PARAMS = 8.8e9  # Cosmos-Reason2-8B with its vision tower, when nothing better is known
+NAME_SIZE = re.compile(r"(?<![0-9.])(\d+(?:\.\d+)?)[bB](?![a-zA-Z])")
+
+Kind = Literal["model", "adapter", "checkpoint"]
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    key: str  # the spec key naming it
+    value: str
+    where: Literal["local", "hub", "missing"]
+    path: Path | None = None
+    repo: str | None = None
+    problem: str = ""
+
+
+def resolve(key: str, value: str, kind: Kind = "model") -> ModelRef:
+    value = (value or "").strip()
+    if not value:
+        return ModelRef(key, value, "missing", problem="is empty")
+    if value.startswith(HF_SCHEME):
+        repo = value[len(HF_SCHEME):]
+        if HUB_ID.match(repo):
+            return ModelRef(key, value, "hub", repo=repo)
+        return ModelRef(key, value, "missing", problem=f"names no valid hub repo after {HF_SCHEME} (expected owner/name)")
+    path = Path(value).expanduser()
+    if path.exists():
+        marker = {"model": ("config.json",), "adapter": ("adapter_config.json", "config.json"), "checkpoint": ()}[kind]
+        if not path.is_dir():
+            return ModelRef(key, value, "missing", path=path, problem="is a file, not a model folder")
+        if marker and not any((path / m).is_file() for m in marker):
+            return ModelRef(key, value, "missing", path=path, problem=f"is a folder without {' or '.join(marker)}")
+        return ModelRef(key, value, "local", path=path)
+    looks_like_path = value.startswith(("/", ".", "~")) or value.count("/") != 1
+    if not looks_like_path and HUB_ID.match(value):
+        return ModelRef(key, value, "hub", repo=value)
+    return ModelRef(key, value, "missing", problem="does not exist (not a local folder, and not an owner/repo hub id)")
+
+
+def check_models(refs: list[ModelRef], findings: Findings) -> None:
+    for ref in refs:
+        if ref.where == "missing":
+            findings.error(
+                "env.model",
+                f"{ref.key} {ref.value!r} {ref.problem}",
+                "use a local Hugging Face folder (with config.json), an owner/repo hub id, or hf_model://owner/repo",
+                ref.key,
+            )
+
+
+def patch_size(ref: ModelRef, findings: Findings | None = None) -> int:
+    """The vision patch size of the model's family, for the token estimate.
+
+    With `findings` (the cosmos-rl backend) a family cosmos-rl cannot train is an env.model error.
+    When the family cannot be told: Qwen3-VL's 16 (more pixels per token, so fewer tokens: the
+    estimate stays a lower bound for errors; 14 would overstate them)."""
+    from skillbank.errors import InputError
+
+    try:
+        from skillbank.training.cosmos_rl.family import family_of
+    except ImportError:  # pragma: no cover - the backend module is optional here
+        return 16
+    try:
+        return family_of(ref.value).patch_size
+    except InputError as exc:
+        if findings is not None and ref.where != "missing":
+            findings.error("env.model", exc.message, exc.fix, ref.key)
+        return 16
+
+
+def check_hf_token(refs: list[ModelRef], findings: Findings) -> None:
+    gated = [r for r in refs if r.where == "hub" and r.repo and GATED.match(r.repo) and not _cached(r.repo)]
+    if not gated or _have_token():
+        return
+    for ref in gated:
+        findings.error(
+            "env.hf_token",
+            f"{ref.key} {ref.repo} is a gated model and no Hugging Face token is set (HF_TOKEN); the download would loop on authentication",
+            "export HF_TOKEN (a token whose account accepted the model's license), or `huggingface-cli login`, or point at a local copy",
+            ref.key,
+        )
+
+
+def _have_token() -> bool:
+    if any(os.environ.get(name) for name in TOKEN_VARS):
+        return True
+    candidates = [os.environ.get("HF_TOKEN_PATH"), os.path.join(_hf_home(), "token")]
+    return any(c and os.path.isfile(c) and os.path.getsize(c) > 0 for c in candidates)
+
+
+def _hf_home() -> str:
+    return os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface")
+
+
+def _cached(repo: str) -> bool:
+    """Whether a snapshot of the repo is already in the local hub cache (no download, no token)."""
+    hub = os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE") or os.path.join(_hf_home(), "hub")
+    snapshots = Path(hub) / ("models--" + repo.replace("/", "--")) / "snapshots"
+    try:
+        return any((s / "config.json").is_file() for s in snapshots.iterdir())
+    except OSError:
+        return False
+
+
+def check_redis(backend: str | None, findings: Findings) -> None:
+    if backend == "local" or shutil.which("redis-server"):
+        return
+    message = "redis-server is not on PATH; cosmos-rl's controller starts it and exits 127 without it"
+    fix = "install redis (apt-get install redis-server, or conda install -c conda-forge redis) and put redis-server on PATH"
+    if backend == "cosmos-rl":
+        findings.error("env.redis", message, fix, "PATH")
+    else:
+        findings.warning("env.redis", message + " (needed for --backend cosmos-rl)", fix, "PATH")
+
+
+# ---- disk ------------------------------------------------------------------------------------------
+
+
+def model_params(ref: ModelRef) -> tuple[float, str]:
+    """(parameter count, how it was found): weights on disk, else the size in the name, else 8B+."""
+    if ref.path is not None and ref.path.is_dir():
+        size, dtype_bytes = 0, 2
+        for pattern in ("*.safetensors", "*.bin"):
+            size = sum(f.stat().st_size for f in ref.path.glob(pattern))
+            if size:
+                break
+        try:
+            config = json.loads((ref.path / "config.json").read_text(encoding="utf-8"))
+            dtype_bytes = 4 if str(config.get("torch_dtype", config.get("dtype", ""))) == "float32" else 2
+        except (OSError, ValueError):
+            pass
+        if size:
+            return size / dtype_bytes, f"weights in {ref.path}"
+    match = NAME_SIZE.search(ref.value.rsplit("/", 1)[-1])
+    if match:
+        return float(match.group(1)) * 1e9, f"the {match.group(0)} in its name"
+    return DEFAULT_PARAMS, "a conservative 8B figure"
+
+
+def nearest_existing(path: str) -> Path:
+    p = Path(path).expanduser().absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return p
+
+
+def check_disk(key: str, output_dir: str, need_one: float, need_all: float, what: str, findings: Findings) -> dict[str, float]:
+    folder = nearest_existing(output_dir or ".")
+    free = shutil.disk_usage(folder).free
+    stats = {"free_gb": round(free / GB, 1), "need_gb": round(need_all / GB, 1)}
+    detail = f"{free / GB:,.1f} GB free at {folder}; {what}"
+    if free < need_one:
+        findings.error("env.disk", f"not enough disk for one checkpoint: {detail}", f"free space or point {key} at a larger disk", key)
+    elif free < need_all:
+        findings.warning("env.disk", f"not enough disk for every kept checkpoint: {detail}", f"free space, lower train.ckpt.max_keep, or point {key} at a larger disk", key)
+    return stats

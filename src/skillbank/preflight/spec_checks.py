@@ -1,0 +1,178 @@
+"""Spec checks: the spec models' own rules (reused, never restated) and the rules that need the
+machine or the data: parallel sizes vs GPUs, training steps per rank, validation data, data paths."""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from skillbank.errors import InputError
+from skillbank.preflight.report import Findings
+from skillbank.spec.io import read_spec_file
+from skillbank.spec.registry import spec_model
+from skillbank.spec.validation import problems
+
+DATASET_FIX = "pass --dataset-root DIR to `skillbank spec`, or --set {key}=FILE"
+ZERO_STEPS = "the run trains zero steps and crashes with \"'NoneType' object has no attribute 'state_dict'\""
+
+
+def load(skill: str, action: str, spec_path: str | Path | None, spec: dict[str, Any] | None, findings: Findings) -> BaseModel | None:
+    """The validated spec; when it has problems, they are reported and the other checks get a
+    best-effort spec: offending keys dropped back to their defaults (which also uncovers rules
+    that pydantic skips while a field of the same section is invalid). None when nothing is left."""
+    try:
+        model = spec_model(skill, action)
+        if spec is None:
+            if spec_path is None:
+                raise InputError("no spec given", where="--spec", fix="pass --spec FILE (write one with `skillbank spec ... -o FILE`)")
+            spec = read_spec_file(spec_path)
+    except InputError as exc:
+        findings.error("spec.schema", exc.message, exc.fix, exc.where)
+        return None
+    data, reported = copy.deepcopy(spec), set()
+    for _ in range(5):
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            found = [p for p in problems(model, exc) if (p.key, p.message) not in reported]
+        if not found:
+            return None
+        for p in found:
+            reported.add((p.key, p.message))
+            findings.error("spec.schema", f"{p.key}: {p.message}", p.fix, p.key)
+            _drop(data, p.key.split("."))
+    return None
+
+
+def _drop(data: Any, parts: list[str]) -> None:
+    for part in parts[:-1]:
+        if not isinstance(data, dict) or not isinstance(data.get(part), dict):
+            return
+        data = data[part]
+    if isinstance(data, dict):
+        data.pop(parts[-1], None)
+
+
+# ---- train -----------------------------------------------------------------------------------------
+
+
+def parallelism(spec: Any, gpus_per_node: int | None, nodes: int | None, findings: Findings) -> None:
+    p = spec.policy.parallelism
+    others = p.tp_size * p.cp_size * p.pp_size
+    per_node = p.dp_shard_size * others
+    if gpus_per_node is not None and per_node != gpus_per_node:
+        fix = (
+            f"set policy.parallelism.dp_shard_size={gpus_per_node // others}"
+            if gpus_per_node % others == 0
+            else f"choose sizes whose product is {gpus_per_node}"
+        )
+        findings.error(
+            "spec.parallelism",
+            f"dp_shard_size {p.dp_shard_size} * tp_size {p.tp_size} * cp_size {p.cp_size} * pp_size {p.pp_size} = {per_node} GPUs per replica, "
+            f"but --gpus-per-node is {gpus_per_node}",
+            fix,
+            "policy.parallelism.dp_shard_size",
+        )
+    if nodes is not None and p.dp_replicate_size != nodes:
+        findings.error(
+            "spec.parallelism",
+            f"dp_replicate_size {p.dp_replicate_size} (one replica per node) but --nodes is {nodes}",
+            f"set policy.parallelism.dp_replicate_size={nodes}",
+            "policy.parallelism.dp_replicate_size",
+        )
+
+
+def validation_split(spec: Any, train_records: int) -> int:
+    """Records cosmos-rl moves from train to validation (validation on, no val_dataset)."""
+    if not spec.validation.enable or spec.custom.val_dataset is not None:
+        return 0
+    test_size = spec.train.train_policy.dataset.test_size
+    if test_size is None:
+        test_size = 0.1
+    if test_size < 1:
+        return math.ceil(test_size * train_records)
+    return int(test_size)
+
+
+def steps_per_rank(spec: Any, train_records: int, val_records: int | None, findings: Findings) -> None:
+    p = spec.policy.parallelism
+    ranks = p.dp_shard_size * p.dp_replicate_size
+    batch, mini = spec.train.train_batch_per_replica, spec.train.train_policy.mini_batch
+    split = validation_split(spec, train_records)
+    left = train_records - split
+    per_rank = max(left, 0) // ranks
+    if per_rank < batch:
+        after = f" after the validation split takes {split:,} (validation.enable with no custom.val_dataset)" if split else ""
+        best = per_rank // mini * mini
+        fix = (
+            f"set train.train_batch_per_replica={best} (a multiple of mini_batch {mini}), add records, or use fewer GPUs"
+            if best >= mini
+            else "add records, use fewer GPUs, or lower train.train_policy.mini_batch and train.train_batch_per_replica"
+        )
+        if split and spec.train.train_policy.dataset.test_size is None:
+            fix += "; or give custom.val_dataset so train is not split"
+        findings.error(
+            "spec.steps_per_rank",
+            f"{train_records:,} train records{after} leave {max(left, 0):,} for {ranks} data-parallel rank(s) "
+            f"(dp_shard_size * dp_replicate_size) = {per_rank:,} per rank, fewer than train.train_batch_per_replica {batch}: {ZERO_STEPS}",
+            fix,
+            "train.train_batch_per_replica",
+        )
+    val = split if split else val_records
+    if spec.validation.enable and val is not None and 0 < val and val // ranks < 1:
+        findings.warning(
+            "spec.steps_per_rank",
+            f"{val:,} validation records for {ranks} data-parallel rank(s): some ranks get no validation sample",
+            "add validation records or use fewer GPUs",
+            "validation.batch_size",
+        )
+
+
+def validation_data(spec: Any, findings: Findings) -> None:
+    if not spec.validation.enable:
+        return
+    val = spec.custom.val_dataset
+    if val is not None and not val.annotation_path:
+        findings.error(
+            "spec.validation_data",
+            "validation.enable is true and custom.val_dataset is set, but its annotation_path is empty: validation has no data",
+            "set custom.val_dataset.annotation_path, or set custom.val_dataset to null to split train by train.train_policy.dataset.test_size",
+            "custom.val_dataset.annotation_path",
+        )
+    elif val is None and spec.train.train_policy.dataset.test_size == 0:
+        findings.error(
+            "spec.validation_data",
+            "validation.enable is true with no custom.val_dataset and test_size 0: validation has no data",
+            "give custom.val_dataset, set train.train_policy.dataset.test_size (e.g. 0.1), or set validation.enable=false",
+            "train.train_policy.dataset.test_size",
+        )
+
+
+def dataset_file(key: str, value: str, findings: Findings, *, required: bool = True) -> str | None:
+    """The annotation file of a spec key, when it is set and exists (else a spec.dataset_paths finding)."""
+    if not value:
+        if required:
+            findings.error("spec.dataset_paths", f"{key} is empty: no annotations to train or evaluate on", DATASET_FIX.format(key=key), key)
+        return None
+    path = Path(value).expanduser()
+    if not path.is_file():
+        what = "is a folder, not a file" if path.is_dir() else "does not exist"
+        findings.error("spec.dataset_paths", f"{key} {value!r} {what}", "point it at the LLaVA annotations .json file", key)
+        return None
+    return str(path)
+
+
+def media_folder(key: str, value: str, findings: Findings) -> str:
+    if not value:
+        findings.warning(
+            "spec.dataset_paths",
+            f"{key} is empty: media paths in the records are resolved from the current folder",
+            f"set {key} to the folder the records' video paths are relative to",
+            key,
+        )
+        return "."
+    return str(Path(value).expanduser())

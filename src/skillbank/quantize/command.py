@@ -1,0 +1,60 @@
+"""`skillbank quantize`: FP8_DYNAMIC / W8A16 / W4A16 in the compressed-tensors format."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+SCHEMES = ("FP8_DYNAMIC", "W8A16", "W4A16")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "quantize",
+        help="quantize a trained model (FP8_DYNAMIC, W8A16, W4A16) into a folder vLLM and transformers load",
+        description="Quantize a Hugging Face model folder with compressed-tensors (the format vLLM loads). "
+        "Writes the model, processor and quantize_manifest.json (sha256 of every file). Flags override the spec.",
+    )
+    p.add_argument("--spec", metavar="FILE", help="quantize spec (QuantizeSpec YAML)")
+    p.add_argument("--model", metavar="DIR", help="model folder (spec: model_path)")
+    p.add_argument("--scheme", choices=SCHEMES, help="scheme (spec: scheme)")
+    p.add_argument("--out", metavar="DIR", help="output folder (spec: output_dir)")
+    p.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
+    p.add_argument("--json", action="store_true", help="print the manifest as one JSON document")
+    p.set_defaults(run=run_quantize)
+
+
+def request_from(args: argparse.Namespace):
+    from skillbank.errors import InputError
+    from skillbank.quantize.compress import QuantizeRequest
+
+    values: dict = {}
+    if args.spec:
+        from skillbank.spec.actions import QuantizeSpec
+        from skillbank.spec.io import load_spec
+
+        values = load_spec(args.spec, QuantizeSpec).model_dump()
+    elif not (args.model and args.out):
+        raise InputError("give --spec FILE, or --model DIR and --out DIR", where="skillbank quantize", fix="skillbank quantize --model exported/ --scheme W4A16 --out quantized/")
+    for flag, key in (("model", "model_path"), ("scheme", "scheme"), ("out", "output_dir")):
+        if getattr(args, flag):
+            values[key] = getattr(args, flag)
+    req = QuantizeRequest(model_path=values.get("model_path", ""), output_dir=values.get("output_dir", "./results/quantize"), overwrite=args.overwrite)
+    for key in ("scheme", "ignore", "calibration_annotation_path", "num_calibration_samples"):
+        if key in values:
+            setattr(req, key, values[key])
+    return req
+
+
+def run_quantize(args: argparse.Namespace) -> int:
+    from skillbank.quantize.compress import MANIFEST, quantize
+
+    result = quantize(request_from(args))
+    if args.json:
+        print(json.dumps({"ok": True, "output_dir": str(result.output_dir), "manifest": result.manifest}, indent=2))
+        return 0
+    m = result.manifest
+    print(f"quantized {m['source']} ({m['scheme']}, {m['format']}, {m['quantized_modules']} layers)\n  -> {result.output_dir} ({MANIFEST})")
+    for note in result.notes:
+        print(f"  note: {note}")
+    return 0

@@ -1,0 +1,265 @@
+"""Train with cosmos-rl: resolve the model, write the TOML, launch, watch the logs.
+
+    cosmos-rl --config <run>/cosmos_rl.toml --log-dir <run>/logs <this package>/script.py
+
+`hf_model://owner/repo` is downloaded (huggingface_hub.snapshot_download, HF_TOKEN read by name)
+before the launch: cosmos-rl knows no such scheme. The launcher's exit code cannot be trusted, so
+the outcome comes from the log watcher. A dry run writes the TOML and prints the plan only.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from skillbank import atomic
+from skillbank.errors import InputError, RunError
+from skillbank.spec.train import TrainSpec
+from skillbank.training import layout as run_layout
+from skillbank.training.cosmos_rl.family import HF_SCHEME, MODEL_KEY, family_of
+from skillbank.training.cosmos_rl.toml import build_toml, train_steps, write_toml
+from skillbank.training.cosmos_rl.watcher import LogWatcher, WatchResult, stop, watch
+from skillbank.training.jobrecord import redact
+
+SCRIPT = Path(__file__).with_name("script.py")
+# Set for the launcher: its shell scripts run `python` (ours must come first on PATH); unbuffered
+# output lets the watcher see lines as they happen; with one trainer and no respawn, the controller
+# should end when the policy does instead of waiting for replicas forever.
+SET_BY_US = {"PYTHONUNBUFFERED": "1", "COSMOS_SHUTDOWN_ON_NO_POLICY_REPLICAS": "1"}
+POLL_INTERVAL_S = 1.0  # how often the watcher reads the logs
+PASSED_ON = ("HF_", "HUGGING_FACE_", "WANDB_", "AWS_", "CUDA_", "NCCL_", "COSMOS_", "TORCH", "PYTORCH_", "OMP_")
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """One run's folder: cosmos-rl's output_dir (checkpoints/, safetensors/) plus our files beside them."""
+
+    run_id: str
+    run_dir: Path
+
+    @classmethod
+    def new(cls, output_dir: str | Path) -> RunLayout:
+        """A fresh <output_dir>/<YYYYmmddHHMMSS>[-N] folder, named as cosmos-rl names its runs."""
+        run_dir = run_layout.new_run_dir(Path(output_dir).expanduser().resolve())
+        return cls(run_dir.name, run_dir)
+
+    @property
+    def toml_path(self) -> Path:
+        return self.run_dir / "cosmos_rl.toml"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.run_dir / "logs"  # cosmos-rl writes logs_<time>/ and the logs_latest link here
+
+    @property
+    def launcher_log(self) -> Path:
+        return self.run_dir / "launcher.log"
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.run_dir / "metrics.jsonl"
+
+    @property
+    def result_path(self) -> Path:
+        return self.run_dir / "result.json"
+
+    def paths(self) -> dict[str, str]:
+        return {
+            "run_dir": str(self.run_dir),
+            "toml": str(self.toml_path),
+            "log_dir": str(self.log_dir),
+            "launcher_log": str(self.launcher_log),
+            "metrics": str(self.metrics_path),
+            "checkpoints": str(self.run_dir / "checkpoints"),
+            "safetensors": str(self.run_dir / "safetensors"),
+        }
+
+
+@dataclass
+class LaunchPlan:
+    layout: RunLayout
+    argv: list[str]
+    env_names: list[str]
+    model: str
+    family: str
+    gpus_per_replica: int
+    train_records: int
+    steps_per_epoch: int
+    notes: list[str] = field(default_factory=list)
+
+    def lines(self, *, dry_run: bool) -> list[str]:
+        head = "cosmos-rl plan (dry run: nothing launched)" if dry_run else "cosmos-rl launch"
+        return [
+            head,
+            f"  run folder : {self.layout.run_dir}",
+            f"  TOML       : {self.layout.toml_path}",
+            f"  logs       : {self.layout.log_dir}/logs_latest (launcher output: {self.layout.launcher_log})",
+            f"  command    : {' '.join(self.argv)}",
+            f"  env names  : {', '.join(self.env_names)}",
+            f"  model      : {self.model} ({self.family})",
+            f"  GPUs       : {self.gpus_per_replica} per replica",
+            f"  data       : {self.train_records} train records, {self.steps_per_epoch} steps per epoch",
+            *(f"  note       : {redact(n)}" for n in self.notes),
+        ]
+
+
+def train_cosmos_rl(
+    spec: TrainSpec,
+    *,
+    spec_path: Path,
+    resume: bool,
+    dry_run: bool,
+    job: Any | None = None,
+    log: Callable[[str], None] = print,
+) -> int:
+    """Run (or, with dry_run, plan) one cosmos-rl SFT run. Returns 0; a failed run raises RunError."""
+    layout = RunLayout.new(spec.train.output_dir)
+    plan = prepare(spec, layout=layout, resume=resume, dry_run=dry_run, log=log)
+    for line in plan.lines(dry_run=dry_run):
+        log(line)
+    fields = {"backend": "cosmos-rl", "spec": str(spec_path), "argv": plan.argv, **layout.paths()}
+    if dry_run:
+        _update(job, status="dry_run", **fields)
+        return 0
+    process = _start(plan)
+    _update(job, status="running", pid=process.pid, **fields)
+    watcher = LogWatcher(
+        layout.log_dir,
+        layout.run_dir,
+        metrics_path=layout.metrics_path,
+        launcher_log=layout.launcher_log,
+        expect_export=spec.train.ckpt.enable_checkpoint and spec.train.ckpt.export_safetensors,
+        log=lambda line: log(redact(line)),
+    )
+    try:
+        result = watch(process, watcher, interval=POLL_INTERVAL_S)
+    except KeyboardInterrupt:
+        stop(process)
+        _update(job, status="cancelled", reason="interrupted", **fields)
+        raise
+    return _report(result, layout=layout, job=job, fields=fields, log=log)
+
+
+def prepare(spec: TrainSpec, *, layout: RunLayout, resume: bool, dry_run: bool, log: Callable[[str], None] = print) -> LaunchPlan:
+    """Everything short of launching: checks, model download (not in a dry run), the TOML on disk."""
+    env = launch_env()
+    missing = missing_tools(env)
+    if missing and not dry_run:
+        why, fix = TOOLS[missing[0]]
+        raise InputError(f"{missing[0]} is not on PATH ({why})", where="PATH", fix=fix)
+    notes = [f"{tool} is not on PATH ({TOOLS[tool][0]}): a real launch would stop here" for tool in missing]
+    train_steps(spec)  # bad data paths fail here, before a long download
+    model, model_notes = resolve_model(spec.policy.model_name_or_path, dry_run=dry_run, log=log)
+    family = family_of(model)
+    built = build_toml(spec, model=model, family=family, run_dir=layout.run_dir, run_id=layout.run_id, resume=resume)
+    write_toml(layout.toml_path, built.data)
+    argv = ["cosmos-rl", "--config", str(layout.toml_path), "--log-dir", str(layout.log_dir), str(SCRIPT)]
+    return LaunchPlan(
+        layout=layout,
+        argv=argv,
+        env_names=env_names(env),
+        model=model,
+        family=family.model_type,
+        gpus_per_replica=built.gpus_per_replica,
+        train_records=built.train_records,
+        steps_per_epoch=built.steps_per_epoch,
+        notes=[*model_notes, *built.notes, *notes],
+    )
+
+
+def resolve_model(ref: str, *, dry_run: bool, log: Callable[[str], None] = print) -> tuple[str, list[str]]:
+    """What cosmos-rl should load: a local snapshot for hf_model://, an absolute path for a folder,
+    else the id as given (cosmos-rl downloads plain hub ids itself)."""
+    if not ref.startswith(HF_SCHEME):
+        folder = Path(ref).expanduser()
+        return (str(folder.resolve()), []) if folder.exists() else (ref, [])
+    repo_id = ref[len(HF_SCHEME) :].strip("/")
+    if repo_id.count("/") != 1 or not all(repo_id.split("/")):
+        raise InputError(f"{ref!r} is not hf_model://owner/repo", where=MODEL_KEY, fix="write it as hf_model://nvidia/Cosmos-Reason2-8B")
+    if dry_run:
+        return repo_id, [f"{MODEL_KEY}: {ref} is downloaded before a real launch; this TOML names the bare id {repo_id} instead of the local snapshot"]
+    log(f"downloading {repo_id} (huggingface_hub.snapshot_download{', HF_TOKEN set' if os.environ.get('HF_TOKEN') else ''})")
+    path = download_model(repo_id)
+    return path, [f"{MODEL_KEY}: {ref} -> {path}"]
+
+
+def download_model(repo_id: str) -> str:
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
+
+    try:
+        return snapshot_download(repo_id=repo_id, token=os.environ.get("HF_TOKEN") or None)
+    except GatedRepoError:
+        raise InputError(
+            f"{repo_id} is gated", where=MODEL_KEY, fix="accept its license on huggingface.co and export HF_TOKEN with access to it"
+        ) from None
+    except RepositoryNotFoundError:
+        raise InputError(
+            f"{repo_id} was not found on the hub", where=MODEL_KEY, fix="check the id; a private repo needs HF_TOKEN"
+        ) from None
+    except (HfHubHTTPError, OSError) as exc:
+        raise RunError(f"downloading {repo_id} failed: {redact(str(exc))}") from None
+
+
+def launch_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ if base is None else base)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env.update(SET_BY_US)
+    return env
+
+
+def env_names(env: dict[str, str]) -> list[str]:
+    """The names (never the values) the launch sets or passes on that matter to cosmos-rl."""
+    return sorted({"PATH", *SET_BY_US, *(n for n in env if n.startswith(PASSED_ON))})
+
+
+# What the launch needs on PATH, why, and how to get it.
+TOOLS = {
+    "cosmos-rl": ("the launcher", "pip install cosmos-rl into this Python environment"),
+    "redis-server": (
+        "cosmos-rl's controller starts it",
+        "install redis (apt-get install redis-server, or conda install -c conda-forge redis) so redis-server is on PATH",
+    ),
+}
+
+
+def missing_tools(env: dict[str, str]) -> list[str]:
+    return [tool for tool in TOOLS if shutil.which(tool, path=env.get("PATH", "")) is None]
+
+
+def _start(plan: LaunchPlan) -> subprocess.Popen[bytes]:
+    plan.layout.run_dir.mkdir(parents=True, exist_ok=True)
+    with open(plan.layout.launcher_log, "ab") as out:
+        # its own session, so the watcher can stop the launcher with everything it started
+        return subprocess.Popen(plan.argv, stdout=out, stderr=subprocess.STDOUT, env=launch_env(), start_new_session=True)
+
+
+def _report(result: WatchResult, *, layout: RunLayout, job: Any, fields: dict[str, Any], log: Callable[[str], None]) -> int:
+    atomic.write_json(layout.result_path, result.as_dict())
+    summary = {
+        "reason": redact(result.reason),
+        "last_step": result.last_step,
+        "total_steps": result.total_steps,
+        "final_safetensors": result.final_safetensors,
+        "last_loss": result.last_loss,
+        "val_loss_last": result.last_val_loss,
+        "result": str(layout.result_path),
+    }
+    _update(job, status=result.status, **fields, **summary)
+    for warning in result.warnings:
+        log(f"warning: {redact(warning)}")
+    if result.status != "succeeded":
+        raise RunError(f"cosmos-rl run failed: {redact(result.reason)} (logs: {layout.log_dir / 'logs_latest'}, {layout.launcher_log})")
+    log(f"cosmos-rl run succeeded: {result.reason}; final safetensors: {result.final_safetensors}")
+    return 0
+
+
+def _update(job: Any, **fields: Any) -> None:
+    update = getattr(job, "update", None)
+    if callable(update):
+        update(**fields)

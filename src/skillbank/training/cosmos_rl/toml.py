@@ -1,0 +1,196 @@
+"""TrainSpec -> cosmos-rl's TOML.
+
+cosmos-rl ignores unknown keys and has defaults that surprise (tp_size 2, enable_checkpoint false,
+a missing train_policy table meaning GRPO, compile true, an output_dir that grows a timestamp), so
+every such value is written explicitly. Keys that exist only in our spec are translated
+(validation.freq_in_epoch -> validation.freq in steps; policy.lora.enable -> the table's presence)
+or dropped (results_dir); `custom` carries what the dataset script needs.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from skillbank import atomic
+from skillbank.errors import InputError
+from skillbank.data.records import load_records
+from skillbank.spec.train import TrainSpec
+from skillbank.training.cosmos_rl.family import ModelFamily
+
+PIXEL_BUDGET_SHARE = 0.9  # of the context the video may fill; the rest is prompt and answer
+DEFAULT_TEST_SIZE = 0.1  # what cosmos-rl splits off train when validation has no set of its own
+
+
+@dataclass
+class CosmosToml:
+    """The TOML as a dict, plus the numbers and notes the plan shows."""
+
+    data: dict[str, Any]
+    train_records: int
+    steps_per_epoch: int
+    gpus_per_replica: int
+    notes: list[str] = field(default_factory=list)
+
+
+def build_toml(spec: TrainSpec, *, model: str, family: ModelFamily, run_dir: Path, run_id: str, resume: bool) -> CosmosToml:
+    """The cosmos-rl config for one run. `model` is what cosmos-rl loads (a local path, or an id)."""
+    notes: list[str] = []
+    train = _train(spec, run_dir=run_dir, run_id=run_id, resume=resume)
+    policy = _policy(spec, model)
+    records, steps = train_steps(spec)
+    validation = _validation(spec, steps, records, notes)
+    data: dict[str, Any] = {
+        "redis": spec.redis,
+        "train": train,
+        "policy": policy,
+        "validation": validation,
+        "logging": _logging(spec, notes),
+        "custom": _custom(spec, family, notes),
+    }
+    par = spec.policy.parallelism
+    gpus = par.tp_size * par.cp_size * par.pp_size * par.dp_shard_size * par.dp_replicate_size
+    return CosmosToml(_drop_none(data), records, steps, gpus, notes)
+
+
+def write_toml(path: str | Path, data: dict[str, Any]) -> Path:
+    return atomic.write_text(path, tomli_w.dumps(_drop_none(data)))
+
+
+def dp_world_size(spec: TrainSpec) -> int:
+    """Data-parallel ranks: cosmos-rl's `dp` mesh is dp_replicate x dp_shard."""
+    par = spec.policy.parallelism
+    return par.dp_shard_size * par.dp_replicate_size
+
+
+def steps_per_epoch(train_records: int, *, batch: int, dp_world: int) -> int:
+    """Optimizer steps per epoch as cosmos-rl counts them: a DistributedSampler that pads each rank to
+    ceil(records / ranks), then a DataLoader over train_batch_per_replica that drops the last partial batch."""
+    per_rank = -(-train_records // dp_world)
+    return per_rank // batch
+
+
+# --- sections -----------------------------------------------------------------------------------
+
+
+def _train(spec: TrainSpec, *, run_dir: Path, run_id: str, resume: bool) -> dict[str, Any]:
+    train = spec.train.model_dump(mode="json")
+    # cosmos-rl appends a timestamp to output_dir unless train.timestamp is set: fix both, so the
+    # run folder is known before launch. resume scans the sibling run folders of this one.
+    train["output_dir"] = str(run_dir)
+    train["timestamp"] = run_id
+    train["resume"] = resume
+    train["compile"] = False  # cosmos-rl defaults to torch.compile; the published Reason recipes turn it off
+    train["optm_warmup_steps"] = _warmup(spec.train.optm_warmup_steps)
+    policy = train["train_policy"]
+    policy["type"] = "sft"  # a missing type means GRPO
+    policy["dataloader_drop_last"] = True  # steps_per_epoch() counts with it
+    test_size = policy["dataset"].get("test_size")
+    if test_size is not None and test_size >= 1:
+        policy["dataset"]["test_size"] = int(test_size)  # a record count; a float >= 1 would be a ratio
+    if not policy["dataset"].get("name"):
+        policy["dataset"].pop("name", None)
+    if all(v is None for v in policy["dataset"].values()):
+        del policy["dataset"]
+    return train
+
+
+def _warmup(value: float) -> float | int:
+    """Ours: a fraction of the steps when < 1, else a step count. cosmos-rl: a float <= 1.0 is a fraction."""
+    return float(value) if 0 < value < 1 else int(value)
+
+
+def _policy(spec: TrainSpec, model: str) -> dict[str, Any]:
+    policy = spec.policy.model_dump(mode="json")
+    policy["model_name_or_path"] = model
+    policy["parallelism"]["n_init_replicas"] = 1
+    lora = policy.pop("lora")
+    if lora.pop("enable"):
+        policy["lora"] = lora
+    return policy
+
+
+def train_steps(spec: TrainSpec) -> tuple[int, int]:
+    """(train records after any validation split, optimizer steps per epoch) for the spec's dataset."""
+    path = spec.custom.train_dataset.annotation_path
+    if not path:
+        raise InputError(
+            "no training annotations", where="custom.train_dataset.annotation_path", fix="set it to a LLaVA annotations.json"
+        )
+    n = len(load_records(_abs(path)))
+    if spec.validation.enable and spec.custom.val_dataset is None:
+        n -= _split_size(n, spec.train.train_policy.dataset.test_size)
+    return n, steps_per_epoch(n, batch=spec.train.train_batch_per_replica, dp_world=dp_world_size(spec))
+
+
+def _split_size(n: int, test_size: float | None) -> int:
+    """Records cosmos-rl moves from train to validation (its split_train_n_val_dataset)."""
+    size = DEFAULT_TEST_SIZE if test_size is None else test_size
+    wanted = int(n * size) if size < 1 else int(size)
+    return max(min(wanted, n - 1), 1) if n > 1 else 0
+
+
+def _validation(spec: TrainSpec, steps: int, records: int, notes: list[str]) -> dict[str, Any]:
+    val = spec.validation
+    freq = max(1, val.freq_in_epoch * steps)
+    if steps == 0:
+        notes.append(
+            f"{records} train records over {dp_world_size(spec)} data-parallel ranks give no full batch of "
+            f"{spec.train.train_batch_per_replica}: cosmos-rl would run zero steps (run `skillbank preflight`)"
+        )
+    elif val.enable:
+        notes.append(f"validation.freq_in_epoch {val.freq_in_epoch} -> validation.freq {freq} steps ({steps} steps per epoch)")
+    return {"enable": val.enable, "freq": freq, "batch_size": val.batch_size}
+
+
+def _logging(spec: TrainSpec, notes: list[str]) -> dict[str, Any]:
+    logging = spec.logging.model_dump(mode="json")
+    if "console" not in logging["logger"]:
+        logging["logger"] = ["console", *logging["logger"]]
+        notes.append('logging.logger: added "console" (progress and failures are read from its lines)')
+    if "wandb" in logging["logger"] and not os.environ.get("WANDB_API_KEY"):
+        notes.append("logging.logger has wandb but WANDB_API_KEY is not set")
+    return logging
+
+
+def _custom(spec: TrainSpec, family: ModelFamily, notes: list[str]) -> dict[str, Any]:
+    custom = spec.custom
+    vision = custom.vision.model_dump(mode="json")
+    if vision["total_pixels"] is None:
+        vision["total_pixels"] = int(spec.policy.model_max_length * family.pixels_per_token * PIXEL_BUDGET_SHARE)
+        notes.append(
+            f"custom.vision.total_pixels {vision['total_pixels']} = model_max_length {spec.policy.model_max_length}"
+            f" x {family.pixels_per_token} pixels per token ({family.model_type}) x {PIXEL_BUDGET_SHARE}"
+        )
+    out: dict[str, Any] = {
+        "model_family": family.model_type,
+        "system_prompt": custom.system_prompt,
+        "vision": vision,
+        "train_dataset": _dataset_paths(custom.train_dataset),
+    }
+    if custom.val_dataset is not None:
+        out["val_dataset"] = _dataset_paths(custom.val_dataset)
+    return out
+
+
+def _dataset_paths(paths: Any) -> dict[str, str]:
+    # An empty media_path means the records' paths are relative to where the command runs (cosmos-rl's
+    # workers run there too): naming that folder makes every video path absolute.
+    return {"annotation_path": _abs(paths.annotation_path), "media_path": _abs(paths.media_path or ".")}
+
+
+def _abs(path: str) -> str:
+    return str(Path(path).expanduser().resolve()) if path else ""
+
+
+def _drop_none(value: Any) -> Any:
+    """TOML has no null: leave unset keys out so cosmos-rl's default applies."""
+    if isinstance(value, dict):
+        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, (list, tuple)):
+        return [_drop_none(v) for v in value]
+    return value
