@@ -9,7 +9,6 @@ need) works. The setup step copies this file into site-packages with a `.pth` th
 
 from __future__ import annotations
 
-import importlib.abc
 import sys
 
 SCHEMAS = (
@@ -48,7 +47,9 @@ def define_ops() -> None:
         _library.define(schema)
 
 
-class _Hook(importlib.abc.MetaPathFinder):
+class _Hook:
+    """A meta-path finder (duck-typed: importing importlib.abc would cost every Python start ~40 ms)."""
+
     def find_spec(self, name, path=None, target=None):  # noqa: ANN001 - MetaPathFinder protocol
         if name == "torchvision":
             sys.meta_path.remove(self)

@@ -44,7 +44,7 @@ def coerce(model: type[BaseModel], key: str, raw: Any) -> Any:
     annotation = info.annotation
     value: Any = raw
     if isinstance(raw, str):
-        if raw.lower() in ("null", "none", "~"):
+        if raw in ("null", "~") or (raw in ("none", "None") and not _accepts_str(annotation)):
             value = None
         elif not _accepts_str(annotation):
             try:

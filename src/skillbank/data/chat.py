@@ -1,0 +1,118 @@
+"""LLaVA records -> Hugging Face chat messages, the one shape both training backends consume.
+
+A LLaVA record: {id, video (relative to media_path), video_fps, conversations: [{from: human,
+value: "<video>\\n..."}, {from: gpt, value: "..."}, ...]}. The chat carries the vision settings in
+the video entry exactly as qwen_vl_utils (cosmos-rl's packers) reads them: fps XOR nframes, and
+total_pixels / max_pixels / min_pixels when set.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from skillbank.errors import InputError
+
+MEDIA_TAG = re.compile(r"\s*<(video|image)>\s*")
+ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "system": "system"}
+
+
+def strip_media_tags(text: str) -> str:
+    """'<video>\\nIs the ball red?' -> 'Is the ball red?' (the video entry carries the media)."""
+    return MEDIA_TAG.sub(" ", text).strip()
+
+
+def video_path(record: dict[str, Any], media_path: str | os.PathLike[str] = "") -> str:
+    video = record.get("video")
+    if isinstance(video, list):
+        video = video[0] if video else None
+    if not video:
+        raise InputError(f"record {record.get('id', '?')} has no video", where=f"record {record.get('id', '?')}", fix="every record needs a video path")
+    path = Path(video)
+    return str(path if path.is_absolute() or not media_path else Path(media_path) / path)
+
+
+def turns(record: dict[str, Any]) -> list[tuple[str, str]]:
+    """(role, text) pairs with LLaVA roles mapped to chat roles."""
+    out = []
+    for i, turn in enumerate(record["conversations"]):
+        role = ROLES.get(str(turn.get("from", "")).lower())
+        if role is None:
+            raise InputError(
+                f"conversation turn {i} of record {record.get('id', '?')} has role {turn.get('from')!r}",
+                where=f"record {record.get('id', '?')}",
+                fix="use from: human / gpt",
+            )
+        out.append((role, str(turn.get("value", ""))))
+    return out
+
+
+def prompt_and_answer(record: dict[str, Any]) -> tuple[str, str]:
+    """The first human prompt (tags stripped) and the first answer after it."""
+    pairs = turns(record)
+    prompt = next((strip_media_tags(t) for r, t in pairs if r == "user"), "")
+    answer = next((t for r, t in pairs if r == "assistant"), "")
+    return prompt, answer
+
+
+def video_entry(
+    path: str,
+    *,
+    fps: float | None = None,
+    nframes: int | None = None,
+    total_pixels: int | None = None,
+    max_pixels: int | None = None,
+    min_pixels: int | None = None,
+) -> dict[str, Any]:
+    if (fps is None) == (nframes is None):
+        raise InputError("set exactly one of custom.vision.fps and custom.vision.nframes", where="custom.vision", fix="remove one of them")
+    entry: dict[str, Any] = {"type": "video", "video": path}
+    entry.update({"fps": float(fps)} if fps is not None else {"nframes": int(nframes)})
+    for key, value in (("total_pixels", total_pixels), ("max_pixels", max_pixels), ("min_pixels", min_pixels)):
+        if value is not None:
+            entry[key] = int(value)
+    return entry
+
+
+def build_messages(
+    record: dict[str, Any],
+    *,
+    media_path: str | os.PathLike[str] = "",
+    system_prompt: str | None = None,
+    fps: float | None = None,
+    nframes: int | None = None,
+    total_pixels: int | None = None,
+    max_pixels: int | None = None,
+    min_pixels: int | None = None,
+    with_answer: bool = True,
+) -> list[dict[str, Any]]:
+    """The HF chat of one record: system, user [video, text], assistant (and any further turns).
+
+    with_answer=False stops before the first assistant turn (the prompt for generation).
+    """
+    video = video_entry(
+        video_path(record, media_path), fps=fps, nframes=nframes, total_pixels=total_pixels, max_pixels=max_pixels, min_pixels=min_pixels
+    )
+    messages: list[dict[str, Any]] = []
+    if system_prompt:
+        messages.append({"role": "system", "content": system_prompt})
+    placed = False
+    for role, text in turns(record):
+        if role == "system":
+            continue
+        if role == "assistant" and not with_answer:
+            break
+        if role == "user":
+            content: list[dict[str, Any]] = []
+            if not placed:
+                content.append(video)
+                placed = True
+            content.append({"type": "text", "text": strip_media_tags(text)})
+            messages.append({"role": "user", "content": content})
+        else:
+            messages.append({"role": "assistant", "content": text})
+    if not placed:
+        raise InputError(f"record {record.get('id', '?')} has no human turn", where=f"record {record.get('id', '?')}", fix="start conversations with from: human")
+    return messages

@@ -1,0 +1,76 @@
+"""Video decoding and frame sampling, done here with PyAV.
+
+torchvision 0.28 has no io.read_video and transformers 4.57's fetch_videos falls back to it, so a
+path inside apply_chat_template fails; we decode ourselves and hand the processor frames plus
+metadata. Frame sampling follows qwen_vl_utils (what cosmos-rl's packers use), so both backends
+see the same frames for the same fps / nframes setting.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import TypedDict
+
+FRAME_FACTOR = 2  # frames come in temporal patches of 2
+FPS_MIN_FRAMES = 4
+FPS_MAX_FRAMES = 768
+
+
+class VideoMeta(TypedDict):
+    fps: float
+    total_num_frames: int
+    duration: float
+
+
+def decode_video(path: str | os.PathLike[str]):
+    """Decode every frame: (uint8 tensor [T, 3, H, W], {fps, total_num_frames, duration})."""
+    import av
+    import numpy as np
+    import torch
+
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.video:
+                raise ValueError(f"cannot decode video {path}: it has no video stream")
+            stream = container.streams.video[0]
+            rate = stream.average_rate or stream.guessed_rate or stream.base_rate
+            frames = [frame.to_ndarray(format="rgb24") for frame in container.decode(stream)]
+    except (OSError, av.error.FFmpegError) as exc:
+        raise ValueError(f"cannot decode video {path}: {exc}") from exc
+    if not frames:
+        raise ValueError(f"video {path} has no frames")
+    fps = float(rate) if rate else 0.0
+    video = torch.from_numpy(np.stack(frames)).permute(0, 3, 1, 2).contiguous()
+    total = video.shape[0]
+    duration = total / fps if fps > 0 else 0.0
+    return video, VideoMeta(fps=fps, total_num_frames=total, duration=duration)
+
+
+def _round(n: float, factor: int) -> int:
+    return round(n / factor) * factor
+
+
+def num_sampled_frames(total: int, video_fps: float, *, fps: float | None = None, nframes: int | None = None) -> int:
+    """qwen_vl_utils.smart_nframes: how many frames the model sees."""
+    if (fps is None) == (nframes is None):
+        raise ValueError("set exactly one of fps and nframes (qwen_vl_utils: 'Only accept either fps or nframes')")
+    if nframes is not None:
+        n = _round(nframes, FRAME_FACTOR)
+    else:
+        lo = math.ceil(FPS_MIN_FRAMES / FRAME_FACTOR) * FRAME_FACTOR
+        hi = math.floor(min(FPS_MAX_FRAMES, total) / FRAME_FACTOR) * FRAME_FACTOR
+        n = total / video_fps * fps if video_fps > 0 else total
+        n = min(max(n, lo), hi, total)
+        n = math.floor(n / FRAME_FACTOR) * FRAME_FACTOR
+    if not FRAME_FACTOR <= n <= total:
+        raise ValueError(f"cannot sample {n} frames from a {total}-frame video (need {FRAME_FACTOR}..{total})")
+    return n
+
+
+def sample_indices(total: int, video_fps: float, *, fps: float | None = None, nframes: int | None = None) -> list[int]:
+    """Evenly spaced frame indices from first to last, as qwen_vl_utils' readers pick them."""
+    n = num_sampled_frames(total, video_fps, fps=fps, nframes=nframes)
+    if n == 1:
+        return [0]
+    return [round(i * (total - 1) / (n - 1)) for i in range(n)]

@@ -1,0 +1,60 @@
+"""The demo's training recipe, as spec overrides fed through the same builder agents use.
+
+The settings come from measurements on 2 CPU cores (benchmarks/train_local.py): a tiny
+Qwen2.5-VL learns the three task families at lr 3e-4 (constant after a short warm-up), Adam
+betas (0.9, 0.98), batch 16, loss on the answer tokens only. Higher learning rates make the model
+learn the answer prior and ignore the video.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class DemoRecipe:
+    records: int = 2100
+    seed: int = 0
+    family: str = "qwen2_5_vl"
+    ranks: int = 1
+    steps: int = 1600
+    batch: int = 16
+    lr: float = 3e-4
+    warmup: int = 30
+    fps: float = 2.0
+
+    @classmethod
+    def quick(cls) -> "DemoRecipe":
+        """A minute-scale variant for tests and smoke checks: the flow, not the accuracy."""
+        return cls(records=48, steps=12, batch=8, ranks=1)
+
+
+def overrides(recipe: DemoRecipe, *, model: Path, out: Path) -> list[str]:
+    per_rank = recipe.batch // recipe.ranks
+    return [
+        f"policy.model_name_or_path={model}",
+        f"policy.parallelism.dp_shard_size={recipe.ranks}",
+        "policy.parallelism.dp_replicate_size=1",
+        "policy.model_gradient_checkpointing=false",
+        f"train.output_dir={out / 'train'}",
+        f"results_dir={out}",
+        "train.epoch=1000",
+        f"train.max_num_steps={recipe.steps}",
+        f"train.train_batch_per_replica={per_rank}",
+        f"train.train_policy.mini_batch={per_rank}",
+        "train.train_policy.dataloader_num_workers=0",
+        f"train.train_policy.dataloader_seed={recipe.seed}",
+        f"train.seed={recipe.seed}",
+        f"train.optm_lr={recipe.lr}",
+        "train.optm_betas=[0.9, 0.98]",
+        f"train.optm_warmup_steps={recipe.warmup}",
+        "train.optm_decay_type=none",
+        "train.param_dtype=float32",
+        "train.ckpt.save_freq_in_epoch=0",
+        "train.ckpt.save_freq=100000",
+        "train.ckpt.max_keep=2",
+        "validation.freq_in_epoch=1000",
+        "validation.batch_size=32",
+        f"custom.vision.fps={recipe.fps}",
+    ]

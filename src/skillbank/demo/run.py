@@ -1,0 +1,160 @@
+"""The main job end to end: assets -> spec -> preflight -> route -> train -> evaluate before/after -> gaps."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Callable
+
+from skillbank.demo.recipe import DemoRecipe, overrides
+from skillbank.errors import InputError, RunError
+
+SKILL = "tao-finetune-cosmos-reason"
+FAMILIES = {"yes_no": "yes_no", "directionality": "directionality", "colour": "colour"}
+
+
+def _evaluate(model: str, data: Path, out: Path, recipe: DemoRecipe, *, progress: bool) -> dict[str, Any]:
+    from skillbank.evaluation.evaluate import evaluate
+    from skillbank.evaluation.metrics import compute_metrics
+    from skillbank.spec.evaluate import EvaluateSpec
+
+    spec = EvaluateSpec.model_validate({
+        "dataset": {"annotation_path": str(data / "val" / "annotations.json"), "media_dir": str(data / "val")},
+        "model": {"model_name": model, "dtype": "float32"},
+        "vision": {"fps": recipe.fps},
+        "evaluation": {"batch_size": 64, "seed": recipe.seed},
+        "generation": {"max_tokens": 4},
+        "num_gpus": 0,
+        "results_dir": str(out),
+    })
+    doc = evaluate(spec, progress=progress)
+    rows = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    records = {r["id"]: r for r in json.loads((data / "val" / "annotations.json").read_text(encoding="utf-8"))}
+    direction = [r for r in rows if records.get(r["video_id"], {}).get("family") == "directionality"]
+    if direction:  # the its_directionality evaluator on that family: per-class scores and confusion matrix
+        doc["its_directionality"] = compute_metrics([r["gt"] for r in direction], [r["response"] for r in direction], "its_directionality")
+    return doc
+
+
+def _family_accuracy(doc: dict[str, Any]) -> dict[str, float]:
+    return {name: float(m.get("accuracy", 0.0)) for name, m in (doc.get("families") or {}).items()}
+
+
+def run_demo(recipe: DemoRecipe, out: Path, *, log: Callable[[str], None] = print, progress: bool = True,
+             rank_stdout: Any = None) -> dict[str, Any]:
+    from skillbank.assets.demo_dataset import build_demo_dataset
+    from skillbank.assets.tiny_model import build_tiny_model
+    from skillbank.gaps.analyze import analyze_gaps
+    from skillbank.preflight.run import run_preflight
+    from skillbank.routing.router import route
+    from skillbank.spec.build import build_spec
+    from skillbank.spec.io import write_spec
+    from skillbank.training.jobrecord import JobRecord
+    from skillbank.training.local.launch import train_local
+
+    started = time.perf_counter()
+    out.mkdir(parents=True, exist_ok=True)
+    timings: dict[str, float] = {}
+
+    def lap(name: str, since: float) -> float:
+        now = time.perf_counter()
+        timings[name] = round(now - since, 2)
+        return now
+
+    t = time.perf_counter()
+    log(f"[1/7] embedded default: tiny {recipe.family} model and demo dataset ({recipe.records} train clips; cached)")
+    data = build_demo_dataset(None, records=recipe.records, seed=recipe.seed, progress=progress)
+    model = build_tiny_model(None, family=recipe.family, seed=recipe.seed)
+    t = lap("assets_s", t)
+
+    log("[2/7] spec: template + dataset root + demo overrides")
+    built = build_spec(SKILL, "train", overrides(recipe, model=model, out=out), dataset_root=data)
+    spec_path = write_spec(out / "train.yaml", built.spec)
+
+    log("[3/7] preflight: every record, media, parallelism, vision budget")
+    report = run_preflight(skill=SKILL, action="train", spec_path=spec_path, gpus_per_node=recipe.ranks, nodes=1, backend="local")
+    errors = [f for f in report.findings if f.severity == "error"]
+    if errors:
+        raise InputError("preflight failed: " + "; ".join(f"{f.check}: {f.message}" for f in errors[:5]), where=str(spec_path))
+    t = lap("spec_and_preflight_s", t)
+
+    decision = route(skill=SKILL, action="train", automl_policy="off")
+    log(f"[4/7] route: {decision.route} ({decision.reason})")
+
+    log("[5/7] evaluate the untrained model on the held-out clips")
+    base = _evaluate(str(model), data, out / "eval_base", recipe, progress=progress)
+    t = lap("eval_base_s", t)
+
+    log(f"[6/7] train: local backend, {recipe.ranks} rank(s), {recipe.steps} steps")
+    job = JobRecord.start(action="train", backend="local", spec_path=spec_path, argv=["skillbank", "demo"], results_dir=str(out),
+                          extra={"route": decision.to_dict()})
+    try:
+        trained_run = train_local(built.spec, spec_path=spec_path, job=job, log=log, stdout=rank_stdout)
+    except (RunError, InputError) as exc:
+        job.finish("failed", exit_code=1, error=str(exc))
+        raise
+    job.finish("succeeded", exit_code=0)
+    final = trained_run["final_safetensors"]
+    if not final:
+        raise RunError(f"training wrote no safetensors export; see {trained_run['run_dir']}")
+    t = lap("train_s", t)
+
+    log("[7/7] evaluate the trained model, then DEFT gap analysis")
+    trained = _evaluate(final, data, out / "eval_trained", recipe, progress=progress)
+    gaps = analyze_gaps(str(out / "eval_trained"), str(out / "gaps.parquet"),
+                        annotations=str(data / "val" / "annotations.json"), media_root=str(data / "val"))
+    lap("eval_trained_and_gaps_s", t)
+
+    base_acc, trained_acc = _family_accuracy(base), _family_accuracy(trained)
+    families = {name: {"base_accuracy": base_acc.get(name), "trained_accuracy": trained_acc.get(name),
+                       "n": (trained.get("families") or {}).get(name, {}).get("total")}
+                for name in sorted(set(base_acc) | set(trained_acc))}
+    return {
+        "ok": True,
+        "families": families,
+        "overall": {"base_accuracy": base.get("accuracy"), "trained_accuracy": trained.get("accuracy")},
+        "its_directionality": trained.get("its_directionality"),
+        "training": {k: trained_run.get(k) for k in ("last_step", "first_loss", "last_loss", "val_loss_first", "val_loss_last")},
+        "recipe": asdict(recipe),
+        "artifacts": {
+            "model": str(model),
+            "dataset": str(data),
+            "spec": str(spec_path),
+            "job_record": str(job.path),
+            "run_dir": trained_run["run_dir"],
+            "metrics_jsonl": trained_run["metrics"],
+            "final_checkpoint": final,
+            "eval_base": str(out / "eval_base"),
+            "eval_trained": str(out / "eval_trained"),
+            "gaps_parquet": str(out / "gaps.parquet"),
+            "gaps_summary": str(out / "gaps.summary.json"),
+        },
+        "gaps": {k: gaps.get(k) for k in ("total", "failures", "counts")},
+        "preflight": {"errors": len(errors), "warnings": sum(1 for f in report.findings if f.severity == "warning")},
+        "timings": timings,
+        "wall_s": round(time.perf_counter() - started, 1),
+    }
+
+
+def table(result: dict[str, Any]) -> str:
+    def pct(v: float | None) -> str:
+        return "   n/a" if v is None else f"{100 * v:5.1f}%"
+
+    lines = [f"{'task family':16s} {'untrained':>10s} {'trained':>10s} {'n':>5s}"]
+    for name, row in result["families"].items():
+        lines.append(f"{name:16s} {pct(row['base_accuracy']):>10s} {pct(row['trained_accuracy']):>10s} {row['n'] or '':>5}")
+    o = result["overall"]
+    lines.append(f"{'all':16s} {pct(o['base_accuracy']):>10s} {pct(o['trained_accuracy']):>10s}")
+    tr = result["training"]
+    lines.append("")
+    lines.append(f"training: {tr['last_step']} steps, loss {tr['first_loss']:.3f} -> {tr['last_loss']:.3f}"
+                 + (f", val loss {tr['val_loss_first']:.3f} -> {tr['val_loss_last']:.3f}" if tr.get("val_loss_last") is not None else ""))
+    g = result["gaps"]
+    lines.append(f"gaps: {g.get('failures')} failures of {g.get('total')} {g.get('counts')}")
+    lines.append(f"wall time: {result['wall_s']} s")
+    lines.append("")
+    lines.append("artifacts:")
+    lines.extend(f"  {k:17s} {v}" for k, v in result["artifacts"].items())
+    return "\n".join(lines)

@@ -1,0 +1,133 @@
+"""`skillbank evaluate` and `skillbank inference` (torch and transformers load inside the commands)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+EVALUATE_DESCRIPTION = """\
+Evaluate a model on a LLaVA video-QA set with batched greedy generation. --config is the seed's flat
+TOML (dataset, model, task, evaluation, vision, generation, metrics, results, num_gpus,
+results_dir); it writes results_dir/results.json ([{video_id, question, gt, response}]) and
+results_dir/metrics.json. task.type "" is the general evaluator (yes/no binary metrics when every
+answer is yes/no, else exact match); "its_directionality" scores left/right/straight. Records with a
+`family` field also get per-family metrics.
+
+--run DIR evaluates every safetensors/step_N of a training run (DIR is <output_dir> or
+<output_dir>/<timestamp>; the newest timestamp wins) into results_dir/step_N/ and writes
+results_dir/best_checkpoint.json: the best step by metrics.primary, not the last. Without --config
+the validation set and vision settings come from the run's own training spec.
+"""
+
+EVALUATE_EXAMPLES = """\
+examples:
+  skillbank evaluate --config evaluate.toml
+  skillbank evaluate --run results/train/20250101120000 --config evaluate.toml --json
+"""
+
+INFERENCE_DESCRIPTION = """\
+Run a model on one video (--video FILE --prompt TEXT: prints the answer) or on a LLaVA annotations
+file (--annotations FILE --media-dir DIR: writes --out results.json). --config reads an inference
+spec (YAML or TOML, InferenceSpec); flags override it.
+"""
+
+INFERENCE_EXAMPLES = """\
+examples:
+  skillbank inference --model results/train/2025.../safetensors/step_400 --video clip.mp4 \\
+      --prompt "Is the ball red? Answer yes or no."
+  skillbank inference --model hf_model://nvidia/Cosmos-Reason2-8B --annotations val/annotations.json \\
+      --media-dir val --out results/inference/results.json
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "evaluate",
+        help="evaluate a model (or every checkpoint of a run) -> results.json + metrics.json",
+        description=EVALUATE_DESCRIPTION,
+        epilog=EVALUATE_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--config", metavar="FILE.toml", help="evaluate config (flat TOML, EvaluateSpec)")
+    p.add_argument("--run", dest="run_dir", metavar="DIR", help="evaluate every safetensors/step_N of this training run")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print one JSON document (metrics, or best_checkpoint for --run)")
+    p.set_defaults(run=run_evaluate)
+
+    q = sub.add_parser(
+        "inference",
+        help="answer a prompt about one video, or run a model over a LLaVA file",
+        description=INFERENCE_DESCRIPTION,
+        epilog=INFERENCE_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    q.add_argument("--config", metavar="FILE", help="inference spec (InferenceSpec, YAML or TOML)")
+    q.add_argument("--model", dest="model_path", metavar="DIR", help="model folder, hf_model://owner/repo or owner/repo")
+    q.add_argument("--video", metavar="FILE", help="one video (single mode)")
+    q.add_argument("--prompt", metavar="TEXT", help="the question (single mode)")
+    q.add_argument("--annotations", dest="annotation_path", metavar="FILE", help="LLaVA annotations (batch mode)")
+    q.add_argument("--media-dir", dest="media_dir", metavar="DIR", help="folder the records' video paths are relative to")
+    q.add_argument("--out", metavar="FILE", help="results.json of batch mode (default: results_dir/results.json)")
+    q.add_argument("--system-prompt", dest="system_prompt", metavar="TEXT")
+    q.add_argument("--fps", type=float, help="frames per second (clears num_frames)")
+    q.add_argument("--num-frames", dest="num_frames", type=int, help="fixed frames per video (clears fps)")
+    q.add_argument("--max-tokens", dest="max_tokens", type=int)
+    q.add_argument("--temperature", type=float, help="0 is greedy")
+    q.add_argument("--batch-size", dest="batch_size", type=int)
+    q.add_argument("--quiet", action="store_true", help="no progress bar")
+    q.add_argument("--json", action="store_true", help="print one JSON document")
+    q.set_defaults(run=run_inference)
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    from skillbank.errors import InputError
+    from skillbank.evaluation.evaluate import evaluate, evaluate_run
+    from skillbank.spec.evaluate import EvaluateSpec
+    from skillbank.spec.io import load_spec
+
+    if not args.config and not args.run_dir:
+        raise InputError("nothing to evaluate", where="--config / --run", fix="pass --config FILE.toml, or --run DIR of a training run")
+    spec = load_spec(args.config, EvaluateSpec) if args.config else None
+    if args.run_dir:  # (args.run is the CLI's command function)
+        doc = evaluate_run(args.run_dir, spec, progress=not args.quiet)
+        if args.json:
+            print(json.dumps({"ok": True, **doc}, indent=2))
+        else:
+            for s in doc["steps"]:
+                print(f"step {s['step']}: {doc['metric']} {s['value']:.4f}")
+            print(f"best: step {doc['step']} ({doc['metric']} {doc['value']:.4f}) {doc['path']}")
+        return 0
+    doc = evaluate(spec, progress=not args.quiet)
+    if args.json:
+        print(json.dumps({"ok": True, **doc}, indent=2))
+    else:
+        primary = doc["primary_metric"]
+        print(f"{primary['name']} {primary['value']:.4f} on {doc['num_samples']} samples; wrote {doc['results_dir']}/metrics.json")
+    return 0
+
+
+OVERRIDES = ("model_path", "video", "prompt", "annotation_path", "media_dir", "system_prompt", "max_tokens", "temperature", "batch_size")
+
+
+def run_inference(args: argparse.Namespace) -> int:
+    from skillbank.evaluation.inference import run_inference as infer
+    from skillbank.spec.actions import InferenceSpec
+    from skillbank.spec.io import read_spec_file
+    from skillbank.spec.validation import validate
+
+    data = read_spec_file(args.config) if args.config else {}
+    data.update({k: getattr(args, k) for k in OVERRIDES if getattr(args, k) is not None})
+    named = {k: getattr(args, k) for k in ("fps", "num_frames") if getattr(args, k) is not None}
+    if len(named) == 1:  # naming one of the pair clears the other (both named: the spec rule says no)
+        data.pop("num_frames" if "fps" in named else "fps", None)
+    data.update(named)
+    spec = validate(InferenceSpec, data, source=args.config or "command line")
+    doc = infer(spec, out=args.out, progress=not args.quiet)  # type: ignore[arg-type]
+    if args.json:
+        print(json.dumps({"ok": True, **doc}, indent=2))
+    elif "answer" in doc:
+        print(doc["answer"])
+    else:
+        print(f"wrote {doc['count']} answers to {doc['results_json']}", file=sys.stderr)
+    return 0

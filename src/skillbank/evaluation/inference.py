@@ -1,0 +1,60 @@
+"""The inference action: one video + prompt -> the answer; or a LLaVA file -> results.json (the same
+rows as evaluate, gt null where a record has no answer), with the evaluate action's data path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from skillbank import atomic
+from skillbank.data import chat
+from skillbank.data.records import load_records
+from skillbank.errors import InputError
+from skillbank.spec.actions import InferenceSpec
+
+
+def single_record(video: str, prompt: str) -> dict[str, Any]:
+    path = Path(video).expanduser()
+    if not path.is_file():
+        raise InputError(f"video not found: {path}", where="--video", fix="pass the path of a video file")
+    if not prompt.strip():
+        raise InputError("the prompt is empty", where="--prompt", fix='pass --prompt "Is the ball red? Answer yes or no."')
+    return {"id": path.stem, "video": str(path.resolve()), "conversations": [{"from": "human", "value": prompt}]}
+
+
+def run_inference(spec: InferenceSpec, *, out: str | None = None, progress: bool = True) -> dict[str, Any]:
+    """Single mode returns {answer, video, prompt}; batch mode writes results.json and returns {results_json, count}."""
+    from skillbank.data.examples import VisionSettings
+    from skillbank.evaluation.generate import GenerationSettings, generate_answers
+    from skillbank.evaluation.inputs import PromptBuilder, check_videos
+    from skillbank.evaluation.model import load_model
+
+    batch = bool(spec.annotation_path)
+    if batch == bool(spec.video):
+        raise InputError(
+            "give either a video and a prompt (single mode) or an annotations file (batch mode)",
+            where="--video / --annotations",
+            fix="pass --video FILE --prompt TEXT, or --annotations FILE --media-dir DIR",
+        )
+    if batch:
+        records, media = load_records(spec.annotation_path), spec.media_dir
+        check_videos(records, media, where="media_dir")
+    else:
+        records, media = [single_record(spec.video, spec.prompt)], ""
+    loaded = load_model(spec.model_path, num_gpus=1)
+    vision = VisionSettings(fps=spec.fps, nframes=spec.num_frames)
+    builder = PromptBuilder(loaded.processor, vision=vision, system_prompt=spec.system_prompt, media_path=media)
+    settings = GenerationSettings(max_new_tokens=spec.max_tokens, temperature=spec.temperature)
+    answers = generate_answers(
+        loaded.model, loaded.processor, builder, records,
+        device=loaded.device, batch_size=spec.batch_size, settings=settings, progress=progress and batch, desc="inference",
+    )
+    if not batch:
+        return {"answer": answers[0], "video": records[0]["video"], "prompt": spec.prompt, "model": spec.model_path}
+    rows = []
+    for record, answer in zip(records, answers, strict=True):
+        question, gt = chat.prompt_and_answer(record)
+        rows.append({"video_id": str(record.get("id", "")), "question": question, "gt": gt or None, "response": answer})
+    target = Path(out) if out else Path(spec.results_dir) / "results.json"
+    atomic.write_json(target, rows)
+    return {"results_json": str(target), "count": len(rows), "model": spec.model_path}

@@ -1,0 +1,107 @@
+"""LLaVA record -> generation prompt tensors, and left-padded batches of them.
+
+The shared data path (skillbank.data) does the work: chat.build_messages for the chat (here without
+the answer), video.decode_video + sample_indices for the frames (PyAV; qwen_vl_utils' sampling) and
+ExampleBuilder.frame_pixels for the per-frame pixel budget, so evaluation sees exactly the frames
+and resolution training saw. What differs from a training example is only the end of the prompt
+(`add_generation_prompt=True`, no labels) and the padding side (left, for batched generate).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from skillbank.data import chat, video
+from skillbank.data.examples import ExampleBuilder, VisionSettings
+from skillbank.errors import InputError
+
+SHOWN = 5
+
+
+def check_videos(records: list[dict[str, Any]], media_path: str, *, where: str) -> None:
+    """Fail before loading any model when videos are missing (how many, the first few)."""
+    missing = []
+    for i, record in enumerate(records):
+        path = chat.video_path(record, media_path)
+        if not Path(path).is_file():
+            missing.append(f"record {i} ({record.get('id', '?')}): {path}")
+    if missing:
+        shown = "; ".join(missing[:SHOWN])
+        raise InputError(
+            f"{len(missing)} video(s) not found: {shown}{'; ...' if len(missing) > SHOWN else ''}",
+            where=where,
+            fix="check dataset.media_dir: record video paths are relative to it",
+        )
+
+
+class PromptBuilder:
+    """Turns a record into the tensors of its generation prompt (no batch dimension)."""
+
+    def __init__(self, processor: Any, *, vision: VisionSettings, system_prompt: str, media_path: str | os.PathLike[str] = "") -> None:
+        self.processor = processor
+        self.vision = vision
+        self.system_prompt = system_prompt
+        self.media_path = str(media_path)
+        # the training builder owns the pixel-budget rule; no cache, nothing kept in memory
+        self._budget = ExampleBuilder(processor, model_path="", vision=vision, system_prompt=system_prompt, media_path=media_path, cache_root=None, memory=False)
+
+    def __call__(self, record: dict[str, Any]) -> dict[str, Any]:
+        from transformers.video_utils import VideoMetadata
+
+        path = chat.video_path(record, self.media_path)
+        try:
+            frames, meta = video.decode_video(path)
+        except ValueError as exc:
+            raise InputError(str(exc), where=f"record {record.get('id', '?')}", fix="re-encode or remove the video") from None
+        fps = meta["fps"] or float(record.get("video_fps") or 0) or 2.0
+        total = meta["total_num_frames"]
+        indices = video.sample_indices(total, fps, fps=self.vision.fps, nframes=self.vision.nframes)
+        messages = chat.build_messages(
+            record, media_path=self.media_path, system_prompt=self.system_prompt, fps=self.vision.fps, nframes=self.vision.nframes, with_answer=False
+        )
+        text = self.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        metadata = VideoMetadata(total_num_frames=total, fps=fps, duration=total / fps, frames_indices=indices)
+        size = {"shortest_edge": self._budget.min_pixels, "longest_edge": self._budget.frame_pixels(len(indices))}
+        out = self.processor(
+            text=[text],
+            videos=[frames[indices]],
+            video_metadata=[metadata],
+            do_sample_frames=False,
+            fps=len(indices) / total * fps,
+            size=size,
+            return_tensors="pt",
+        )
+        item = {
+            "input_ids": out["input_ids"][0],
+            "pixel_values_videos": out["pixel_values_videos"],
+            "video_grid_thw": out["video_grid_thw"],
+        }
+        if "second_per_grid_ts" in out:
+            import torch
+
+            item["second_per_grid_ts"] = torch.as_tensor(out["second_per_grid_ts"], dtype=torch.float32)
+        return item
+
+
+def collate_left(items: list[dict[str, Any]], pad_token_id: int) -> dict[str, Any]:
+    """Left-pad the prompts (generation appends on the right); concatenate the vision tensors."""
+    import torch
+
+    longest = max(item["input_ids"].shape[0] for item in items)
+    ids, mask = [], []
+    for item in items:
+        t = item["input_ids"]
+        pad = longest - t.shape[0]
+        ids.append(torch.cat([t.new_full((pad,), pad_token_id), t]))
+        mask.append(torch.cat([torch.zeros(pad, dtype=torch.long), torch.ones(t.shape[0], dtype=torch.long)]))
+    batch = {
+        "input_ids": torch.stack(ids),
+        "attention_mask": torch.stack(mask),
+        "pixel_values_videos": torch.cat([item["pixel_values_videos"] for item in items]),
+        "video_grid_thw": torch.cat([item["video_grid_thw"] for item in items]),
+    }
+    if all("second_per_grid_ts" in item for item in items):
+        batch["second_per_grid_ts"] = torch.cat([item["second_per_grid_ts"] for item in items])
+    return batch

@@ -1,0 +1,61 @@
+"""`skillbank gaps`: DEFT gap analysis, results.json -> a parquet of the failures (no torch)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+DESCRIPTION = """\
+Find the evaluation's results.json under --results-dir (a folder or an fsspec URL such as s3://...),
+count a failure when response.lower().strip() != gt.lower().strip() (a null response counts as ""),
+and write a parquet of the failures with columns video_id, media_path, question, ground_truth,
+response, error_type (FP / FN when every answer is yes/no, yes being positive; else mismatch), plus
+NAME.summary.json next to it. --annotations joins each failing id to its video, under --media-root
+(default: the annotations' folder). The public flags --gaps-parquet, --kpi-ann-path and
+--kpi-media-path are accepted as aliases.
+"""
+
+EXAMPLES = """\
+examples:
+  skillbank gaps --results-dir results/evaluate --out gaps/round1.parquet \\
+      --annotations /data/val/annotations.json --media-root /data/val
+  python scripts/analyze_gaps.py --results-dir s3://bucket/eval --gaps-parquet gaps.parquet \\
+      --kpi-ann-path s3://bucket/val/annotations.json --kpi-media-path s3://bucket/val
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "gaps",
+        help="DEFT gap analysis: results.json -> failures parquet (+ summary JSON)",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_arguments(p)
+    p.set_defaults(run=run)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--results-dir", required=True, metavar="DIR", help="evaluation results_dir (or a results.json), local or URL")
+    p.add_argument("--out", "--gaps-parquet", dest="out", required=True, metavar="FILE.parquet", help="failures parquet to write")
+    p.add_argument("--annotations", "--kpi-ann-path", dest="annotations", metavar="FILE", help="LLaVA annotations the evaluation read")
+    p.add_argument("--media-root", "--kpi-media-path", dest="media_root", metavar="DIR", help="folder the records' video paths are relative to")
+    p.add_argument("--threads", type=int, default=min(4, os.cpu_count() or 2), help="parser threads (default: cores, at most 4)")
+    p.add_argument("--json", action="store_true", help="print the summary as one JSON document")
+
+
+def run(args: argparse.Namespace) -> int:
+    from skillbank.errors import InputError
+    from skillbank.gaps.analyze import analyze_gaps, summary_path
+
+    if args.media_root and not args.annotations:
+        raise InputError("--media-root needs --annotations", where="--media-root", fix="pass --annotations FILE too")
+    summary = analyze_gaps(args.results_dir, args.out, annotations=args.annotations, media_root=args.media_root, threads=args.threads)
+    if args.json:
+        print(json.dumps({"ok": True, **summary, "summary_json": summary_path(args.out)}, indent=2))
+        return 0
+    counts = ", ".join(f"{k} {v}" for k, v in summary["counts"].items())
+    print(f"{summary['failures']} of {summary['total']} failed ({counts}); wrote {args.out} and {summary_path(args.out)}")
+    return 0

@@ -1,0 +1,160 @@
+"""`skillbank train`: route (direct or AutoML), preflight, then the local or cosmos-rl backend.
+
+Light at import (argparse only); the backends import torch / cosmos-rl when they run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from skillbank.errors import InputError, RunError
+
+SKILL = "tao-finetune-cosmos-reason"
+BACKENDS = ("cosmos-rl", "local")
+
+DESCRIPTION = """\
+Fine-tune Cosmos-Reason (Qwen2.5-VL / Qwen3-VL) on LLaVA video QA from a validated train spec.
+
+The router decides first: with automl_policy auto (and AutoML packaged for the skill) the request
+goes to AutoML; --automl-policy off trains directly. Preflight then checks every rule and record.
+Backends: cosmos-rl (production, GPUs, one node to many) and local (torchrun + FSDP2 on this machine,
+CPU or GPUs; what tests and the embedded demo use). Both write
+<output_dir>/<timestamp>/checkpoints/step_N/policy and .../safetensors/step_N.
+"""
+
+EPILOG = """\
+examples:
+  skillbank train --spec train.yaml --backend cosmos-rl
+  skillbank train --spec train.yaml --backend local --automl-policy off --dry-run
+  skillbank train --spec train.yaml --backend local --automl-policy off --resume
+exit codes: 0 trained; 2 bad input (nothing launched); 1 the run failed (resume with --resume).
+"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "train",
+        help="train from a spec (routes to AutoML or trains directly)",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--spec", required=True, help="train spec (YAML/JSON/TOML) written by `skillbank spec`")
+    p.add_argument("--backend", choices=BACKENDS, default="cosmos-rl", help="cosmos-rl (default, GPUs) or local (torchrun + FSDP2 here)")
+    p.add_argument("--automl-policy", choices=("auto", "off"), default=None, help="auto: AutoML when the skill supports it; off: direct training for this run")
+    p.add_argument("--request", default=None, help="the user's request in words (the router reads e.g. 'no HPO')")
+    p.add_argument("--dry-run", action="store_true", help="print the plan (command, ranks, run folder) and launch nothing")
+    p.add_argument("--resume", action="store_true", help="continue from the newest complete checkpoint under train.output_dir")
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout (progress goes to stderr)")
+    p.set_defaults(run=run)
+
+
+def _module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def _preflight(args: argparse.Namespace) -> dict[str, Any] | None:
+    if not _module_exists("skillbank.preflight.run"):
+        return None
+    from skillbank.preflight.run import run_preflight
+
+    report = run_preflight(skill=SKILL, action="train", spec_path=args.spec, backend=args.backend, gpus_per_node=None, nodes=None)
+    if not report.ok:
+        errors = [f for f in report.findings if getattr(f, "severity", "error") == "error"]
+        lines = [f"{getattr(f, 'check', '?')}: {getattr(f, 'message', f)}" for f in errors[:8]]
+        more = f"\n    ... and {len(errors) - 8} more" if len(errors) > 8 else ""
+        first = errors[0] if errors else None
+        raise InputError(
+            f"preflight found {len(errors)} error(s):\n    " + "\n    ".join(lines) + more,
+            where=str(getattr(first, "where", "") or args.spec),
+            fix=str(getattr(first, "fix", "") or f"run `skillbank preflight --skill {SKILL} --action train --spec {args.spec}` for details"),
+        )
+    return {"ok": True, "findings": len(report.findings)}
+
+
+def _handoff_to_automl(args: argparse.Namespace) -> int:
+    if not _module_exists("skillbank.automl.run"):
+        raise InputError(
+            "the router sent this request to AutoML, which is not built yet",
+            where="--automl-policy",
+            fix="pass --automl-policy off to train directly",
+        )
+    from skillbank.automl.run import run_from_train
+
+    return int(run_from_train(args) or 0)
+
+
+def run(args: argparse.Namespace) -> int:
+    from skillbank.routing.router import route
+    from skillbank.spec.io import load_spec
+    from skillbank.spec.train import TrainSpec
+
+    log_stream = sys.stderr if args.json else sys.stdout
+
+    def log(line: str) -> None:
+        print(line, file=log_stream, flush=True)
+
+    spec = load_spec(args.spec, TrainSpec)
+    decision = route(skill=SKILL, action="train", request=args.request, automl_policy=args.automl_policy)
+    if decision.route == "automl":
+        log(f"route: automl ({decision.reason})")
+        return _handoff_to_automl(args)
+    if not decision.runnable:
+        raise InputError(f"the router cannot run this request: {decision.reason}", where="--automl-policy", fix="pass --automl-policy off to train directly")
+    log(f"route: {decision.route} ({decision.reason})")
+    preflight = _preflight(args)
+
+    job = None
+    if not args.dry_run:
+        from skillbank.training.jobrecord import JobRecord
+
+        job = JobRecord.start(action="train", backend=args.backend, spec_path=args.spec, argv=sys.argv, results_dir=spec.results_dir,
+                              extra={"route": decision.to_dict()})
+        log(f"job record: {job.path}")
+    try:
+        if args.backend == "local":
+            from skillbank.training.local.launch import train_local
+
+            result: Any = train_local(spec, spec_path=args.spec, resume=args.resume, dry_run=args.dry_run, job=job, log=log,
+                                      stdout=sys.stderr if args.json else None)
+        else:
+            from skillbank.training.cosmos_rl.launch import train_cosmos_rl
+
+            result = train_cosmos_rl(spec, spec_path=Path(args.spec), resume=args.resume, dry_run=args.dry_run, job=job, log=log)
+    except KeyboardInterrupt:
+        if job is not None:
+            job.finish("cancelled", error="interrupted")
+        raise
+    except (InputError, RunError) as exc:
+        if job is not None:
+            job.finish("failed", exit_code=2 if isinstance(exc, InputError) else 1, error=str(exc))
+        if isinstance(exc, RunError) and args.json:  # the CLI reports InputError as JSON itself
+            print(json.dumps({"ok": False, "error": {"message": str(exc), "where": "", "fix": "fix the cause, then rerun with --resume"},
+                              "job_record": str(job.path) if job else None}, indent=2))
+        raise
+    except Exception as exc:
+        if job is not None:
+            job.finish("failed", exit_code=1, error=f"{type(exc).__name__}: {exc}")
+        raise
+    if job is not None:
+        job.finish("succeeded", exit_code=0)
+    if args.json:
+        doc = {
+            "ok": True,
+            "backend": args.backend,
+            "dry_run": args.dry_run,
+            "route": decision.to_dict(),
+            "preflight": preflight,
+            "job_record": str(job.path) if job else None,
+            "result": result if isinstance(result, dict) else {"exit_code": result},
+        }
+        print(json.dumps(doc, indent=2, default=str))
+    return 0

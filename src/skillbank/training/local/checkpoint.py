@@ -1,0 +1,158 @@
+"""Per-rank checkpoints in cosmos-rl's layout, and Hugging Face safetensors exports.
+
+Each rank writes {model,optimizer,scheduler,extra_info}_rank_R.pth (its FSDP2 shards as DTensors,
+like cosmos-rl) through temp-file renames, then its `.rank_R_complete` marker; rank 0 also writes
+cosmos_config (the spec, plus how many ranks must mark the checkpoint). The export gathers the full
+state dict, merges LoRA adapters into the base weights (so evaluate loads a plain model folder),
+and writes model + processor into a temporary folder renamed to safetensors/step_N.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+from skillbank import atomic
+from skillbank.training import layout
+
+
+def rng_state() -> dict[str, Any]:
+    import numpy as np
+    import torch
+
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    import numpy as np
+    import torch
+
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _save(obj: Any, path: Path) -> None:
+    import torch
+
+    with atomic.atomic_path(path) as tmp:
+        torch.save(obj, tmp)
+
+
+def save_checkpoint(
+    run_dir: str | os.PathLike[str],
+    step: int,
+    *,
+    model,
+    optimizer,
+    scheduler,
+    extra: dict[str, Any],
+    rank: int,
+    world: int,
+    config: dict[str, Any],
+) -> Path:
+    """Write this rank's part of step_N; the checkpoint is complete once every rank has marked it."""
+    policy = layout.checkpoint_dir(run_dir, step)
+    policy.mkdir(parents=True, exist_ok=True)
+    _save(model.state_dict(), policy / f"model_rank_{rank}.pth")
+    _save(optimizer.state_dict(), policy / f"optimizer_rank_{rank}.pth")
+    _save(scheduler.state_dict(), policy / f"scheduler_rank_{rank}.pth")
+    _save({**extra, "rng_state": rng_state(), "step": step}, policy / f"extra_info_rank_{rank}.pth")
+    if rank == 0:
+        doc = {**config, "skillbank_local": {"saving_ranks": world, "world_size": world, "step": step}}
+        atomic.write_json(policy / layout.CONFIG_FILE, doc)
+    atomic.write_text(policy / f".rank_{rank}_complete", "")
+    return policy
+
+
+def load_checkpoint(policy_dir: str | os.PathLike[str], *, model, optimizer, scheduler, rank: int) -> dict[str, Any]:
+    """Restore this rank's model, optimizer, scheduler and RNG; returns extra_info (step, ...)."""
+    import torch
+
+    policy = Path(policy_dir)
+    model.load_state_dict(torch.load(policy / f"model_rank_{rank}.pth", map_location="cpu", weights_only=False))
+    optimizer.load_state_dict(torch.load(policy / f"optimizer_rank_{rank}.pth", map_location="cpu", weights_only=False))
+    scheduler.load_state_dict(torch.load(policy / f"scheduler_rank_{rank}.pth", map_location="cpu", weights_only=False))
+    extra = torch.load(policy / f"extra_info_rank_{rank}.pth", map_location="cpu", weights_only=False)
+    if "rng_state" in extra:
+        set_rng_state(extra["rng_state"])
+    return extra
+
+
+def gather_full_state(model) -> dict[str, Any]:
+    """The full, unsharded state dict on rank 0 (CPU); an empty dict elsewhere. Collective."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+PEFT_PREFIX = "base_model.model."
+
+
+def merge_lora(state: dict[str, Any], scaling: float | None) -> dict[str, Any]:
+    """A peft state dict -> the base model's, with W + scaling * B @ A folded into each Linear."""
+    if scaling is None and not any(k.startswith(PEFT_PREFIX) for k in state):
+        return state
+    merged: dict[str, Any] = {}
+    for key, value in state.items():
+        if ".lora_" in key or ".original_module." in key:
+            continue
+        name = key
+        if ".base_layer." in key:
+            prefix, leaf = key.split(".base_layer.", 1)
+            a, b = state.get(f"{prefix}.lora_A.default.weight"), state.get(f"{prefix}.lora_B.default.weight")
+            if leaf == "weight" and a is not None and b is not None and scaling is not None:
+                value = (value.float() + scaling * (b.float() @ a.float())).to(value.dtype)
+            name = f"{prefix}.{leaf}"
+        name = name.replace(".modules_to_save.default.", ".")
+        merged[name.removeprefix(PEFT_PREFIX)] = value
+    return merged
+
+
+def export_safetensors(
+    run_dir: str | os.PathLike[str],
+    step: int,
+    state: dict[str, Any],
+    *,
+    model_path: str | os.PathLike[str],
+    processor,
+    dtype=None,
+    lora_scale: float | None = None,
+) -> Path:
+    """Write safetensors/step_N as a folder AutoModelForImageTextToText + AutoProcessor load (rank 0)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForImageTextToText
+
+    target = layout.safetensors_dir(run_dir, step)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.parent / f".step_{step}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    config = AutoConfig.from_pretrained(model_path)
+    weights = merge_lora(state, lora_scale)
+    if dtype is not None:
+        weights = {k: v.to(dtype) if v.is_floating_point() else v for k, v in weights.items()}
+    if getattr(config, "tie_word_embeddings", False) or getattr(getattr(config, "text_config", None), "tie_word_embeddings", False):
+        weights.pop("lm_head.weight", None)
+    with torch.device("meta"):
+        skeleton = AutoModelForImageTextToText.from_config(config)
+    try:
+        skeleton.save_pretrained(tmp, state_dict=weights, safe_serialization=True)
+        processor.save_pretrained(tmp)
+        generation = Path(model_path) / "generation_config.json"
+        if generation.is_file():
+            shutil.copy2(generation, tmp / "generation_config.json")
+        if target.exists():
+            shutil.rmtree(target)
+        os.rename(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target

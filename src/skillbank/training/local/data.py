@@ -1,0 +1,104 @@
+"""Train / validation records of a spec, and which of them each rank trains on at each step.
+
+The order of an epoch is a pure function of (train_policy.dataloader_seed, epoch): a resumed run
+picks up the very batch the interrupted run would have trained on next. A partial last global
+batch is dropped so every rank takes the same number of steps (FSDP collectives need that).
+Without custom.val_dataset, validation takes train_policy.dataset.test_size of train (a fraction,
+or a record count; 10% when unset, as cosmos-rl does).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from skillbank.data.examples import ExampleBuilder, VisionSettings, collate, default_cache_root
+from skillbank.data.records import load_records
+
+DEFAULT_TEST_FRACTION = 0.1
+
+
+def media_root(paths) -> str:
+    """A dataset's media_path, defaulting to the annotation file's folder."""
+    return paths.media_path or str(Path(paths.annotation_path).resolve().parent)
+
+
+def split_validation(records: list[dict[str, Any]], test_size: float | None, seed: int) -> tuple[list, list]:
+    """(train, val) taken from one record list, deterministically."""
+    n = len(records)
+    size = DEFAULT_TEST_FRACTION if test_size is None else test_size
+    count = int(round(n * size)) if size < 1 else int(size)
+    count = min(max(count, 1 if n > 1 else 0), n - 1) if n > 1 else 0
+    chosen = set(random.Random(f"val-split/{seed}").sample(range(n), count))
+    return [r for i, r in enumerate(records) if i not in chosen], [r for i, r in enumerate(records) if i in chosen]
+
+
+def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
+    order = list(range(n))
+    random.Random(f"epoch/{seed}/{epoch}").shuffle(order)
+    return order
+
+
+@dataclass
+class DataSplits:
+    train: list[tuple[dict[str, Any], ExampleBuilder]]
+    val: list[tuple[dict[str, Any], ExampleBuilder]]
+    pad_token_id: int
+    seed: int = 0
+    max_length: int | None = None
+    _orders: dict[int, list[int]] = field(default_factory=dict)
+
+    @classmethod
+    def from_spec(cls, spec, *, processor, model_path: str, cache_root: str | Path | None = None) -> "DataSplits":
+        custom = spec.custom
+        vp = processor.video_processor
+        vision = VisionSettings.from_spec(spec, patch_size=int(vp.patch_size), merge_size=int(vp.merge_size))
+        root = Path(cache_root) if cache_root is not None else default_cache_root()
+
+        def builder(paths) -> ExampleBuilder:
+            return ExampleBuilder(
+                processor, model_path=model_path, vision=vision, system_prompt=custom.system_prompt,
+                media_path=media_root(paths), cache_root=root,
+            )
+
+        train_builder = builder(custom.train_dataset)
+        train_records = load_records(custom.train_dataset.annotation_path)
+        val: list = []
+        if custom.val_dataset is not None and custom.val_dataset.annotation_path:
+            if spec.validation.enable:
+                val_builder = builder(custom.val_dataset)
+                val = [(r, val_builder) for r in load_records(custom.val_dataset.annotation_path)]
+        elif spec.validation.enable:
+            seed = spec.train.train_policy.dataloader_seed
+            train_records, held = split_validation(train_records, spec.train.train_policy.dataset.test_size, seed)
+            val = [(r, train_builder) for r in held]
+        pad = processor.tokenizer.pad_token_id
+        return cls(
+            train=[(r, train_builder) for r in train_records],
+            val=val,
+            pad_token_id=pad if pad is not None else 0,
+            seed=spec.train.train_policy.dataloader_seed,
+            max_length=spec.policy.model_max_length,
+        )
+
+    def rank_items(self, epoch: int, step_in_epoch: int, *, rank: int, plan) -> list:
+        if epoch not in self._orders:
+            self._orders = {epoch: epoch_order(len(self.train), self.seed, epoch)}
+        order = self._orders[epoch]
+        start = step_in_epoch * plan.global_batch + rank * plan.batch_per_rank
+        return [self.train[i] for i in order[start : start + plan.batch_per_rank]]
+
+    def batch(self, items: list) -> dict[str, Any]:
+        examples = []
+        for record, builder in items:
+            example = builder(record)
+            length = int(example["input_ids"].shape[0])
+            if self.max_length is not None and length > self.max_length:
+                raise ValueError(
+                    f"record {record.get('id', '?')} is {length} tokens, over policy.model_max_length {self.max_length}; "
+                    "lower custom.vision.total_pixels / fps or raise model_max_length"
+                )
+            examples.append(example)
+        return collate(examples, self.pad_token_id)

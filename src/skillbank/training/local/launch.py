@@ -1,0 +1,230 @@
+"""Plan and launch `skillbank train --backend local`: torchrun over the worker module, no shell.
+
+The launcher resolves the model (hf_model://owner/repo is downloaded first), counts the steps,
+picks or creates the run folder (a resume continues the run folder of the newest complete
+checkpoint), writes the validated spec there as spec.json, and runs
+`python -m torch.distributed.run --standalone --nproc_per_node=W -m skillbank.training.local.worker`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from skillbank import atomic
+from skillbank.errors import InputError, RunError
+from skillbank.training import layout
+
+HF_SCHEME = "hf_model://"
+WORKER = "skillbank.training.local.worker"
+MODEL_KEY = "policy.model_name_or_path"
+
+
+@dataclass
+class LocalPlan:
+    argv: list[str]
+    world: int
+    run_dir: Path
+    model_path: str
+    resume_from: Path | None
+    train_records: int
+    steps_per_epoch: int
+    total_steps: int
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "backend": "local",
+            "argv": self.argv,
+            "world_size": self.world,
+            "run_dir": str(self.run_dir),
+            "model_path": self.model_path,
+            "resume_from": str(self.resume_from) if self.resume_from else None,
+            "train_records": self.train_records,
+            "steps_per_epoch": self.steps_per_epoch,
+            "total_steps": self.total_steps,
+            "notes": self.notes,
+        }
+
+    def lines(self) -> list[str]:
+        return [
+            f"local backend: {self.world} rank(s), {self.total_steps} steps ({self.steps_per_epoch} per epoch, {self.train_records} train records)",
+            f"  run folder : {self.run_dir}",
+            f"  model      : {self.model_path}",
+            f"  resume from: {self.resume_from or '-'}",
+            f"  command    : {' '.join(self.argv)}",
+            *(f"  note       : {n}" for n in self.notes),
+        ]
+
+
+def resolve_model(ref: str, *, download: bool) -> tuple[str, list[str]]:
+    """A local folder with config.json; hf_model://owner/repo or owner/repo is snapshot-downloaded."""
+    folder = Path(ref).expanduser()
+    if folder.is_dir():
+        if not (folder / "config.json").is_file():
+            raise InputError(f"{folder} has no config.json", where=MODEL_KEY, fix="point at a Hugging Face model folder")
+        return str(folder.resolve()), []
+    repo_id = ref[len(HF_SCHEME) :] if ref.startswith(HF_SCHEME) else ref
+    repo_id = repo_id.strip("/")
+    if repo_id.count("/") != 1 or not all(repo_id.split("/")):
+        raise InputError(f"model {ref!r} is neither a local folder nor hf_model://owner/repo", where=MODEL_KEY, fix="give a folder with config.json or hf_model://owner/repo")
+    if not download:
+        return repo_id, [f"{ref} would be downloaded with huggingface_hub.snapshot_download before launch"]
+    from huggingface_hub import snapshot_download
+
+    try:
+        return snapshot_download(repo_id=repo_id, token=os.environ.get("HF_TOKEN") or None), []
+    except Exception as exc:  # noqa: BLE001 - gated, missing, offline: all bad input for this run
+        raise InputError(f"cannot download {repo_id}: {type(exc).__name__}", where=MODEL_KEY, fix="check the id, network and HF_TOKEN (gated models)") from None
+
+
+def _steps(spec) -> tuple[int, int, int]:
+    """(train records after a validation split, steps per epoch, total steps) without torch."""
+    from skillbank.data.records import load_records
+    from skillbank.training.local.data import split_validation
+    from skillbank.training.local.schedule import StepPlan
+
+    paths = spec.custom.train_dataset
+    if not paths.annotation_path:
+        raise InputError("custom.train_dataset.annotation_path is empty", where="custom.train_dataset.annotation_path", fix="point it at a LLaVA annotations.json")
+    records = load_records(paths.annotation_path)
+    val = spec.custom.val_dataset
+    if spec.validation.enable and not (val is not None and val.annotation_path):
+        records, _ = split_validation(records, spec.train.train_policy.dataset.test_size, spec.train.train_policy.dataloader_seed)
+    par = spec.policy.parallelism
+    plan = StepPlan(len(records), par.dp_shard_size * par.dp_replicate_size, spec.train.train_batch_per_replica, spec.train.epoch, spec.train.max_num_steps)
+    return len(records), plan.steps_per_epoch, plan.total_steps
+
+
+def plan_local(spec, *, resume: bool = False, dry_run: bool = False) -> LocalPlan:
+    """Everything short of launching (nothing is created or downloaded in a dry run)."""
+    par = spec.policy.parallelism
+    for key in ("tp_size", "cp_size", "pp_size"):
+        if getattr(par, key) != 1:
+            raise InputError(f"the local backend shards with FSDP only; policy.parallelism.{key} is {getattr(par, key)}", where=f"policy.parallelism.{key}", fix="set it to 1, or use --backend cosmos-rl")
+    world = par.dp_shard_size * par.dp_replicate_size
+    records, per_epoch, total = _steps(spec)
+    if total == 0:
+        raise InputError(
+            f"zero training steps: {records} train records < train_batch_per_replica ({spec.train.train_batch_per_replica}) x {world} rank(s)",
+            where="train.train_batch_per_replica",
+            fix=f"lower train.train_batch_per_replica to at most {max(1, records // max(1, world))} or policy.parallelism.dp_shard_size",
+        )
+    model_path, notes = resolve_model(spec.policy.model_name_or_path, download=not dry_run)
+    if spec.train.param_dtype != "float32":
+        notes.append(f"param_dtype {spec.train.param_dtype} applies on GPU; CPU ranks compute in float32")
+    resume_from = None
+    output_dir = Path(spec.train.output_dir)
+    if resume:
+        resume_from = layout.newest_complete_checkpoint(output_dir)
+        if resume_from is None:
+            notes.append(f"--resume: no complete checkpoint under {output_dir}; starting a new run")
+        else:
+            ranks = layout.saving_ranks(resume_from)
+            if ranks != world:
+                raise InputError(
+                    f"checkpoint {resume_from} was written by {ranks} rank(s); this spec runs {world}",
+                    where="policy.parallelism.dp_shard_size",
+                    fix=f"resume with the same parallelism ({ranks} ranks), or start a new run without --resume",
+                )
+    if resume_from is not None:
+        run_dir = layout.run_of(resume_from).resolve()
+    elif dry_run:
+        run_dir = (output_dir / layout.timestamp()).resolve()
+    else:
+        run_dir = layout.new_run_dir(output_dir).resolve()
+    argv = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world}",
+        "-m", WORKER, "--run-dir", str(run_dir), "--model-path", model_path,
+    ]
+    if resume_from is not None:
+        argv += ["--resume-from", str(resume_from.resolve())]
+    return LocalPlan(argv, world, run_dir, model_path, resume_from, records, per_epoch, total, notes)
+
+
+def _error_summary(run_dir: Path) -> str:
+    for path in sorted(run_dir.glob("error_rank_*.txt")):
+        lines = [ln for ln in path.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
+        if lines:
+            return f"{lines[-1]} (traceback: {path})"
+    return f"see {run_dir / 'train.log'}"
+
+
+def summary(run_dir: Path) -> dict[str, Any]:
+    rows = layout.read_metrics(run_dir)
+    train_rows = [r for r in rows if "loss" in r]
+    val_rows = [r for r in rows if r.get("val_loss") is not None]
+    exports = layout.list_safetensors_steps(run_dir)
+    return {
+        "run_dir": str(run_dir),
+        "metrics": str(run_dir / "metrics.jsonl"),
+        "last_step": train_rows[-1]["step"] if train_rows else 0,
+        "first_loss": train_rows[0]["loss"] if train_rows else None,
+        "last_loss": train_rows[-1]["loss"] if train_rows else None,
+        "val_loss_first": val_rows[0]["val_loss"] if val_rows else None,
+        "val_loss_last": val_rows[-1]["val_loss"] if val_rows else None,
+        "checkpoints": [str(layout.checkpoint_dir(run_dir, s)) for s in layout.list_checkpoint_steps(run_dir)],
+        "safetensors": [str(layout.safetensors_dir(run_dir, s)) for s in exports],
+        "final_safetensors": str(layout.safetensors_dir(run_dir, exports[-1])) if exports else None,
+    }
+
+
+def train_local(
+    spec,
+    *,
+    spec_path: str | os.PathLike[str] | None = None,
+    resume: bool = False,
+    dry_run: bool = False,
+    job: Any = None,
+    log: Callable[[str], None] = print,
+    stdout: Any = None,
+) -> dict[str, Any]:
+    """Run (or plan, with dry_run) a local FSDP2 training. Returns the plan (dry run) or a summary.
+
+    stdout: where the ranks' output goes (None: inherit; the CLI passes stderr under --json).
+    Raises RunError when a rank fails.
+    """
+    plan = plan_local(spec, resume=resume, dry_run=dry_run)
+    for line in plan.lines():
+        log(line)
+    if dry_run:
+        return {"dry_run": True, **plan.to_dict()}
+    run_dir = plan.run_dir
+    if plan.resume_from is not None:
+        removed = layout.remove_incomplete(run_dir)
+        if removed:
+            log(f"removed half-written checkpoints of steps {removed}")
+    for stale in run_dir.glob("error_rank_*.txt"):
+        stale.unlink()
+    atomic.write_text(run_dir / "spec.json", spec.model_dump_json(indent=2))
+    if job is not None:
+        job.update(run_dir=run_dir, metrics=run_dir / "metrics.jsonl", log=run_dir / "train.log",
+                   checkpoints=run_dir / "checkpoints", safetensors=run_dir / "safetensors", launch_argv=plan.argv,
+                   resume_from=str(plan.resume_from) if plan.resume_from else None)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    proc = None
+    try:
+        proc = subprocess.Popen(plan.argv, env=env, stdout=stdout, stderr=None)
+        if job is not None:
+            job.update(pid=proc.pid)
+        rc = proc.wait()
+    except KeyboardInterrupt:
+        if proc is None:
+            raise
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        raise
+    if rc != 0:
+        raise RunError(f"local training failed (torchrun exit {rc}): {_error_summary(run_dir)}; resume with --resume")
+    result = summary(run_dir)
+    if job is not None:
+        job.update(**{k: v for k, v in result.items() if k in ("last_step", "final_safetensors", "last_loss", "val_loss_last")})
+    log(f"local training finished: step {result['last_step']}, loss {result['last_loss']}, final export {result['final_safetensors']}")
+    return result

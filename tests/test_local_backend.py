@@ -1,0 +1,292 @@
+"""The local backend: torchrun + FSDP2 on CPU with 2 ranks, checkpoints, exports, resume after SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from skillbank.errors import InputError
+from skillbank.training import layout
+from skillbank.training.local import schedule
+
+from conftest import local_train_spec
+from helpers import ROOT, json_out, skillbank
+
+STEPS = 6  # 24 train records / (2 ranks x 2 per rank)
+
+
+def write_spec(path: Path, spec: dict) -> Path:
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def cli(*args: str, **popen) -> list[str]:
+    return [sys.executable, "-m", "skillbank.cli", *args]
+
+
+# --- pure pieces -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("decay,mid,end", [("none", 1.0, 1.0), ("linear", 0.55, 0.1), ("cosine", 0.55, 0.1), ("sqrt", None, 0.1)])
+def test_lr_schedule_warms_up_then_decays_to_the_floor(decay, mid, end):
+    total, warm = 21, 1
+    factors = [schedule.lr_factor(s, total_steps=total, warmup=warm, decay=decay, min_factor=0.1) for s in range(total + 1)]
+    assert factors[0] == 1.0 / warm or warm == 0
+    assert factors[-1] == pytest.approx(end)
+    if mid is not None:
+        assert factors[warm + (total - warm) // 2] == pytest.approx(mid)
+    assert all(a >= b - 1e-12 for a, b in zip(factors[warm:], factors[warm + 1 :]))
+    assert schedule.warmup_steps(0.1, 200) == 20 and schedule.warmup_steps(30, 200) == 30
+    ramp = [schedule.lr_factor(s, total_steps=100, warmup=4, decay="none", min_factor=0) for s in range(5)]
+    assert ramp == [0.25, 0.5, 0.75, 1.0, 1.0]
+
+
+def test_step_plan_drops_partial_batches():
+    plan = schedule.StepPlan(records=25, world=2, batch_per_rank=3, epochs=2, max_num_steps=None)
+    assert (plan.global_batch, plan.steps_per_epoch, plan.total_steps) == (6, 4, 8)
+    assert schedule.StepPlan(25, 2, 3, 2, 5).total_steps == 5
+    assert schedule.StepPlan(5, 2, 3, 2, None).total_steps == 0
+
+
+def _fake_checkpoint(run: Path, step: int, ranks: int, marked: int, *, config: bool = True) -> Path:
+    policy = layout.checkpoint_dir(run, step)
+    policy.mkdir(parents=True)
+    if config:
+        (policy / layout.CONFIG_FILE).write_text(json.dumps({"skillbank_local": {"saving_ranks": ranks}}))
+    for r in range(marked):
+        (policy / f".rank_{r}_complete").write_text("")
+    return policy
+
+
+def test_layout_never_picks_a_half_written_checkpoint(tmp_path):
+    old, new = tmp_path / "20250101000000", tmp_path / "20250102000000"
+    _fake_checkpoint(old, 10, 2, 2)
+    assert layout.newest_complete_checkpoint(tmp_path) == layout.checkpoint_dir(old, 10)
+    _fake_checkpoint(new, 5, 2, 2)
+    _fake_checkpoint(new, 8, 2, 1)  # rank 1 never finished
+    _fake_checkpoint(new, 9, 2, 2, config=False)  # cosmos_config missing
+    assert layout.newest_complete_checkpoint(tmp_path) == layout.checkpoint_dir(new, 5)
+    assert layout.newest_complete_checkpoint(new) == layout.checkpoint_dir(new, 5)
+    assert layout.list_checkpoint_steps(new) == [5] and layout.list_checkpoint_steps(new, complete_only=False) == [5, 8, 9]
+    assert layout.remove_incomplete(new) == [8, 9] and layout.list_checkpoint_steps(new, complete_only=False) == [5]
+    assert [p.name for p in layout.run_dirs(tmp_path)] == [old.name, new.name]
+    assert layout.newest_complete_checkpoint(tmp_path / "nothing") is None
+
+
+def test_layout_prunes_to_max_keep(tmp_path):
+    run = tmp_path / "20250101000000"
+    for step in (2, 4, 6):
+        _fake_checkpoint(run, step, 1, 1)
+        export = layout.safetensors_dir(run, step)
+        export.mkdir(parents=True)
+        (export / "config.json").write_text("{}")
+        (export / "model.safetensors").write_text("")
+    _fake_checkpoint(run, 8, 2, 1)  # someone may still be writing it: left alone
+    assert layout.prune(run, 2) == [2]
+    assert layout.list_checkpoint_steps(run) == [4, 6] and layout.list_safetensors_steps(run) == [4, 6]
+    assert layout.list_checkpoint_steps(run, complete_only=False) == [4, 6, 8]
+    assert layout.prune(run, -1) == []
+
+
+def test_job_record_never_writes_secrets(tmp_path, monkeypatch):
+    from skillbank.training.jobrecord import JobRecord
+
+    monkeypatch.setenv("HF_TOKEN", "hf_supersecretvalue")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "awsSECRET123")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("train: {}\n")
+    job = JobRecord.start(action="train", backend="local", spec_path=spec, results_dir=tmp_path,
+                          argv=["skillbank", "train", "--token", "hf_supersecretvalue", "WANDB_API_KEY=abcdef"])
+    job.update(run_dir=tmp_path / "run", status="running")
+    job.finish("failed", exit_code=1, error="auth failed for awsSECRET123")
+    text = job.path.read_text()
+    assert "hf_supersecretvalue" not in text and "awsSECRET123" not in text and "abcdef" not in text
+    doc = json.loads(text)
+    assert doc["status"] == "failed" and doc["outputs"]["run_dir"] == str(tmp_path / "run")
+    assert len(doc["spec_sha256"]) == 64 and doc["started_at"] and doc["ended_at"]
+
+
+def test_loss_falls_on_one_batch(tiny_model_dir, demo_dataset_dir):
+    """The model, the data path and the labels fit together: a few dozen steps memorise one batch."""
+    import torch
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    from skillbank.data.examples import ExampleBuilder, VisionSettings, collate
+    from skillbank.data.records import load_records
+
+    torch.manual_seed(0)
+    processor = AutoProcessor.from_pretrained(tiny_model_dir)
+    model = AutoModelForImageTextToText.from_pretrained(tiny_model_dir)
+    build = ExampleBuilder(processor, model_path=tiny_model_dir, vision=VisionSettings(fps=8.0), system_prompt="S",
+                           media_path=demo_dataset_dir / "train", cache_root=None)
+    batch = collate([build(r) for r in load_records(demo_dataset_dir / "train" / "annotations.json")[:4]], processor.tokenizer.pad_token_id)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    losses = []
+    for _ in range(30):
+        loss = model(**batch).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(loss.item())
+    assert losses[-1] < 0.25 * losses[0], losses
+
+
+# --- the CLI without launching ---------------------------------------------------------------------
+
+
+def test_dry_run_prints_the_plan_and_launches_nothing(tiny_model_dir, demo_dataset_dir, tmp_path):
+    out = tmp_path / "out"
+    spec = write_spec(tmp_path / "spec.yaml", local_train_spec(tiny_model_dir, demo_dataset_dir, out))
+    proc = skillbank("train", "--spec", str(spec), "--backend", "local", "--automl-policy", "off", "--dry-run", "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json_out(proc)
+    result = doc["result"]
+    assert doc["ok"] and doc["route"]["route"] == "direct" and result["dry_run"]
+    assert result["world_size"] == 2 and result["total_steps"] == STEPS and result["train_records"] == 24
+    assert result["argv"][1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    assert "skillbank.training.local.worker" in result["argv"]
+    assert not out.exists() and not (tmp_path / "results").exists()
+
+
+def test_zero_steps_is_bad_input(tiny_model_dir, demo_dataset_dir, tmp_path):
+    from skillbank.spec.train import TrainSpec
+    from skillbank.training.local.launch import plan_local
+
+    data = local_train_spec(tiny_model_dir, demo_dataset_dir, tmp_path / "out", {"train.train_batch_per_replica": 64})
+    with pytest.raises(InputError, match="zero training steps"):
+        plan_local(TrainSpec.model_validate(data), dry_run=True)
+    proc = skillbank("train", "--spec", str(write_spec(tmp_path / "spec.yaml", data)), "--backend", "local", "--automl-policy", "off", "--json")
+    assert proc.returncode == 2  # preflight (or the plan) refuses before anything starts
+    assert "zero" in json_out(proc)["error"]["message"]
+    assert not (tmp_path / "out").exists()
+
+
+# --- real runs: 2 CPU ranks ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def reference_run(tiny_model_dir, demo_dataset_dir, tmp_path_factory):
+    """An uninterrupted 2-rank run: 6 steps, checkpoints at 3 and 6, validation before and after."""
+    from skillbank.spec.train import TrainSpec
+    from skillbank.training.local.launch import train_local
+
+    root = tmp_path_factory.mktemp("reference")
+    spec = TrainSpec.model_validate(local_train_spec(tiny_model_dir, demo_dataset_dir, root / "out"))
+    lines: list[str] = []
+    result = train_local(spec, log=lines.append)
+    return {"root": root, "result": result, "run_dir": Path(result["run_dir"]), "lines": lines, "spec": spec}
+
+
+def test_two_rank_run_trains_checkpoints_and_exports(reference_run):
+    run = reference_run["run_dir"]
+    rows = layout.read_metrics(run)
+    train_rows = [r for r in rows if "loss" in r]
+    assert [r["step"] for r in train_rows] == list(range(1, STEPS + 1))
+    assert all({"epoch", "lr", "grad_norm", "samples_per_s"} <= set(r) for r in train_rows)
+    vals = [r for r in rows if r.get("val_loss") is not None]
+    assert [r["step"] for r in vals] == [0, STEPS] and vals[1]["val_loss"] < vals[0]["val_loss"]
+    assert train_rows[-1]["loss"] < train_rows[0]["loss"]
+    assert train_rows[0]["lr"] == pytest.approx(3e-4)  # warm-up of 1 step
+    # cosmos-rl's layout: per-rank files, markers, config; exports with the processor
+    assert layout.list_checkpoint_steps(run) == [3, STEPS]
+    policy = layout.checkpoint_dir(run, STEPS)
+    for rank in (0, 1):
+        for part in ("model", "optimizer", "scheduler", "extra_info"):
+            assert (policy / f"{part}_rank_{rank}.pth").is_file()
+        assert (policy / f".rank_{rank}_complete").exists()
+    assert json.loads((policy / "cosmos_config").read_text())["skillbank_local"]["saving_ranks"] == 2
+    assert layout.list_safetensors_steps(run) == [3, STEPS]
+    assert "Step: 6/6, Loss:" in (run / "train.log").read_text()
+    assert reference_run["result"]["final_safetensors"] == str(layout.safetensors_dir(run, STEPS))
+
+
+def test_exported_folder_loads_and_holds_the_trained_weights(reference_run, tiny_model_dir):
+    import torch
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    export = layout.safetensors_dir(reference_run["run_dir"], STEPS)
+    processor = AutoProcessor.from_pretrained(export)
+    model = AutoModelForImageTextToText.from_pretrained(export)
+    base = AutoModelForImageTextToText.from_pretrained(tiny_model_dir)
+    assert processor.tokenizer.eos_token == "<|im_end|>"
+    trained, initial = model.state_dict(), base.state_dict()
+    assert set(trained) == set(initial)
+    assert not torch.equal(trained["model.language_model.layers.0.self_attn.q_proj.weight"], initial["model.language_model.layers.0.self_attn.q_proj.weight"])
+    assert not torch.equal(trained["model.visual.blocks.0.attn.qkv.weight"], initial["model.visual.blocks.0.attn.qkv.weight"])
+
+
+def test_sigkill_at_a_random_moment_then_resume_finishes_with_the_same_losses(reference_run, tiny_model_dir, demo_dataset_dir, tmp_path):
+    out = tmp_path / "out"
+    spec = write_spec(tmp_path / "spec.yaml", local_train_spec(tiny_model_dir, demo_dataset_dir, out))
+    args = ["train", "--spec", str(spec), "--backend", "local", "--automl-policy", "off"]
+    with open(tmp_path / "first.log", "wb") as log:
+        proc = subprocess.Popen(cli(*args), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 240
+    while layout.newest_complete_checkpoint(out) is None and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(random.uniform(0.0, 2.0))  # somewhere in steps 4-6, validation or the final save
+    os.killpg(proc.pid, signal.SIGKILL)  # the whole job: launcher, torchrun and both ranks
+    proc.wait()
+    killed_run = layout.newest_run_dir(out)
+
+    resumed = subprocess.run(cli(*args, "--resume", "--json"), cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    doc = json.loads(resumed.stdout)
+    run = Path(doc["result"]["run_dir"])
+    assert run == killed_run  # continued in place, not a fresh run
+    rows = [r for r in layout.read_metrics(run) if "loss" in r]
+    assert [r["step"] for r in rows] == list(range(1, STEPS + 1))
+    reference = [r["loss"] for r in layout.read_metrics(reference_run["run_dir"]) if "loss" in r]
+    assert [r["loss"] for r in rows] == pytest.approx(reference, rel=1e-4)  # the curve continues where it was
+    assert layout.list_checkpoint_steps(run)[-1] == STEPS and layout.list_safetensors_steps(run)[-1] == STEPS
+    job = json.loads(Path(doc["job_record"]).read_text())
+    assert job["status"] == "succeeded" and job["backend"] == "local"
+
+
+def test_lora_with_gradient_checkpointing_exports_merged_weights(tiny_model_dir, demo_dataset_dir, tmp_path):
+    import torch
+    from safetensors.torch import load_file
+
+    from skillbank.spec.train import TrainSpec
+    from skillbank.training.local.launch import train_local
+
+    spec = TrainSpec.model_validate(local_train_spec(tiny_model_dir, demo_dataset_dir, tmp_path / "out", {
+        "train.max_num_steps": 2,
+        "train.optm_lr": 1e-2,
+        "train.ckpt.save_freq": 100,
+        "validation.enable": False,
+        "policy.model_gradient_checkpointing": True,
+        "policy.lora": {"enable": True, "r": 4, "lora_alpha": 8, "lora_dropout": 0.0, "target_modules": ["q_proj", "v_proj"]},
+    }, dp_shard_size=1))
+    result = train_local(spec, log=lambda line: None)
+    run = Path(result["run_dir"])
+    assert layout.list_checkpoint_steps(run) == [2] and result["val_loss_last"] is None
+    exported = load_file(layout.safetensors_dir(run, 2) / "model.safetensors")
+    base = load_file(Path(tiny_model_dir) / "model.safetensors")
+    assert not any("lora" in k or "base_layer" in k for k in exported)
+    assert set(exported) == set(base) - {"lm_head.weight"} or set(exported) == set(base)
+    q = "model.layers.0.self_attn.q_proj.weight"
+    assert not torch.equal(exported[q], base[q])  # adapters merged into the base weight
+    k = "model.layers.0.self_attn.k_proj.weight"
+    assert torch.equal(exported[k], base[k])  # not a LoRA target: frozen
+
+
+def test_resume_with_other_parallelism_is_refused(reference_run, tiny_model_dir, demo_dataset_dir):
+    from skillbank.spec.train import TrainSpec
+    from skillbank.training.local.launch import plan_local
+
+    spec = TrainSpec.model_validate(local_train_spec(tiny_model_dir, demo_dataset_dir, reference_run["root"] / "out", dp_shard_size=1))
+    with pytest.raises(InputError, match="written by 2 rank"):
+        plan_local(spec, resume=True, dry_run=True)
+    same = TrainSpec.model_validate(local_train_spec(tiny_model_dir, demo_dataset_dir, reference_run["root"] / "out"))
+    plan = plan_local(same, resume=True, dry_run=True)
+    assert plan.resume_from == layout.checkpoint_dir(reference_run["run_dir"], STEPS)
