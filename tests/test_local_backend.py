@@ -21,7 +21,8 @@ from skillbank.training.local import schedule
 from conftest import local_train_spec
 from helpers import ROOT, json_out, skillbank
 
-STEPS = 6  # 24 train records / (2 ranks x 2 per rank)
+RUN = {"train.epoch": 2}  # 24 train records / (2 ranks x 2 per rank) = 6 steps per epoch
+STEPS = 12
 
 
 def write_spec(path: Path, spec: dict) -> Path:
@@ -126,17 +127,22 @@ def test_loss_falls_on_one_batch(tiny_model_dir, demo_dataset_dir):
     torch.manual_seed(0)
     processor = AutoProcessor.from_pretrained(tiny_model_dir)
     model = AutoModelForImageTextToText.from_pretrained(tiny_model_dir)
-    build = ExampleBuilder(processor, model_path=tiny_model_dir, vision=VisionSettings(fps=8.0), system_prompt="S",
+    build = ExampleBuilder(processor, model_path=tiny_model_dir, vision=VisionSettings(fps=2.0), system_prompt="S",
                            media_path=demo_dataset_dir / "train", cache_root=None)
     batch = collate([build(r) for r in load_records(demo_dataset_dir / "train" / "annotations.json")[:4]], processor.tokenizer.pad_token_id)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matmuls: one thread is as fast and immune to a busy second core
     losses = []
-    for _ in range(30):
-        loss = model(**batch).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        losses.append(loss.item())
+    try:
+        for _ in range(30):
+            loss = model(**batch).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            losses.append(loss.item())
+    finally:
+        torch.set_num_threads(threads)
     assert losses[-1] < 0.25 * losses[0], losses
 
 
@@ -145,7 +151,7 @@ def test_loss_falls_on_one_batch(tiny_model_dir, demo_dataset_dir):
 
 def test_dry_run_prints_the_plan_and_launches_nothing(tiny_model_dir, demo_dataset_dir, tmp_path):
     out = tmp_path / "out"
-    spec = write_spec(tmp_path / "spec.yaml", local_train_spec(tiny_model_dir, demo_dataset_dir, out))
+    spec = write_spec(tmp_path / "spec.yaml", local_train_spec(tiny_model_dir, demo_dataset_dir, out, RUN))
     proc = skillbank("train", "--spec", str(spec), "--backend", "local", "--automl-policy", "off", "--dry-run", "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json_out(proc)
@@ -175,12 +181,12 @@ def test_zero_steps_is_bad_input(tiny_model_dir, demo_dataset_dir, tmp_path):
 
 @pytest.fixture(scope="module")
 def reference_run(tiny_model_dir, demo_dataset_dir, tmp_path_factory):
-    """An uninterrupted 2-rank run: 6 steps, checkpoints at 3 and 6, validation before and after."""
+    """An uninterrupted 2-rank run: 12 steps (2 epochs), checkpoints every 3 steps, validation at 0, 6 and 12."""
     from skillbank.spec.train import TrainSpec
     from skillbank.training.local.launch import train_local
 
     root = tmp_path_factory.mktemp("reference")
-    spec = TrainSpec.model_validate(local_train_spec(tiny_model_dir, demo_dataset_dir, root / "out"))
+    spec = TrainSpec.model_validate(local_train_spec(tiny_model_dir, demo_dataset_dir, root / "out", RUN))
     lines: list[str] = []
     result = train_local(spec, log=lines.append)
     return {"root": root, "result": result, "run_dir": Path(result["run_dir"]), "lines": lines, "spec": spec}
@@ -193,19 +199,20 @@ def test_two_rank_run_trains_checkpoints_and_exports(reference_run):
     assert [r["step"] for r in train_rows] == list(range(1, STEPS + 1))
     assert all({"epoch", "lr", "grad_norm", "samples_per_s"} <= set(r) for r in train_rows)
     vals = [r for r in rows if r.get("val_loss") is not None]
-    assert [r["step"] for r in vals] == [0, STEPS] and vals[1]["val_loss"] < vals[0]["val_loss"]
+    assert [r["step"] for r in vals] == [0, STEPS // 2, STEPS] and vals[2]["val_loss"] < vals[1]["val_loss"] < vals[0]["val_loss"]
+    assert [r["epoch"] for r in train_rows] == [1] * 6 + [2] * 6
     assert train_rows[-1]["loss"] < train_rows[0]["loss"]
     assert train_rows[0]["lr"] == pytest.approx(3e-4)  # warm-up of 1 step
     # cosmos-rl's layout: per-rank files, markers, config; exports with the processor
-    assert layout.list_checkpoint_steps(run) == [3, STEPS]
+    assert layout.list_checkpoint_steps(run) == [3, 6, 9, STEPS]
     policy = layout.checkpoint_dir(run, STEPS)
     for rank in (0, 1):
         for part in ("model", "optimizer", "scheduler", "extra_info"):
             assert (policy / f"{part}_rank_{rank}.pth").is_file()
         assert (policy / f".rank_{rank}_complete").exists()
     assert json.loads((policy / "cosmos_config").read_text())["skillbank_local"]["saving_ranks"] == 2
-    assert layout.list_safetensors_steps(run) == [3, STEPS]
-    assert "Step: 6/6, Loss:" in (run / "train.log").read_text()
+    assert layout.list_safetensors_steps(run) == [3, 6, 9, STEPS]
+    assert "Step: 12/12, Loss:" in (run / "train.log").read_text()
     assert reference_run["result"]["final_safetensors"] == str(layout.safetensors_dir(run, STEPS))
 
 
@@ -226,30 +233,34 @@ def test_exported_folder_loads_and_holds_the_trained_weights(reference_run, tiny
 
 def test_sigkill_at_a_random_moment_then_resume_finishes_with_the_same_losses(reference_run, tiny_model_dir, demo_dataset_dir, tmp_path):
     out = tmp_path / "out"
-    spec = write_spec(tmp_path / "spec.yaml", local_train_spec(tiny_model_dir, demo_dataset_dir, out))
+    spec = write_spec(tmp_path / "spec.yaml", local_train_spec(tiny_model_dir, demo_dataset_dir, out, RUN))
     args = ["train", "--spec", str(spec), "--backend", "local", "--automl-policy", "off"]
     with open(tmp_path / "first.log", "wb") as log:
         proc = subprocess.Popen(cli(*args), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 240
     while layout.newest_complete_checkpoint(out) is None and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(random.uniform(0.0, 2.0))  # somewhere in steps 4-6, validation or the final save
+        time.sleep(0.05)
+    time.sleep(random.uniform(0.0, 2.0))  # anywhere in steps 4-12: a step, a save, an export, validation
+    assert proc.poll() is None, "the run ended before the kill: nothing to resume"
     os.killpg(proc.pid, signal.SIGKILL)  # the whole job: launcher, torchrun and both ranks
     proc.wait()
     killed_run = layout.newest_run_dir(out)
+    killed_at = layout.step_of(layout.newest_complete_checkpoint(out))
+    assert 3 <= killed_at <= STEPS
 
     resumed = subprocess.run(cli(*args, "--resume", "--json"), cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     doc = json.loads(resumed.stdout)
     run = Path(doc["result"]["run_dir"])
     assert run == killed_run  # continued in place, not a fresh run
+    assert f"Resumed from step {killed_at}/{STEPS}" in (run / "train.log").read_text()
     rows = [r for r in layout.read_metrics(run) if "loss" in r]
     assert [r["step"] for r in rows] == list(range(1, STEPS + 1))
     reference = [r["loss"] for r in layout.read_metrics(reference_run["run_dir"]) if "loss" in r]
     assert [r["loss"] for r in rows] == pytest.approx(reference, rel=1e-4)  # the curve continues where it was
     assert layout.list_checkpoint_steps(run)[-1] == STEPS and layout.list_safetensors_steps(run)[-1] == STEPS
     job = json.loads(Path(doc["job_record"]).read_text())
-    assert job["status"] == "succeeded" and job["backend"] == "local"
+    assert job["status"] == "succeeded" and job["backend"] == "local" and job["outputs"]["resume_from"]
 
 
 def test_lora_with_gradient_checkpointing_exports_merged_weights(tiny_model_dir, demo_dataset_dir, tmp_path):
@@ -284,9 +295,9 @@ def test_resume_with_other_parallelism_is_refused(reference_run, tiny_model_dir,
     from skillbank.spec.train import TrainSpec
     from skillbank.training.local.launch import plan_local
 
-    spec = TrainSpec.model_validate(local_train_spec(tiny_model_dir, demo_dataset_dir, reference_run["root"] / "out", dp_shard_size=1))
+    spec = TrainSpec.model_validate(local_train_spec(tiny_model_dir, demo_dataset_dir, reference_run["root"] / "out", RUN, dp_shard_size=1))
     with pytest.raises(InputError, match="written by 2 rank"):
         plan_local(spec, resume=True, dry_run=True)
-    same = TrainSpec.model_validate(local_train_spec(tiny_model_dir, demo_dataset_dir, reference_run["root"] / "out"))
+    same = TrainSpec.model_validate(local_train_spec(tiny_model_dir, demo_dataset_dir, reference_run["root"] / "out", RUN))
     plan = plan_local(same, resume=True, dry_run=True)
     assert plan.resume_from == layout.checkpoint_dir(reference_run["run_dir"], STEPS)

@@ -86,7 +86,8 @@ def run_from_train(args: argparse.Namespace) -> int:
     from skillbank.automl.command import add_arguments
 
     add_arguments(parser)
-    argv = ["--spec", str(args.spec), "--backend", getattr(args, "backend", None) or "local"]
+    argv = ["--spec", str(args.spec), "--backend", getattr(args, "backend", None) or "local",
+            "--max-trials", str(getattr(args, "max_trials", None) or 8)]
     if getattr(args, "resume", False):
         argv.append("--resume")
     return run_automl(parser.parse_args(argv))

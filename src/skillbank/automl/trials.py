@@ -15,8 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import tomli_w
-
 from skillbank.automl.study import TrialOutcome
 from skillbank.errors import InputError
 from skillbank.spec.io import write_spec
@@ -64,34 +62,27 @@ def _val_losses(output_dir: Path) -> list[float]:
     return losses
 
 
-def eval_config(spec: dict[str, Any], model_dir: Path, results_dir: Path) -> dict[str, Any]:
+def eval_spec(spec: dict[str, Any], results_dir: Path):
+    """The evaluate spec of a trial: the train spec's validation set (else train) and vision settings."""
+    from skillbank.spec.evaluate import EvaluateSpec
+
     val = spec["custom"].get("val_dataset") or spec["custom"]["train_dataset"]
     vision = spec["custom"]["vision"]
-    cfg: dict[str, Any] = {
+    return EvaluateSpec.model_validate({
         "dataset": {"annotation_path": val["annotation_path"], "media_dir": val["media_path"],
                     "system_prompt": spec["custom"]["system_prompt"]},
-        "model": {"model_name": str(model_dir)},
-        "vision": {"fps": vision["fps"]} if vision.get("fps") is not None else {"num_frames": vision["nframes"]},
-        "num_gpus": 0,
-        "results_dir": str(results_dir),
-    }
-    return cfg
+        "vision": {"fps": vision["fps"], "num_frames": vision["nframes"], "total_pixels": vision.get("total_pixels")},
+        "results_dir": str(results_dir),  # num_gpus keeps its default: the GPU when there is one
+    })
 
 
 def evaluate_checkpoint(spec: dict[str, Any], model_dir: Path, results_dir: Path, metric: str) -> float:
-    results_dir.mkdir(parents=True, exist_ok=True)
-    config = results_dir / "evaluate.toml"
-    config.write_text(tomli_w.dumps(eval_config(spec, model_dir, results_dir)), encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "skillbank.cli", "evaluate", "--config", str(config)],
-                          capture_output=True, text=True)
-    (results_dir / "evaluate.log").write_text(proc.stdout + proc.stderr, encoding="utf-8")
-    if proc.returncode != 0:
-        raise RuntimeError(f"evaluation of {model_dir} failed (exit {proc.returncode}); see {results_dir / 'evaluate.log'}")
-    metrics = json.loads((results_dir / "metrics.json").read_text(encoding="utf-8"))
-    value = metrics.get(metric, metrics.get("overall", {}).get(metric))
-    if value is None:
-        raise RuntimeError(f"metrics.json of {model_dir} has no {metric!r}")
-    return float(value)
+    """Evaluate one export in this process (torch is imported once per study, not per checkpoint)."""
+    from skillbank.evaluation.evaluate import evaluate
+    from skillbank.evaluation.metrics import metric_value
+
+    document = evaluate(eval_spec(spec, results_dir), model_name=str(model_dir), results_dir=results_dir, progress=False)
+    return metric_value(document, metric)[1]
 
 
 def make_runner(*, metric: str, backend: str, base_spec: dict[str, Any]):

@@ -47,6 +47,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--spec", required=True, help="train spec (YAML/JSON/TOML) written by `skillbank spec`")
     p.add_argument("--backend", choices=BACKENDS, default="cosmos-rl", help="cosmos-rl (default, GPUs) or local (torchrun + FSDP2 here)")
     p.add_argument("--automl-policy", choices=("auto", "off"), default=None, help="auto: AutoML when the skill supports it; off: direct training for this run")
+    p.add_argument("--automl-max-trials", dest="max_trials", type=int, default=8, metavar="N",
+                   help="trials of the AutoML study when the request routes to AutoML (default: %(default)s)")
     p.add_argument("--request", default=None, help="the user's request in words (the router reads e.g. 'no HPO')")
     p.add_argument("--dry-run", action="store_true", help="print the plan (command, ranks, run folder) and launch nothing")
     p.add_argument("--resume", action="store_true", help="continue from the newest complete checkpoint under train.output_dir")

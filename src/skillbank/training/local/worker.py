@@ -216,6 +216,16 @@ class Trainer:
         return float(sums[0] / sums[1]) if sums[1] > 0 else None
 
     # ---- checkpoints ------------------------------------------------------------------------------
+    def export(self, step: int) -> None:
+        """safetensors/step_N from the live (sharded) model: collective, rank 0 writes."""
+        state = ckpt.gather_full_state(self.model)
+        if self.d.main:
+            dtype = None if self.d.device.type == "cpu" else self.dtype
+            path = ckpt.export_safetensors(
+                self.run_dir, step, state, model_path=self.model_path, processor=self.processor, dtype=dtype, lora_scale=self.lora_scale
+            )
+            self.log(f"Exported safetensors to {path}", echo=True)
+
     def save(self, step: int) -> None:
         import torch.distributed as dist
 
@@ -229,14 +239,7 @@ class Trainer:
         self.log(f"checkpoint saved successfully at {policy}", echo=True)
         ckpt_spec = self.spec.train.ckpt
         if ckpt_spec.export_safetensors:
-            state = ckpt.gather_full_state(self.model)
-            if self.d.main:
-                dtype = None if self.d.device.type == "cpu" else self.dtype
-                path = ckpt.export_safetensors(
-                    self.run_dir, step, state, model_path=self.model_path, processor=self.processor, dtype=dtype, lora_scale=self.lora_scale
-                )
-                self.log(f"Exported safetensors to {path}", echo=True)
-            del state
+            self.export(step)
         if self.d.main:
             removed = layout.prune(self.run_dir, ckpt_spec.max_keep)
             if removed:
@@ -269,6 +272,9 @@ class Trainer:
         if self.resumed:
             self._trim_metrics()
             self.log(f"Resumed from step {self.step}/{total}", echo=True)
+            c = self.spec.train.ckpt
+            if c.enable_checkpoint and c.export_safetensors and self.step not in layout.list_safetensors_steps(self.run_dir):
+                self.export(self.step)  # the kill came between the checkpoint and its export
         self.log(
             f"{len(self.data.train)} train / {len(self.data.val)} val records, {self.d.world} rank(s), "
             f"{plan.steps_per_epoch} steps per epoch, {total} steps, device {self.d.device.type}"

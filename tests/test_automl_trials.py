@@ -1,0 +1,55 @@
+"""A short real AutoML study on the tiny model: trials train with the local backend and are evaluated."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import jsonschema
+import pyarrow.parquet as pq
+import pytest
+
+from helpers import ROOT, SKILL, skillbank
+
+
+@pytest.fixture
+def base_spec(tmp_path, tiny_model_dir, demo_dataset_dir) -> Path:
+    spec = tmp_path / "base.yaml"
+    proc = skillbank(
+        "spec", "--skill", SKILL, "--action", "train", "--dataset-root", str(demo_dataset_dir),
+        "--set", f"model={tiny_model_dir}", "--set", "dp_shard_size=1", "--set", "epoch=1",
+        "--set", "batch_size=8", "--set", "mini_batch=8", "--set", "train.train_policy.dataloader_num_workers=0",
+        "--set", "train.param_dtype=float32", "--set", "policy.model_gradient_checkpointing=false",
+        "--set", f"output_dir={tmp_path / 'train'}", "--set", f"results_dir={tmp_path}", "-o", str(spec),
+    )
+    assert proc.returncode == 0, proc.stderr
+    return spec
+
+
+def test_short_study_trains_evaluates_and_recommends(base_spec, tmp_path):
+    proc = skillbank("automl", "--skill", SKILL, "--spec", str(base_spec), "--max-trials", "2", "--algorithm", "random",
+                     "--param", "train.optm_lr", "--range", "train.optm_lr=1e-4:1e-3", "--json", timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rec = json.loads(proc.stdout)
+    jsonschema.validate(rec, json.loads((ROOT / "schemas" / "best_rec.schema.json").read_text()))
+    assert rec["baseline"]["trial_number"] == 0 and rec["baseline"]["params"] == {"train.optm_lr": pytest.approx(1e-5)}
+    assert rec["trials"]["complete"] == 2 and rec["trials"]["trial_epochs"] == 2
+    assert Path(rec["checkpoint_path"], "config.json").is_file()
+    assert Path(rec["spec_path"]).is_file()
+    study = tmp_path / "automl" / "base"
+    rows = pq.read_table(study / "trials.parquet").to_pylist()
+    assert [r["state"] for r in rows] == ["COMPLETE", "COMPLETE"]
+    assert (study / "history.png").is_file()
+    metrics = json.loads(next((Path(rows[1]["trial_dir"]) / "eval").glob("step_*/metrics.json")).read_text())
+    assert "accuracy" in metrics
+
+
+def test_train_with_automl_policy_auto_hands_over_to_automl(base_spec, tmp_path):
+    from skillbank.routing.router import route
+
+    assert route(skill=SKILL, action="train").route == "automl"
+    proc = skillbank("train", "--spec", str(base_spec), "--backend", "local", "--automl-max-trials", "1", timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "route: automl" in proc.stdout + proc.stderr
+    assert (tmp_path / "automl" / "base" / "best_rec.json").is_file()
