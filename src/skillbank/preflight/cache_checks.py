@@ -3,7 +3,9 @@
 `skillbank.data.examples` caches processed examples under `<cache_root>/<key>/`, the key a hash of
 the settings, each folder with a `cache_key.json` of them (fps, nframes, total_pixels, max_pixels,
 system_prompt, processor fingerprint). Looked at here: `<media_path>/.skillbank_cache/` of each
-dataset (the cache root this check defines). A root may instead hold one `cache_meta.json` with keys
+dataset, and the local trainer's shared root `examples.default_cache_root()`
+($SKILLBANK_CACHE/examples: only the spec's own folder is judged there, since other keyed
+folders in a shared root belong to other datasets). A per-dataset root may instead hold one `cache_meta.json` with keys
 fps, nframes, total_pixels, max_pixels describing a single cache kept in that folder.
 
 - error: the folder the spec's settings map to has a cache_key.json that disagrees with them
@@ -37,10 +39,12 @@ def cache_roots(media_folders: list[str]) -> list[Path]:
 
 def check_cache(spec: Any, patch_size: int, media_folders: list[str], findings: Findings) -> int:
     """Checks every cache root; returns how many cache folders were looked at."""
-    roots = cache_roots(media_folders)
+    from skillbank.data import examples
+
+    shared = examples.default_cache_root()
+    roots = cache_roots(media_folders) + ([shared] if shared.is_dir() else [])
     if not roots:
         return 0
-    from skillbank.data import examples
 
     vision = examples.VisionSettings.from_spec(spec, patch_size=patch_size)
     expected = {k: getattr(vision, k) for k in FIELDS}
@@ -59,6 +63,8 @@ def check_cache(spec: Any, patch_size: int, media_folders: list[str], findings: 
                 f"delete {status['folder']} (it is rebuilt on the next run)",
                 status["folder"],
             )
+        if root == shared:
+            continue
         for key_file in sorted(root.glob(f"*/{examples.CACHE_KEY_FILE}")):
             if str(key_file.parent) == status["folder"]:
                 continue
