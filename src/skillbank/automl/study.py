@@ -103,7 +103,7 @@ def _storage(url: str, attempts: int = 6):
                 grace_period=GRACE_S,
                 engine_kwargs={"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {},
             )
-        except sqlalchemy.exc.OperationalError:
+        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError):
             if attempt == attempts - 1:
                 raise
             time.sleep(0.3 * (attempt + 1))

@@ -1,13 +1,17 @@
 """One real trial: validate + preflight the recommended spec, train it, evaluate each epoch's checkpoint.
 
-Training runs as `skillbank train --automl-policy off` in a subprocess (so a pruned trial is
-stopped by terminating it); each epoch's `safetensors/step_N` export is evaluated on the spec's
-validation set through `skillbank evaluate`, and the metric is reported to the pruner.
+Training runs as `skillbank train --automl-policy off` in a subprocess of its own process group.
+When an epoch's `safetensors/step_N` export appears, the group is paused (SIGSTOP) while that
+export is evaluated on the spec's validation set and the metric reported to the pruner; then it
+continues (SIGCONT) or, when pruned, is terminated. Pausing is what makes pruning save epochs:
+without it a fast trainer finishes every epoch before the first evaluation is done.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -85,6 +89,13 @@ def evaluate_checkpoint(spec: dict[str, Any], model_dir: Path, results_dir: Path
     return metric_value(document, metric)[1]
 
 
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
 def make_runner(*, metric: str, backend: str, base_spec: dict[str, Any]):
     def runner(trial_dir: Path, spec: dict[str, Any], report: Callable[[int, float], bool]) -> TrialOutcome:
         trial_dir.mkdir(parents=True, exist_ok=True)
@@ -104,26 +115,34 @@ def make_runner(*, metric: str, backend: str, base_spec: dict[str, Any]):
             return [(i + 1, d, None) for i, (_, d) in enumerate(_exports(output_dir)) if i >= len(history)]
 
         with open(trial_dir / "train.log", "w", encoding="utf-8") as log:
-            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             try:
                 while True:
                     finished = proc.poll() is not None
-                    for epoch, step_dir, value in new_points():
+                    points = new_points()
+                    if points and not finished:
+                        _signal_group(proc, signal.SIGSTOP)
+                    for epoch, step_dir, value in points:
                         if value is None:
                             value = evaluate_checkpoint(spec, step_dir, trial_dir / "eval" / step_dir.name, metric)
                         history.append((epoch, value))
                         if best is None or (value > best[0] if maximize else value < best[0]):
                             best = (value, str(step_dir) if step_dir else None)
                         if report(epoch, value):
-                            proc.terminate()
+                            _signal_group(proc, signal.SIGTERM)
+                            _signal_group(proc, signal.SIGCONT)
                             proc.wait(timeout=60)
                             return TrialOutcome(best[0], epoch, best[1], pruned=True, history=history)
+                    if points and not finished:
+                        _signal_group(proc, signal.SIGCONT)
                     if finished:
                         break
                     time.sleep(POLL_S)
             finally:
                 if proc.poll() is None:
-                    proc.kill()
+                    _signal_group(proc, signal.SIGCONT)
+                    _signal_group(proc, signal.SIGKILL)
+                    proc.wait()
         if proc.returncode != 0:
             raise RuntimeError(f"training failed (exit {proc.returncode}); see {trial_dir / 'train.log'}")
         return TrialOutcome(best[0] if best else None, len(history), best[1] if best else None, history=history)
