@@ -195,6 +195,38 @@ def _token_ids(tok) -> dict[str, int]:
     )
 
 
+def _text_config(tok, size: TinySize, ids: dict, **family) -> dict:
+    """The language-model config both families share; `family` adds or overrides their own keys."""
+    return dict(
+        vocab_size=len(tok),
+        hidden_size=size.text_hidden,
+        intermediate_size=size.text_intermediate,
+        num_hidden_layers=size.text_layers,
+        num_attention_heads=size.text_heads,
+        num_key_value_heads=size.text_kv_heads,
+        max_position_embeddings=32768,
+        rope_theta=1_000_000.0,
+        tie_word_embeddings=True,
+        bos_token_id=ids["bos_token_id"],
+        eos_token_id=ids["eos_token_id"],
+        pad_token_id=ids["pad_token_id"],
+        **family,
+    )
+
+
+def _vision_config(size: TinySize, **family) -> dict:
+    return dict(
+        depth=size.vision_depth,
+        hidden_size=size.vision_hidden,
+        intermediate_size=size.vision_intermediate,
+        num_heads=size.vision_heads,
+        out_hidden_size=size.text_hidden,
+        spatial_merge_size=2,
+        temporal_patch_size=2,
+        **family,
+    )
+
+
 def _qwen2_5_vl(tok, size: TinySize):
     from transformers import (
         Qwen2_5_VLConfig,
@@ -206,33 +238,8 @@ def _qwen2_5_vl(tok, size: TinySize):
 
     ids = _token_ids(tok)
     config = Qwen2_5_VLConfig(
-        text_config=dict(
-            vocab_size=len(tok),
-            hidden_size=size.text_hidden,
-            intermediate_size=size.text_intermediate,
-            num_hidden_layers=size.text_layers,
-            num_attention_heads=size.text_heads,
-            num_key_value_heads=size.text_kv_heads,
-            max_position_embeddings=32768,
-            rope_theta=1_000_000.0,
-            rope_scaling={"type": "mrope", "mrope_section": size.mrope_section},
-            tie_word_embeddings=True,
-            bos_token_id=ids["bos_token_id"],
-            eos_token_id=ids["eos_token_id"],
-            pad_token_id=ids["pad_token_id"],
-        ),
-        vision_config=dict(
-            depth=size.vision_depth,
-            hidden_size=size.vision_hidden,
-            intermediate_size=size.vision_intermediate,
-            num_heads=size.vision_heads,
-            out_hidden_size=size.text_hidden,
-            patch_size=14,
-            spatial_merge_size=2,
-            temporal_patch_size=2,
-            window_size=112,
-            fullatt_block_indexes=[size.vision_depth - 1],
-        ),
+        text_config=_text_config(tok, size, ids, rope_scaling={"type": "mrope", "mrope_section": size.mrope_section}),
+        vision_config=_vision_config(size, patch_size=14, window_size=112, fullatt_block_indexes=[size.vision_depth - 1]),
         tie_word_embeddings=True,
         **ids,
     )
@@ -257,34 +264,11 @@ def _qwen3_vl(tok, size: TinySize):
 
     ids = _token_ids(tok)
     config = Qwen3VLConfig(
-        text_config=dict(
-            vocab_size=len(tok),
-            hidden_size=size.text_hidden,
-            intermediate_size=size.text_intermediate,
-            num_hidden_layers=size.text_layers,
-            num_attention_heads=size.text_heads,
-            num_key_value_heads=size.text_kv_heads,
-            head_dim=size.head_dim,
-            max_position_embeddings=32768,
-            rope_theta=1_000_000.0,
+        text_config=_text_config(
+            tok, size, ids, head_dim=size.head_dim,
             rope_scaling={"rope_type": "default", "mrope_section": size.mrope_section, "mrope_interleaved": True},
-            tie_word_embeddings=True,
-            bos_token_id=ids["bos_token_id"],
-            eos_token_id=ids["eos_token_id"],
-            pad_token_id=ids["pad_token_id"],
         ),
-        vision_config=dict(
-            depth=size.vision_depth,
-            hidden_size=size.vision_hidden,
-            intermediate_size=size.vision_intermediate,
-            num_heads=size.vision_heads,
-            out_hidden_size=size.text_hidden,
-            patch_size=16,
-            spatial_merge_size=2,
-            temporal_patch_size=2,
-            num_position_embeddings=64,
-            deepstack_visual_indexes=[0],
-        ),
+        vision_config=_vision_config(size, patch_size=16, num_position_embeddings=64, deepstack_visual_indexes=[0]),
         tie_word_embeddings=True,
         image_token_id=ids["image_token_id"],
         video_token_id=ids["video_token_id"],
