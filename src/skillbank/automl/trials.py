@@ -9,7 +9,6 @@ without it a fast trainer finishes every epoch before the first evaluation is do
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -49,21 +48,18 @@ def make_check(skill: str) -> Callable[[Path, dict[str, Any]], str | None]:
 
 
 def _exports(output_dir: Path) -> list[tuple[int, Path]]:
-    steps = []
-    for step_dir in output_dir.glob("*/safetensors/step_*"):
-        if step_dir.is_dir() and (step_dir / "config.json").is_file() and any(step_dir.glob("*.safetensors")):
-            steps.append((int(step_dir.name.split("_")[-1]), step_dir))
-    return sorted(steps)
+    """Whole HF exports of the trial's run, in step order (the training layout decides what is whole)."""
+    from skillbank.training import layout
+
+    return [(step, layout.safetensors_dir(run, step)) for run in layout.run_dirs(output_dir)
+            for step in layout.list_safetensors_steps(run)]
 
 
 def _val_losses(output_dir: Path) -> list[float]:
-    losses = []
-    for path in output_dir.glob("*/metrics.jsonl"):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            row = json.loads(line) if line.strip() else {}
-            if row.get("val_loss") is not None:
-                losses.append(float(row["val_loss"]))
-    return losses
+    from skillbank.training import layout
+
+    return [float(row["val_loss"]) for run in layout.run_dirs(output_dir) for row in layout.read_metrics(run)
+            if row.get("val_loss") is not None]
 
 
 def eval_spec(spec: dict[str, Any], results_dir: Path):
