@@ -587,11 +587,11 @@ def test_hf_model_is_downloaded_before_launch(tmp_path, monkeypatch):
     snapshot = local_model(tmp_path, "qwen3_vl")
     calls = []
 
-    def fake_download(repo_id):
+    def fake_download(repo_id, *, where):
         calls.append(repo_id)
         return str(snapshot)
 
-    monkeypatch.setattr(launch_mod, "download_model", fake_download)
+    monkeypatch.setattr(launch_mod, "download", fake_download)
     monkeypatch.setattr(launch_mod, "missing_tools", lambda env: [])
     layout = RunLayout.new(tmp_path / "results")
     plan = prepare(make_spec(tmp_path), layout=layout, resume=True, dry_run=False, log=lambda s: None)

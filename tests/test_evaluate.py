@@ -202,7 +202,7 @@ def test_model_names_resolve_without_downloading(setup, tmp_path, monkeypatch):
     from skillbank.evaluation.model import resolve_model_path
 
     asked = []
-    monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda repo_id: asked.append(repo_id) or "/snap")
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda repo_id, **_: asked.append(repo_id) or "/snap")
     assert resolve_model_path("hf_model://nvidia/Cosmos-Reason2-8B") == "/snap"
     assert resolve_model_path("nvidia/Cosmos-Reason1-7B") == "/snap"
     assert asked == ["nvidia/Cosmos-Reason2-8B", "nvidia/Cosmos-Reason1-7B"]

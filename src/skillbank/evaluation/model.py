@@ -1,52 +1,33 @@
 """Loading the model to evaluate: a local HF folder (a training run's safetensors/step_N included),
-hf_model://owner/repo or a bare HF id (downloaded with huggingface_hub, HF_TOKEN read by the hub
-client itself), optionally a LoRA adapter applied to its base model and merged for fast generation.
+hf_model://owner/repo or a bare HF id (a hub snapshot, skillbank.modelref.download), optionally a
+LoRA adapter applied to its base model and merged for fast generation.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from skillbank import modelref
 from skillbank.errors import InputError
 
-HF_SCHEME = "hf_model://"
-_HF_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 PROCESSOR_FILES = ("preprocessor_config.json", "video_preprocessor_config.json", "tokenizer_config.json", "tokenizer.json")
+MODEL_MARKERS = ("config.json", "adapter_config.json")  # a full model, or a LoRA adapter
 
 
 def resolve_model_path(name: str, *, key: str = "model.model_name") -> str:
     """A local folder for `name`: the folder itself, or a hub snapshot for hf_model://owner/repo / owner/repo."""
-    if name.startswith(HF_SCHEME):
-        return _download(name[len(HF_SCHEME) :], key)
-    path = Path(name).expanduser()
-    if path.is_dir():
-        if not (path / "config.json").is_file() and not (path / "adapter_config.json").is_file():
-            raise InputError(
-                f"{path} is not a model folder (no config.json or adapter_config.json)",
-                where=key,
-                fix="point at a Hugging Face folder, e.g. <run>/safetensors/step_N",
-            )
-        return str(path)
-    if _HF_ID.match(name) and not path.exists() and not name.startswith((".", "/")):
-        return _download(name, key)
-    raise InputError(f"model not found: {name}", where=key, fix="pass a local model folder, hf_model://owner/repo or owner/repo")
-
-
-def _download(repo_id: str, key: str) -> str:
-    from huggingface_hub import snapshot_download
-
-    try:
-        return snapshot_download(repo_id=repo_id)
-    except Exception as exc:  # noqa: BLE001 - network, auth, or a missing repo: all are the input's problem
-        raise InputError(
-            f"no local folder {repo_id} and cannot download it from the Hugging Face hub: {type(exc).__name__}: {exc}",
-            where=key,
-            fix="check the path, or the repo id, your network and HF_TOKEN (gated models need an accepted licence)",
-        ) from None
+    ref = modelref.parse(name)
+    if ref.kind == "hub":
+        return modelref.download(ref.repo, where=key)
+    if ref.kind == "invalid":
+        raise InputError(f"model not found: {name!r} {ref.problem}", where=key, fix="pass a local model folder, hf_model://owner/repo or owner/repo")
+    problem = modelref.folder_problem(ref.path, MODEL_MARKERS)
+    if problem:
+        raise InputError(f"{ref.path} {problem}", where=key, fix="point at a Hugging Face folder, e.g. <run>/safetensors/step_N")
+    return str(ref.path)
 
 
 def has_processor(folder: str) -> bool:

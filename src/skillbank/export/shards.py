@@ -13,9 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from skillbank import modelref
 from skillbank.errors import InputError
-
-HF_SCHEME = "hf_model://"
 
 
 def _placements(value: Any) -> tuple:
@@ -65,7 +64,8 @@ def checkpoint_to_hf(policy_dir: Path, work_dir: Path, step: int, *, base_model:
         )
     policy = config.get("policy") or {}
     model = base_model or str(policy.get("model_name_or_path", ""))
-    if not model or model.startswith(HF_SCHEME) or not Path(model).is_dir():
+    base = modelref.parse(model)
+    if base.kind != "local" or not base.path.is_dir():
         raise InputError(
             f"the checkpoint's base model {model!r} is not a local folder (its config and processor are needed)",
             where="base_model_path",
@@ -78,4 +78,4 @@ def checkpoint_to_hf(policy_dir: Path, work_dir: Path, step: int, *, base_model:
         scale = alpha / (r ** 0.5) if lora.get("use_rslora") else alpha / r
     world = int(local.get("saving_ranks") or local.get("world_size") or 1)
     state = gather(policy_dir, world)
-    return export_safetensors(work_dir, step, state, model_path=model, processor=AutoProcessor.from_pretrained(model), lora_scale=scale)
+    return export_safetensors(work_dir, step, state, model_path=str(base.path), processor=AutoProcessor.from_pretrained(str(base.path)), lora_scale=scale)

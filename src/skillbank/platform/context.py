@@ -13,11 +13,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from skillbank import modelref
 from skillbank.errors import InputError
 from skillbank.platform import record as rec
 from skillbank.spec.train import TrainSpec
 
-HF_SCHEME = "hf_model://"
 TRAIN_COMMAND = ("-m", "skillbank.cli", "train")
 
 
@@ -74,22 +74,29 @@ class JobContext:
                 out.append(self.abs(split.media_path))
         return out
 
+    def model_ref(self) -> modelref.Ref:
+        """policy.model_name_or_path, relative paths taken from the submit directory."""
+        return modelref.parse(self.spec.policy.model_name_or_path, base=self.cwd)
+
     def local_model_dir(self) -> Path | None:
-        """The model folder when policy.model_name_or_path is a local path (not a hub id)."""
-        model = self.spec.policy.model_name_or_path
-        if model.startswith(HF_SCHEME):
-            return None
-        path = self.abs(model)
-        if path.exists() or model.startswith((".", "/", "~")):
-            return path
-        return None
+        """The model folder when policy.model_name_or_path is a local path (not a hub id); a path
+        missing here may exist on the training machine."""
+        ref = self.model_ref()
+        return self.abs(ref.value) if ref.path is not None else None
 
     def hub_model(self) -> str | None:
-        """owner/repo when the model comes from the hub (hf_model://owner/repo or a bare id)."""
-        model = self.spec.policy.model_name_or_path
-        if self.local_model_dir() is not None:
+        """owner/repo when the model comes from the hub (hf_model://owner/repo or a bare id); an
+        InputError when it names neither a path nor a hub repo."""
+        ref = self.model_ref()
+        if ref.path is not None:
             return None
-        return model.removeprefix(HF_SCHEME)
+        if ref.kind == "invalid":
+            raise InputError(
+                f"{ref.value!r} {ref.problem}",
+                where="policy.model_name_or_path",
+                fix="use hf_model://owner/repo, owner/repo, or the path of a folder with config.json",
+            )
+        return ref.repo
 
 
 def parallel_shape(spec: TrainSpec) -> tuple[int, int]:

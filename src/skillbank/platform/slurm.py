@@ -31,7 +31,6 @@ from skillbank.platform.record import TERMINAL, JobRecord
 TIME_FORMAT = re.compile(r"^(\d+-)?\d{1,3}:\d{2}:\d{2}$")
 SCRIPT_NAME = "job.sbatch"
 FAILURE_LINES = "Process [0-9]+ failed with return code|object has no attribute .state_dict."
-HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
 def _q(value: object) -> str:
@@ -140,7 +139,7 @@ def _cosmos_body(ctx: JobContext) -> tuple[list[str], Path, Path, list[str]]:
         lines += [
             "",
             "# Download the model once, before any node starts (HF_TOKEN from the environment for gated models).",
-            f"python -c \"from huggingface_hub import snapshot_download; snapshot_download('{_hub_id(hub)}')\"",
+            f"python -c \"from huggingface_hub import snapshot_download; snapshot_download('{hub}')\"",
         ]
     lines += [
         "",
@@ -171,16 +170,6 @@ def _cosmos_body(ctx: JobContext) -> tuple[list[str], Path, Path, list[str]]:
         'exit "$rc"',
     ]
     return lines, run_dir, log_dir, notes
-
-
-def _hub_id(model: str) -> str:
-    if not HUB_ID.match(model):
-        raise InputError(
-            f"{model!r} is neither a local model folder nor a Hugging Face id owner/repo",
-            where="policy.model_name_or_path",
-            fix="use hf_model://owner/repo, owner/repo, or the path of a folder with config.json",
-        )
-    return model
 
 
 def _local_body(ctx: JobContext) -> list[str]:

@@ -1,7 +1,7 @@
 """The machine a job launches on: redis-server, the model and its credentials, free disk.
 
 No network call and no heavy import: a model is "resolvable" when it is a local folder with
-config.json, an `owner/repo` hub id, or `hf_model://owner/repo`. Secrets are looked up by name and
+config.json, an `owner/repo` hub id, or `hf_model://owner/repo` (skillbank.modelref.parse). Secrets are looked up by name and
 never printed.
 """
 
@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from skillbank import modelref
 from skillbank.preflight.report import Findings
 
-HF_SCHEME = "hf_model://"
-HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 GATED = re.compile(r"^nvidia/cosmos-reason", re.IGNORECASE)
 TOKEN_VARS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 GB = 1024**3
@@ -26,6 +25,7 @@ DEFAULT_PARAMS = 8.8e9  # Cosmos-Reason2-8B with its vision tower, when nothing 
 NAME_SIZE = re.compile(r"(?<![0-9.])(\d+(?:\.\d+)?)[bB](?![a-zA-Z])")
 
 Kind = Literal["model", "adapter", "checkpoint"]
+MARKERS: dict[str, tuple[str, ...]] = {"model": ("config.json",), "adapter": ("adapter_config.json", "config.json"), "checkpoint": ()}
 
 
 @dataclass(frozen=True)
@@ -39,26 +39,14 @@ class ModelRef:
 
 
 def resolve(key: str, value: str, kind: Kind = "model") -> ModelRef:
-    value = (value or "").strip()
-    if not value:
-        return ModelRef(key, value, "missing", problem="is empty")
-    if value.startswith(HF_SCHEME):
-        repo = value[len(HF_SCHEME):]
-        if HUB_ID.match(repo):
-            return ModelRef(key, value, "hub", repo=repo)
-        return ModelRef(key, value, "missing", problem=f"names no valid hub repo after {HF_SCHEME} (expected owner/name)")
-    path = Path(value).expanduser()
-    if path.exists():
-        marker = {"model": ("config.json",), "adapter": ("adapter_config.json", "config.json"), "checkpoint": ()}[kind]
-        if not path.is_dir():
-            return ModelRef(key, value, "missing", path=path, problem="is a file, not a model folder")
-        if marker and not any((path / m).is_file() for m in marker):
-            return ModelRef(key, value, "missing", path=path, problem=f"is a folder without {' or '.join(marker)}")
-        return ModelRef(key, value, "local", path=path)
-    looks_like_path = value.startswith(("/", ".", "~")) or value.count("/") != 1
-    if not looks_like_path and HUB_ID.match(value):
-        return ModelRef(key, value, "hub", repo=value)
-    return ModelRef(key, value, "missing", problem="does not exist (not a local folder, and not an owner/repo hub id)")
+    """The model a spec key names, judged without the network; a folder must hold `kind`'s marker file."""
+    ref = modelref.parse(value)
+    if ref.kind == "hub":
+        return ModelRef(key, ref.value, "hub", repo=ref.repo)
+    if ref.kind == "invalid":
+        return ModelRef(key, ref.value, "missing", problem=ref.problem)
+    problem = modelref.folder_problem(ref.path, MARKERS[kind])
+    return ModelRef(key, ref.value, "missing" if problem else "local", path=ref.path, problem=problem)
 
 
 def check_models(refs: list[ModelRef], findings: Findings) -> None:

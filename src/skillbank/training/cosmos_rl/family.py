@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from skillbank.errors import InputError
+from skillbank.modelref import HF_SCHEME
 
-HF_SCHEME = "hf_model://"
 MODEL_KEY = "policy.model_name_or_path"
 
 

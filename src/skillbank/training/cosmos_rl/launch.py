@@ -2,7 +2,7 @@
 
     cosmos-rl --config <run>/cosmos_rl.toml --log-dir <run>/logs <this package>/script.py
 
-`hf_model://owner/repo` is downloaded (huggingface_hub.snapshot_download, HF_TOKEN read by name)
+`hf_model://owner/repo` is downloaded (skillbank.modelref.download, HF_TOKEN read by name)
 before the launch: cosmos-rl knows no such scheme. The launcher's exit code cannot be trusted, so
 the outcome comes from the log watcher. A dry run writes the TOML and prints the plan only.
 """
@@ -19,9 +19,10 @@ from typing import Any, Callable
 
 from skillbank import atomic
 from skillbank.errors import InputError, RunError
+from skillbank.modelref import HF_SCHEME, download, parse
 from skillbank.spec.train import TrainSpec
 from skillbank.training import layout as run_layout
-from skillbank.training.cosmos_rl.family import HF_SCHEME, MODEL_KEY, family_of
+from skillbank.training.cosmos_rl.family import MODEL_KEY, family_of
 from skillbank.training.cosmos_rl.toml import build_toml, train_steps, write_toml
 from skillbank.training.cosmos_rl.watcher import LogWatcher, WatchResult, stop, watch
 from skillbank.training.jobrecord import redact
@@ -174,36 +175,19 @@ def prepare(spec: TrainSpec, *, layout: RunLayout, resume: bool, dry_run: bool, 
 
 def resolve_model(ref: str, *, dry_run: bool, log: Callable[[str], None] = print) -> tuple[str, list[str]]:
     """What cosmos-rl should load: a local snapshot for hf_model://, an absolute path for a folder,
-    else the id as given (cosmos-rl downloads plain hub ids itself)."""
-    if not ref.startswith(HF_SCHEME):
-        folder = Path(ref).expanduser()
-        return (str(folder.resolve()), []) if folder.exists() else (ref, [])
-    repo_id = ref[len(HF_SCHEME) :].strip("/")
-    if repo_id.count("/") != 1 or not all(repo_id.split("/")):
-        raise InputError(f"{ref!r} is not hf_model://owner/repo", where=MODEL_KEY, fix="write it as hf_model://nvidia/Cosmos-Reason2-8B")
+    else the reference as given (cosmos-rl downloads plain hub ids itself)."""
+    model = parse(ref)
+    if model.kind == "local":
+        return str(model.path.resolve()), []
+    if not model.value.startswith(HF_SCHEME):  # a plain id, or a path only the training machine has
+        return ref, []
+    if model.kind == "invalid":
+        raise InputError(f"{ref!r} {model.problem}", where=MODEL_KEY, fix="write it as hf_model://nvidia/Cosmos-Reason2-8B")
     if dry_run:
-        return repo_id, [f"{MODEL_KEY}: {ref} is downloaded before a real launch; this TOML names the bare id {repo_id} instead of the local snapshot"]
-    log(f"downloading {repo_id} (huggingface_hub.snapshot_download{', HF_TOKEN set' if os.environ.get('HF_TOKEN') else ''})")
-    path = download_model(repo_id)
+        return model.repo, [f"{MODEL_KEY}: {ref} is downloaded before a real launch; this TOML names the bare id {model.repo} instead of the local snapshot"]
+    log(f"downloading {model.repo} (huggingface_hub.snapshot_download{', HF_TOKEN set' if os.environ.get('HF_TOKEN') else ''})")
+    path = download(model.repo, where=MODEL_KEY)
     return path, [f"{MODEL_KEY}: {ref} -> {path}"]
-
-
-def download_model(repo_id: str) -> str:
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
-
-    try:
-        return snapshot_download(repo_id=repo_id, token=os.environ.get("HF_TOKEN") or None)
-    except GatedRepoError:
-        raise InputError(
-            f"{repo_id} is gated", where=MODEL_KEY, fix="accept its license on huggingface.co and export HF_TOKEN with access to it"
-        ) from None
-    except RepositoryNotFoundError:
-        raise InputError(
-            f"{repo_id} was not found on the hub", where=MODEL_KEY, fix="check the id; a private repo needs HF_TOKEN"
-        ) from None
-    except (HfHubHTTPError, OSError) as exc:
-        raise RunError(f"downloading {repo_id} failed: {redact(str(exc))}") from None
 
 
 def launch_env(base: dict[str, str] | None = None) -> dict[str, str]:

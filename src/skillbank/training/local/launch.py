@@ -15,11 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from skillbank import atomic
+from skillbank import atomic, modelref
 from skillbank.errors import InputError, RunError
 from skillbank.training import layout
 
-HF_SCHEME = "hf_model://"
 WORKER = "skillbank.training.local.worker"
 MODEL_KEY = "policy.model_name_or_path"
 
@@ -63,23 +62,17 @@ class LocalPlan:
 
 def resolve_model(ref: str, *, download: bool) -> tuple[str, list[str]]:
     """A local folder with config.json; hf_model://owner/repo or owner/repo is snapshot-downloaded."""
-    folder = Path(ref).expanduser()
-    if folder.is_dir():
-        if not (folder / "config.json").is_file():
-            raise InputError(f"{folder} has no config.json", where=MODEL_KEY, fix="point at a Hugging Face model folder")
-        return str(folder.resolve()), []
-    repo_id = ref[len(HF_SCHEME) :] if ref.startswith(HF_SCHEME) else ref
-    repo_id = repo_id.strip("/")
-    if repo_id.count("/") != 1 or not all(repo_id.split("/")):
-        raise InputError(f"model {ref!r} is neither a local folder nor hf_model://owner/repo", where=MODEL_KEY, fix="give a folder with config.json or hf_model://owner/repo")
+    model = modelref.parse(ref)
+    if model.kind == "invalid":
+        raise InputError(f"model {ref!r} {model.problem}", where=MODEL_KEY, fix="give a folder with config.json or hf_model://owner/repo")
+    if model.kind == "local":
+        problem = modelref.folder_problem(model.path)
+        if problem:
+            raise InputError(f"{model.path} {problem}", where=MODEL_KEY, fix="point at a Hugging Face model folder")
+        return str(model.path.resolve()), []
     if not download:
-        return repo_id, [f"{ref} would be downloaded with huggingface_hub.snapshot_download before launch"]
-    from huggingface_hub import snapshot_download
-
-    try:
-        return snapshot_download(repo_id=repo_id, token=os.environ.get("HF_TOKEN") or None), []
-    except Exception as exc:  # noqa: BLE001 - gated, missing, offline: all bad input for this run
-        raise InputError(f"cannot download {repo_id}: {type(exc).__name__}", where=MODEL_KEY, fix="check the id, network and HF_TOKEN (gated models)") from None
+        return model.repo, [f"{ref} would be downloaded with huggingface_hub.snapshot_download before launch"]
+    return modelref.download(model.repo, where=MODEL_KEY), []
 
 
 def _steps(spec) -> tuple[int, int, int]:

@@ -1,0 +1,87 @@
+"""Model references, read one way everywhere: a local Hugging Face folder, `hf_model://owner/repo`,
+or a bare `owner/repo` hub id.
+
+Every spec key and flag that names a model means one of these three; what happens next is the
+caller's policy: which files a folder must hold, whether a hub id is downloaded now, later or by
+cosmos-rl, and whether the network may be touched at all (preflight and dry runs never). Nothing
+heavy is imported here, since agent-facing commands parse references; huggingface_hub is imported
+only when a download happens.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from skillbank.errors import InputError, RunError
+
+HF_SCHEME = "hf_model://"
+# owner/repo as the hub spells it: each part starts alphanumeric and is at most 96 characters.
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+PATH_PREFIXES = ("/", ".", "~")  # a value starting with one of these names a path, never a hub id
+
+
+@dataclass(frozen=True)
+class Ref:
+    value: str  # as written (stripped)
+    kind: Literal["local", "hub", "invalid"]
+    path: Path | None = None  # local: the existing path; invalid: the missing path it names, if it names one
+    repo: str | None = None  # hub: owner/repo
+    problem: str = ""  # invalid: what is wrong, a phrase that follows the value
+
+
+def parse(value: str, *, base: Path | None = None) -> Ref:
+    """What `value` names, without the network; relative paths are relative to `base` (default: the
+    working directory). An existing path wins over a hub id of the same spelling."""
+    value = (value or "").strip()
+    if not value:
+        return Ref(value, "invalid", problem="is empty")
+    if value.startswith(HF_SCHEME):
+        repo = value[len(HF_SCHEME) :].strip("/")
+        if HUB_ID.match(repo):
+            return Ref(value, "hub", repo=repo)
+        return Ref(value, "invalid", problem=f"names no valid hub repo after {HF_SCHEME} (expected owner/repo)")
+    path = Path(value).expanduser()
+    if base is not None and not path.is_absolute():
+        path = base / path
+    if path.exists():
+        return Ref(value, "local", path=path)
+    if HUB_ID.match(value):
+        return Ref(value, "hub", repo=value)
+    named = path if value.startswith(PATH_PREFIXES) else None
+    return Ref(value, "invalid", path=named, problem="does not exist (not a local folder, and not an owner/repo hub id)")
+
+
+def folder_problem(path: Path, markers: tuple[str, ...] = ("config.json",)) -> str:
+    """'' when the existing `path` is a folder holding one of `markers`, else what is wrong with it."""
+    if not path.is_dir():
+        return "is a file, not a model folder"
+    if markers and not any((path / m).is_file() for m in markers):
+        return f"is not a model folder (no {' or '.join(markers)})"
+    return ""
+
+
+def download(repo_id: str, *, where: str) -> str:
+    """A local snapshot of `repo_id` from the hub cache, downloading what is missing.
+
+    HF_TOKEN is read by name and handed to the hub client, never printed. A gated or missing repo
+    is the input's fault (InputError naming `where`, with a fix); a network or disk failure is the
+    run's (RunError, secrets masked)."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
+
+    try:
+        return snapshot_download(repo_id=repo_id, token=os.environ.get("HF_TOKEN") or None)
+    except GatedRepoError:  # a RepositoryNotFoundError too: catch it first
+        raise InputError(
+            f"{repo_id} is gated", where=where, fix="accept its license on huggingface.co and export HF_TOKEN with access to it"
+        ) from None
+    except RepositoryNotFoundError:
+        raise InputError(f"{repo_id} was not found on the hub", where=where, fix="check the id; a private repo needs HF_TOKEN") from None
+    except (HfHubHTTPError, OSError) as exc:
+        from skillbank.training.jobrecord import redact
+
+        raise RunError(f"downloading {repo_id} ({where}) failed: {redact(str(exc))}") from None
