@@ -132,6 +132,31 @@ def test_vision_settings_pick_frames_and_pixels(processor, tiny_model_dir, demo_
     assert budget == [[4, 6, 6]]  # 84*84*4 pixels over 8 frames x 2 -> at most 84x84 per frame
 
 
+def test_generation_prompt_sees_what_training_sees(processor, tiny_model_dir, demo_dataset_dir, records, tmp_path):
+    """Evaluation's prompt comes from the training data path: same frames and resolution, and its
+    tokens are the training tokens up to the answer; a broken video names its record."""
+    import torch
+
+    from skillbank.evaluation.inputs import PromptBuilder
+
+    settings = {"fps": 2.0, "total_pixels": 84 * 84 * 4}
+    train = builder_for(processor, tiny_model_dir, demo_dataset_dir, **settings)
+    prompts = PromptBuilder(processor, vision=train.vision, system_prompt=SYSTEM, media_path=demo_dataset_dir / "train")
+    for record in records[:2]:
+        example, prompt = train(record), prompts(record)
+        assert torch.equal(prompt["video_grid_thw"], example["video_grid_thw"])
+        assert torch.allclose(prompt["pixel_values_videos"], example["pixel_values_videos"], atol=1e-5)
+        assert torch.equal(prompt["second_per_grid_ts"], example["second_per_grid_ts"])
+        n = prompt["input_ids"].shape[0]
+        assert torch.equal(prompt["input_ids"], example["input_ids"][:n])
+        assert processor.tokenizer.decode(example["input_ids"][n:]) == record["conversations"][1]["value"] + "<|im_end|>\n"
+    (tmp_path / "broken.mp4").write_bytes(b"not a video")
+    broken = {"id": "b1", "video": "broken.mp4", "conversations": [{"from": "human", "value": "<video>\nQ?"}, {"from": "gpt", "value": "A"}]}
+    with pytest.raises(InputError, match="cannot decode") as info:
+        PromptBuilder(processor, vision=train.vision, system_prompt=SYSTEM, media_path=tmp_path)(broken)
+    assert info.value.where == "record b1" and "re-encode" in info.value.fix
+
+
 def test_example_cache_round_trip_and_staleness(processor, tiny_model_dir, demo_dataset_dir, records, tmp_path, monkeypatch):
     import torch
 

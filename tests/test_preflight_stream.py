@@ -201,3 +201,18 @@ def test_a_record_larger_than_the_chunk(tmp_path: Path) -> None:
     path = tmp_path / "a.json"
     path.write_text(json.dumps(records, indent=1))
     assert read_all(path, 1024) == records
+
+
+def test_the_shared_boundary_guess() -> None:
+    """skillbank.data.jsonarray: the cut both big-array readers (preflight, gaps) check by parsing."""
+    from skillbank.data.jsonarray import last_boundary, record_opening
+
+    text = b'[\n  {\n    "id": "a",\n    "x": [{\n    "id": 1}]\n  },\n  {\n    "id": "b"\n  }\n]'
+    opening = record_opening(text, 4)
+    assert opening == b'{\n    "id"'
+    comma, following = last_boundary(text, opening)
+    assert text[comma : comma + 1] == b"," and text[following:].startswith(opening)
+    assert text[:comma].rstrip().endswith(b"}") and following > text.index(b'"a"')
+    assert last_boundary(text, opening, 0, comma) is None  # the nested {"id" has no comma before it
+    assert record_opening(b'{"k\\"ey": 1}') == b'{"k\\"ey"' and record_opening(b"[1, 2]") is None
+    assert last_boundary(text, None) is None

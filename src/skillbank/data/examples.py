@@ -239,9 +239,10 @@ class ExampleBuilder:
         blob = json.dumps(record, sort_keys=True, ensure_ascii=False) + "|" + os.path.abspath(path) + "|" + stamp
         return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
-    def process(self, record: dict[str, Any]) -> dict[str, Any]:
-        """Run decode + processor: input_ids, labels, pixels ({"float": ...}), grid (+ second_per_grid_ts)."""
-        import torch
+    def model_inputs(self, record: dict[str, Any], *, generation: bool = False):
+        """The processor's outputs (batch of one) for a record: the whole chat for training, or with
+        generation=True the prompt up to the answer. Training and evaluation both come here, so they see
+        the same frames, resolution and chat. An undecodable video raises video.DecodeError."""
         from transformers.video_utils import VideoMetadata
 
         path = chat.video_path(record, self.media_path)
@@ -249,20 +250,28 @@ class ExampleBuilder:
         fps = meta["fps"] or float(record.get("video_fps") or 0) or 2.0
         total = meta["total_num_frames"]
         indices = video.sample_indices(total, fps, fps=self.vision.fps, nframes=self.vision.nframes)
-        messages = chat.build_messages(record, media_path=self.media_path, system_prompt=self.system_prompt, fps=self.vision.fps, nframes=self.vision.nframes)
-        text = self.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=False)
+        messages = chat.build_messages(
+            record, media_path=self.media_path, system_prompt=self.system_prompt, fps=self.vision.fps, nframes=self.vision.nframes,
+            with_answer=not generation,
+        )
+        text = self.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation)
         metadata = VideoMetadata(total_num_frames=total, fps=fps, duration=total / fps, frames_indices=indices)
-        sample_fps = len(indices) / total * fps
         size = {"shortest_edge": self.min_pixels, "longest_edge": self.frame_pixels(len(indices))}
-        out = self.processor(
+        return self.processor(
             text=[text],
             videos=[frames[indices]],
             video_metadata=[metadata],
             do_sample_frames=False,
-            fps=sample_fps,
+            fps=len(indices) / total * fps,
             size=size,
             return_tensors="pt",
         )
+
+    def process(self, record: dict[str, Any]) -> dict[str, Any]:
+        """Run decode + processor: input_ids, labels, pixels ({"float": ...}), grid (+ second_per_grid_ts)."""
+        import torch
+
+        out = self.model_inputs(record)
         input_ids = out["input_ids"][0]
         labels = answer_labels(input_ids, self.processor.tokenizer)
         if not bool((labels != IGNORE_INDEX).any()):

@@ -17,6 +17,10 @@ FPS_MIN_FRAMES = 4
 FPS_MAX_FRAMES = 768
 
 
+class DecodeError(ValueError):
+    """A video PyAV cannot read (broken file, no video stream, no frames): the caller names the record."""
+
+
 class VideoMeta(TypedDict):
     fps: float
     total_num_frames: int
@@ -32,14 +36,14 @@ def decode_video(path: str | os.PathLike[str]):
     try:
         with av.open(str(path)) as container:
             if not container.streams.video:
-                raise ValueError(f"cannot decode video {path}: it has no video stream")
+                raise DecodeError(f"cannot decode video {path}: it has no video stream")
             stream = container.streams.video[0]
             rate = stream.average_rate or stream.guessed_rate or stream.base_rate
             frames = [frame.to_ndarray(format="rgb24") for frame in container.decode(stream)]
     except (OSError, av.error.FFmpegError) as exc:
-        raise ValueError(f"cannot decode video {path}: {exc}") from exc
+        raise DecodeError(f"cannot decode video {path}: {exc}") from exc
     if not frames:
-        raise ValueError(f"video {path} has no frames")
+        raise DecodeError(f"video {path} has no frames")
     fps = float(rate) if rate else 0.0
     video = torch.from_numpy(np.stack(frames)).permute(0, 3, 1, 2).contiguous()
     total = video.shape[0]

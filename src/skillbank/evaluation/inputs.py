@@ -1,10 +1,9 @@
 """LLaVA record -> generation prompt tensors, and left-padded batches of them.
 
-The shared data path (skillbank.data) does the work: chat.build_messages for the chat (here without
-the answer), video.decode_video + sample_indices for the frames (PyAV; qwen_vl_utils' sampling) and
-ExampleBuilder.frame_pixels for the per-frame pixel budget, so evaluation sees exactly the frames
-and resolution training saw. What differs from a training example is only the end of the prompt
-(`add_generation_prompt=True`, no labels) and the padding side (left, for batched generate).
+The training data path does the work: ExampleBuilder.model_inputs(generation=True) decodes and
+samples the frames, sizes them and builds the chat exactly as for a training example, so evaluation
+sees the frames and resolution training saw. What differs is only the end of the prompt
+(`add_generation_prompt=True`, no answer, no labels) and the padding side (left, for batched generate).
 """
 
 from __future__ import annotations
@@ -40,39 +39,16 @@ class PromptBuilder:
     """Turns a record into the tensors of its generation prompt (no batch dimension)."""
 
     def __init__(self, processor: Any, *, vision: VisionSettings, system_prompt: str, media_path: str | os.PathLike[str] = "") -> None:
-        self.processor = processor
-        self.vision = vision
-        self.system_prompt = system_prompt
-        self.media_path = str(media_path)
-        # the training builder owns the pixel-budget rule; no cache, nothing kept in memory
-        self._budget = ExampleBuilder(processor, model_path="", vision=vision, system_prompt=system_prompt, media_path=media_path, cache_root=None, memory=False)
+        # the training builder owns the data path; no cache, nothing kept in memory
+        self.examples = ExampleBuilder(
+            processor, model_path="", vision=vision, system_prompt=system_prompt, media_path=media_path, cache_root=None, memory=False
+        )
 
     def __call__(self, record: dict[str, Any]) -> dict[str, Any]:
-        from transformers.video_utils import VideoMetadata
-
-        path = chat.video_path(record, self.media_path)
         try:
-            frames, meta = video.decode_video(path)
-        except ValueError as exc:
+            out = self.examples.model_inputs(record, generation=True)
+        except video.DecodeError as exc:
             raise InputError(str(exc), where=f"record {record.get('id', '?')}", fix="re-encode or remove the video") from None
-        fps = meta["fps"] or float(record.get("video_fps") or 0) or 2.0
-        total = meta["total_num_frames"]
-        indices = video.sample_indices(total, fps, fps=self.vision.fps, nframes=self.vision.nframes)
-        messages = chat.build_messages(
-            record, media_path=self.media_path, system_prompt=self.system_prompt, fps=self.vision.fps, nframes=self.vision.nframes, with_answer=False
-        )
-        text = self.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        metadata = VideoMetadata(total_num_frames=total, fps=fps, duration=total / fps, frames_indices=indices)
-        size = {"shortest_edge": self._budget.min_pixels, "longest_edge": self._budget.frame_pixels(len(indices))}
-        out = self.processor(
-            text=[text],
-            videos=[frames[indices]],
-            video_metadata=[metadata],
-            do_sample_frames=False,
-            fps=len(indices) / total * fps,
-            size=size,
-            return_tensors="pt",
-        )
         item = {
             "input_ids": out["input_ids"][0],
             "pixel_values_videos": out["pixel_values_videos"],

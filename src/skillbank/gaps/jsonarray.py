@@ -10,14 +10,14 @@ thread pool (pyarrow releases the GIL); only a few pieces are in memory at a tim
 memory-mapped: each piece is a private copy-on-write map with the wrapper written over the bytes
 around it, so the parser reads the page cache directly (other sources are read into reused buffers).
 
-Where to cut: the first record shows how every record opens (`{`, its whitespace and its first key,
-e.g. `{\n    "id"`); a cut goes at the comma before the last such opening in a piece. That guess
-is checked, not trusted: wrapped as above, a piece parses to exactly one row if and only if it is a
-run of complete top-level records (a cut inside a string or a nested object leaves the wrapper
-unbalanced). A piece that fails (a bad guess, a number where a string is expected, or invalid
-JSON) is re-read from its start, which is known good, with Python's json decoder one record at a
-time; values that are not strings are kept as their JSON text (3 -> "3"). Genuinely invalid JSON
-then raises InputError with the byte offset.
+Where to cut: skillbank.data.jsonarray's guess, shared with preflight's reader (the first record
+shows how every record opens, e.g. `{\n    "id"`; a cut goes at the comma before the last such
+opening in a piece). That guess is checked, not trusted: wrapped as above, a piece parses to
+exactly one row if and only if it is a run of complete top-level records (a cut inside a string or
+a nested object leaves the wrapper unbalanced). A piece that fails (a bad guess, a number where a
+string is expected, or invalid JSON) is re-read from its start, which is known good, with Python's
+json decoder one record at a time; values that are not strings are kept as their JSON text
+(3 -> "3"). Genuinely invalid JSON then raises InputError with the byte offset.
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from typing import IO, Any
 import pyarrow as pa
 import pyarrow.json as pa_json
 
+from skillbank.data.jsonarray import WS, last_boundary, record_opening
 from skillbank.errors import InputError
 
 CHUNK_BYTES = 16 << 20
-_WS = b" \t\r\n"
 _BOM = b"\xef\xbb\xbf"
 _HEAD = b'{"r":['
 _TAIL = b"]}\n"
@@ -78,7 +78,7 @@ class _ArrayReader:
         self.f.seek(0)
         head = self.f.read(1 << 16)
         i = len(_BOM) if head.startswith(_BOM) else 0
-        while i < len(head) and head[i] in _WS:
+        while i < len(head) and head[i] in WS:
             i += 1
         if i >= len(head) or head[i] != ord("["):
             raise InputError(
@@ -88,15 +88,9 @@ class _ArrayReader:
             )
         start = i + 1
         j = start
-        while j < len(head) and head[j] in _WS:
+        while j < len(head) and head[j] in WS:
             j += 1
-        if j >= len(head) or head[j] != ord("{"):
-            return start, None  # empty array, odd layout or a huge gap: the exact path handles it
-        k = j + 1
-        while k < len(head) and head[k] in _WS:
-            k += 1
-        end = head.find(b'"', k + 1) if k < len(head) and head[k] == ord('"') else -1
-        return start, (head[j : end + 1] if end > 0 else None)
+        return start, record_opening(head, j)  # None (empty array, odd layout, a huge gap): the exact path reads it
 
     # -- pieces of complete records, cut by the signature guess ---------------------------------
     def _pieces(self, offset: int, *, last_only: bool = False, stop: int | None = None) -> Iterator[tuple[int, memoryview, Any]]:
@@ -124,7 +118,7 @@ class _ArrayReader:
             n = len(carry) + self._fill(memoryview(buf)[body + len(carry) : body + want])
             if n < want:  # the end of the file: the piece runs to the closing ']'
                 end = body + n
-                while end > body and buf[end - 1] in _WS:
+                while end > body and buf[end - 1] in WS:
                     end -= 1
                 if end == body or buf[end - 1] != ord("]"):
                     raise InputError(f"{self.name} ends before its closing ']'", where=self.name, fix="the file is truncated; regenerate it")
@@ -188,24 +182,14 @@ class _ArrayReader:
 
     def _cut(self, buf: bytearray, lo: int, hi: int) -> int | None:
         """Index of the comma before the last record opening in buf[lo:hi] (a guess, checked by parsing)."""
-        sig = self.signature
-        if not sig:
-            return None
-        idx = buf.rfind(sig, lo, hi)
-        while idx > lo:
-            j = idx - 1
-            while j > lo and buf[j] in _WS:
-                j -= 1
-            if j > lo and buf[j] == ord(","):
-                return j
-            idx = buf.rfind(sig, lo, idx)
-        return None
+        boundary = last_boundary(buf, self.signature, lo, hi)
+        return boundary[0] if boundary else None
 
     def _parse(self, wrapped: memoryview) -> pa.Table:
         """Parse a wrapped piece with pyarrow; raises an Arrow error unless it is a run of whole records."""
         if len(wrapped) < 64:  # maybe no record at all: '[]' or whitespace
             inner = bytes(wrapped[len(_HEAD) : len(wrapped) - len(_TAIL)])
-            if not inner.strip(_WS):
+            if not inner.strip(WS):
                 return self.empty
         table = pa_json.read_json(
             pa.BufferReader(pa.py_buffer(wrapped)),

@@ -4,11 +4,11 @@ Why not `json.load`: a 1M-record annotations file costs seconds and gigabytes th
 why the public preflight samples 20 records and misses the bad one. Why not a pure-Python
 streaming parser: too slow. Here:
 
-- Fast path: the separator between two records is learned from the first records (for example
-  `},\\n  {"id"`); the buffer is cut at its last occurrence and the piece is parsed as one JSON
-  array by a C parser. The cut needs no trust: the piece starts at a record start, so it parses as
-  an array only if the cut falls exactly after a top-level record.
-- Exact path: whenever the fast path cannot be used or fails (no learned separator, a cut inside a
+- Fast path: the buffer is cut at the last guessed record boundary (skillbank.data.jsonarray: the
+  comma before the last record opening like the first one, for example `{\\n    "id"`) and the
+  piece is parsed as one JSON array by a C parser. The cut needs no trust: the piece starts at a
+  record start, so it parses as an array only if the cut falls exactly after a top-level record.
+- Exact path: whenever the fast path cannot be used or fails (no learned opening, a cut inside a
   nested object, a syntax error, NaN that the fast parser refuses), that buffer is read record by
   record with the stdlib scanner, which also gives the line and column of a syntax error.
 
@@ -22,6 +22,8 @@ import re
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
+from skillbank.data.jsonarray import WS, last_boundary, record_opening
+
 try:  # a faster C parser when installed; the result is the same (the exact path is the stdlib's)
     import orjson as _orjson
 
@@ -30,10 +32,9 @@ except ImportError:  # pragma: no cover - depends on the environment
     _fast_loads = json.loads
 
 CHUNK = 512 << 10
-_WS = b" \t\r\n"
+OPENING_WINDOW = 64 << 10  # bytes read at the start to learn how records open
 _SEP = re.compile(r"[ \t\r\n]*,[ \t\r\n]*")
 _END = re.compile(r"[ \t\r\n]*\]")
-_HEAD = re.compile(r'\{[ \t\r\n]*"(?:[^"\\]|\\.)*"')
 _SCAN = json.JSONDecoder().scan_once
 
 
@@ -73,8 +74,7 @@ class _Reader:
         self.eof = False
         self.offset = 0  # bytes of the file before buf
         self.index = 0  # records yielded so far
-        self.marker: bytes | None = None  # b"}" + separator + b'{"firstkey"'
-        self.sep_len = 0
+        self.opening: bytes | None = None  # how the first record opens, e.g. b'{"id"'
 
     # -- buffer ----------------------------------------------------------------------------------
     def _fill(self, at_least: int) -> None:
@@ -119,7 +119,7 @@ class _Reader:
         self._open_array()
         while self.buf or not self.eof:
             self._fill(self.chunk_size)
-            batch = self._fast() if self.marker else None
+            batch = self._fast() if self.opening else None
             if batch is None:
                 batch, done = self._exact()
                 if batch:
@@ -142,6 +142,8 @@ class _Reader:
             raise self._error(self._not_an_array(), 0)
         self._consume(1)
         self._skip_ws()
+        self._fill(OPENING_WINDOW)
+        self.opening = record_opening(self.buf)
 
     def _not_an_array(self) -> str:
         first = self.buf[:1]
@@ -151,7 +153,7 @@ class _Reader:
             line, _, rest = self.buf.partition(b"\n")
             try:
                 json.loads(line)
-                if rest.lstrip(_WS)[:1] == b"{":
+                if rest.lstrip(WS)[:1] == b"{":
                     return "the file looks like JSON Lines (one object per line); annotations must be one JSON array [{...}, {...}]"
             except ValueError:
                 pass
@@ -160,7 +162,7 @@ class _Reader:
 
     def _skip_ws(self) -> None:
         while True:
-            stripped = self.buf.lstrip(_WS)
+            stripped = self.buf.lstrip(WS)
             self._consume(len(self.buf) - len(stripped))
             if self.buf or self.eof:
                 return
@@ -169,14 +171,15 @@ class _Reader:
     # -- fast path -------------------------------------------------------------------------------
     def _fast(self) -> list[Any] | None:
         """Parse up to the last learned record boundary in the buffer; None when that fails."""
-        cut = self.buf.rfind(self.marker)
-        if cut <= 0:
+        boundary = last_boundary(self.buf, self.opening)
+        if boundary is None:
             return None
+        comma, following = boundary
         try:
-            batch = _fast_loads(b"".join((b"[", memoryview(self.buf)[: cut + 1], b"]")))
+            batch = _fast_loads(b"".join((b"[", memoryview(self.buf)[:comma], b"]")))
         except (ValueError, RecursionError):
             return None
-        self._consume(cut + 1 + self.sep_len)
+        self._consume(following)
         return batch
 
     # -- exact path ------------------------------------------------------------------------------
@@ -226,11 +229,6 @@ class _Reader:
             records.append(record)
             sep = _SEP.match(text, end)
             if sep is not None and sep.end() < size:
-                if self.marker is None and text[end - 1] == "}":
-                    head = _HEAD.match(text, sep.end())
-                    if head is not None:
-                        self.marker = ("}" + text[end : head.end()]).encode("utf-8")
-                        self.sep_len = len(text[end : sep.end()].encode("utf-8"))
                 pos = sep.end()
                 continue
             close = _END.match(text, end)
@@ -277,8 +275,8 @@ class _Reader:
             data = self.f.read(self.chunk_size)
             if not data:
                 self.eof = True
-            elif data.strip(_WS):
-                lead = len(data) - len(data.lstrip(_WS))
+            elif data.strip(WS):
+                lead = len(data) - len(data.lstrip(WS))
                 self.offset += len(self.buf)
                 self.buf = data
                 raise self._error("unexpected content after the closing ']' of the array", lead)
