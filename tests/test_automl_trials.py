@@ -53,3 +53,29 @@ def test_train_with_automl_policy_auto_hands_over_to_automl(base_spec, tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "route: automl" in proc.stdout + proc.stderr
     assert (tmp_path / "automl" / "base" / "best_rec.json").is_file()
+
+
+def test_a_pruned_trial_stops_training_before_its_last_epoch(base_spec, tmp_path, monkeypatch):
+    """The real runner: pruned after epoch 1 of 3, the trainer is paused, then stopped; no later export appears."""
+    import yaml
+
+    from skillbank.automl import trials
+    from skillbank.training import layout
+
+    monkeypatch.setattr(trials, "POLL_S", 0.05)
+    spec = yaml.safe_load(base_spec.read_text())
+    spec["train"]["epoch"] = 3
+    spec["train"]["train_batch_per_replica"] = spec["train"]["train_policy"]["mini_batch"] = 1  # 24 steps an epoch
+    spec["train"]["output_dir"] = str(tmp_path / "trial" / "train")
+    reports: list[tuple[int, float]] = []
+
+    def report(epoch: int, value: float) -> bool:
+        reports.append((epoch, value))
+        return True  # the pruner's verdict after the first epoch
+
+    runner = trials.make_runner(metric="accuracy", backend="local", base_spec=spec)
+    outcome = runner(tmp_path / "trial", spec, report)
+    assert outcome.pruned and outcome.epochs_run == 1 and [e for e, _ in reports] == [1]
+    runs = layout.run_dirs(tmp_path / "trial" / "train")
+    steps = [s for run in runs for s in layout.list_safetensors_steps(run)]
+    assert len(steps) == 1, f"training went on after the prune: exports at steps {steps}"

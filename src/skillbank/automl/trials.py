@@ -128,7 +128,8 @@ def make_runner(*, metric: str, backend: str, base_spec: dict[str, Any]):
                             _signal_group(proc, signal.SIGTERM)
                             _signal_group(proc, signal.SIGCONT)
                             proc.wait(timeout=60)
-                            return TrialOutcome(best[0], epoch, best[1], pruned=True, history=history)
+                            trained = points[-1][0]  # epochs the trainer finished, evaluated or not
+                            return TrialOutcome(best[0], trained, best[1], pruned=True, history=history)
                     if points and not finished:
                         _signal_group(proc, signal.SIGCONT)
                     if finished:
