@@ -8,11 +8,11 @@ Printed: train loss (mean of the first / last 10 steps), validation loss before 
 (median over steps, global batch / step time), training wall time, held-out accuracy per family and
 the first evaluated step where yes_no and directionality both reach --target.
 
-Why fps 2 (the spec default) and not all 16 frames: transformers 4.57's Qwen2.5-VL get_rope_index
-casts second_per_grid_ts to int64 before scaling it, so at a sampled fps above 2 (second_per_grid_ts
-< 1) every video token gets temporal position 0; at fps 8 directionality stayed at chance for 2,400
-steps. At fps 2 (4 frames, 2 temporal patches) the order survives, sequences are shorter and steps
-are ~2x faster. (cosmos-rl's own Qwen2.5-VL does not truncate.)
+Why fps 2 (the spec default) and not all 16 frames: 4 frames (2 temporal patches) keep the frame
+order the tasks need, sequences are shorter and steps ~2x faster. Above 2 fps, transformers 4.57's
+Qwen2.5-VL would put every video token at temporal position 0 (it truncates the seconds per temporal
+patch to an integer; at fps 8 directionality stayed at chance for 2,400 steps before the fix):
+skillbank.compat.qwen25_temporal, installed by the local backend and evaluation, keeps the order.
 
     .venv/bin/python benchmarks/train_local.py [--ranks 2] [--steps 1600] [--eval-every 200] [--fps 2]
         [--records 2100] [--batch 16] [--lr 3e-4] [--warmup 30] [--seed 0] [--work DIR] [--json]

@@ -191,25 +191,32 @@ def test_example_cache_round_trip_and_staleness(processor, tiny_model_dir, demo_
     assert ex_mod.cache_status(cache, settings, model_path=str(tiny_model_dir), system_prompt=SYSTEM)["stale"]
 
 
-def test_video_tokens_keep_their_temporal_order_at_fps_2(processor, tiny_model_dir, demo_dataset_dir, records):
+def test_video_tokens_keep_their_temporal_order_above_2_fps(processor, tiny_model_dir, demo_dataset_dir, records, monkeypatch):
     """transformers 4.57's Qwen2.5-VL get_rope_index casts second_per_grid_ts to int64 before scaling, so a
     value below 1 (sampled fps above temporal_patch_size, e.g. fps 8 -> 0.25) gives every video token
-    temporal position 0 and the model cannot tell left from right. cosmos-rl's own Qwen2.5-VL does not
-    truncate. At fps 2 (the spec default) second_per_grid_ts is 1.0 and the order survives."""
+    temporal position 0. skillbank.compat.qwen25_temporal keeps the step floating point (as cosmos-rl
+    and transformers 5 do); the local backend and evaluation install it before loading a model."""
+    import torch
     from transformers import AutoModelForImageTextToText
+    from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as modeling
 
+    from skillbank.compat import qwen25_temporal
     from skillbank.data.examples import collate
 
     model = AutoModelForImageTextToText.from_pretrained(tiny_model_dir)
     video = processor.tokenizer.convert_tokens_to_ids("<|video_pad|>")
 
-    def temporal_positions(fps: float) -> list[int]:
+    def temporal_positions(fps: float) -> tuple[int, int]:
+        """(distinct temporal positions of the video tokens, temporal patches)"""
         batch = collate([builder_for(processor, tiny_model_dir, demo_dataset_dir, fps=fps)(records[0])], processor.tokenizer.pad_token_id)
         pos, _ = model.model.get_rope_index(batch["input_ids"], None, batch["video_grid_thw"], batch["second_per_grid_ts"], batch["attention_mask"])
-        return sorted(set(pos[0, 0, batch["input_ids"][0] == video].tolist()))
+        return len(set(pos[0, 0, batch["input_ids"][0] == video].tolist())), int(batch["video_grid_thw"][0, 0])
 
-    assert len(temporal_positions(2.0)) == 2  # 4 frames -> 2 temporal patches, 2 distinct times
-    assert len(temporal_positions(8.0)) == 1  # the transformers truncation (if this fails, it was fixed upstream)
+    monkeypatch.setattr(modeling, "torch", torch)  # transformers as installed
+    assert temporal_positions(8.0) == (1, 8)  # the truncation (if this fails, upstream fixed it: the fix is inert)
+    assert temporal_positions(2.0) == (2, 2)
+    assert qwen25_temporal.install() and not qwen25_temporal.install()
+    assert temporal_positions(8.0) == (8, 8) and temporal_positions(2.0) == (2, 2)
 
 
 def test_vision_settings_from_spec_derive_total_pixels():

@@ -403,17 +403,3 @@ def test_annotations_overlap_compares_files_across_media_folders(bank: Bank) -> 
     val[0]["video"] = "media/" + val[0]["video"]  # the same file, named from another folder
     bank.annotations(val, "val.json")
     assert [f.where.rsplit("#", 1)[1] for f in only(train(spec), "annotations.overlap")] == ["5"]
-
-
-def test_vision_temporal_warns_on_qwen2_5_vl_above_2_fps(tmp_path, tiny_model_dir):
-    """Failing example: fps 8 with the local backend on a Qwen2.5-VL model loses the frame order."""
-    from skillbank.preflight.run import _temporal_order
-    from skillbank.preflight.report import Findings
-
-    findings = Findings()
-    _temporal_order(8.0, 14, "local", "custom.vision.fps", findings)
-    _temporal_order(2.0, 14, "local", "custom.vision.fps", findings)
-    _temporal_order(8.0, 14, "cosmos-rl", "custom.vision.fps", findings)
-    _temporal_order(8.0, 16, "local", "custom.vision.fps", findings)
-    found = findings.finish()
-    assert [(x.check, x.severity, x.where) for x in found] == [("vision.temporal", "warning", "custom.vision.fps")]

@@ -70,6 +70,9 @@ def load_model(
     """Model in eval mode on its device, and its processor (left padding, for batched generation)."""
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
+    from skillbank.compat import qwen25_temporal
+
+    qwen25_temporal.install()  # frame order at fps > 2 on Qwen2.5-VL, as training saw it
     path = resolve_model_path(model_name)
     device = pick_device(num_gpus)
     torch_dtype = pick_dtype(dtype, device)

@@ -22,8 +22,6 @@ Checks (each finding names one; severity error or warning; any error means exit 
 - annotations.overlap    train record sharing an id, or media and question, with val (warning)
 - annotations.empty      a dataset with no records
 - vision.budget          vision + text tokens over policy.model_max_length; nframes > clip frames
-- vision.temporal        Qwen2.5-VL with fps > 2 outside cosmos-rl: transformers 4.57 rounds the
-                         seconds per temporal patch down to 0, so frame order is lost (warning)
 - env.redis              redis-server on PATH (cosmos-rl backend)
 - env.hf_token           HF_TOKEN for gated models (nvidia/Cosmos-Reason*), by name, never printed
 - env.model              model folder / hub id / hf_model:// resolvable (no network)

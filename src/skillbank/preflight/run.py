@@ -106,7 +106,6 @@ def _train(spec: Any, ctx: Context) -> None:
     patch = env_checks.patch_size(model, f if ctx.backend == "cosmos-rl" else None)
     budget = VisionBudget.from_train_spec(spec, patch)
     _fixed_frames(budget, f)
-    _temporal_order(spec.custom.vision.fps, patch, ctx.backend, "custom.vision.fps", f)
 
     custom = spec.custom
     train_file = spec_checks.dataset_file("custom.train_dataset.annotation_path", custom.train_dataset.annotation_path, f)
@@ -130,16 +129,6 @@ def _train(spec: Any, ctx: Context) -> None:
             _unknown_lengths(data, budget, decoded if data is train else 0, f)
     _train_disk(spec, model, ctx)
     ctx.stats["cache_folders_checked"] = check_cache(spec, patch, media_folders, f)
-
-
-def _temporal_order(fps: float | None, patch: int, backend: str | None, key: str, f: Findings) -> None:
-    """transformers 4.57's Qwen2.5-VL get_rope_index casts second_per_grid_ts (temporal patch 2 / fps)
-    to int: above 2 fps it is 0 and every frame gets time position 0 (cosmos-rl's own model does not)."""
-    if patch == 14 and fps is not None and fps > 2 and backend != "cosmos-rl":
-        f.warning("vision.temporal",
-                  f"fps {fps:g} on a Qwen2.5-VL model: the local backend and evaluation (transformers) lose the frame "
-                  "order above 2 fps (seconds per temporal patch rounds down to 0), so motion questions stay at chance",
-                  "use fps <= 2 (or nframes) with the local backend and for evaluation; cosmos-rl is not affected", key)
 
 
 def _fixed_frames(budget: VisionBudget, f: Findings) -> None:

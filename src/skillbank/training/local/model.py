@@ -25,6 +25,9 @@ def load_policy(model_path: str, *, lora: Any = None, gradient_checkpointing: bo
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
+    from skillbank.compat import qwen25_temporal
+
+    qwen25_temporal.install()  # frame order at fps > 2 on Qwen2.5-VL, as cosmos-rl keeps it
     processor = AutoProcessor.from_pretrained(model_path)
     model = AutoModelForImageTextToText.from_pretrained(model_path, dtype=torch.float32)
     model.config.use_cache = False
