@@ -110,6 +110,11 @@ def plan_local(spec, *, resume: bool = False, dry_run: bool = False) -> LocalPla
     model_path, notes = resolve_model(spec.policy.model_name_or_path, download=not dry_run)
     if spec.train.param_dtype != "float32":
         notes.append(f"param_dtype {spec.train.param_dtype} applies on GPU; CPU ranks compute in float32")
+    if spec.train.train_policy.dataloader_num_workers:
+        notes.append("train.train_policy.dataloader_num_workers is a cosmos-rl setting: each local rank builds its examples "
+                     "in-process and caches them after the first epoch")
+    if spec.train.ckpt.enable_checkpoint and spec.train.ckpt.save_mode == "async":
+        notes.append("train.ckpt.save_mode async is a cosmos-rl setting: the local backend writes checkpoints synchronously")
     resume_from = None
     output_dir = Path(spec.train.output_dir)
     if resume:
