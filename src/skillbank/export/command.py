@@ -18,42 +18,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--source", metavar="DIR", help="source folder (spec: source)")
     p.add_argument("--out", metavar="DIR", help="output folder (spec: output_dir)")
     p.add_argument("--base-model", metavar="DIR", help="base model of a LoRA adapter (spec: base_model_path)")
-    p.add_argument("--dtype", choices=("bfloat16", "float16", "float32"), help="dtype of the exported weights (spec: dtype)")
+    p.add_argument("--dtype", help="bfloat16 (default), float16 or float32: dtype of the exported weights (spec: dtype)")
     p.add_argument("--no-merge", action="store_true", help="copy a LoRA adapter instead of merging it (spec: merge_lora: false)")
     p.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
     p.add_argument("--json", action="store_true", help="print the manifest as one JSON document")
     p.set_defaults(run=run_export)
 
 
-def request_from(args: argparse.Namespace):
+def spec_from(args: argparse.Namespace):
     from skillbank.errors import InputError
-    from skillbank.export.run import ExportRequest
+    from skillbank.spec.actions import ExportSpec
+    from skillbank.spec.io import spec_with_flags
 
-    values: dict = {}
-    if args.spec:
-        from skillbank.spec.actions import ExportSpec
-        from skillbank.spec.io import load_spec
-
-        values = load_spec(args.spec, ExportSpec).model_dump()
-    elif not (args.source and args.out):
+    if not args.spec and not (args.source and args.out):
         raise InputError("give --spec FILE, or --source DIR and --out DIR", where="skillbank export", fix="skillbank export --source RUN/safetensors/step_N --out exported/")
-    for flag, key in (("source", "source"), ("out", "output_dir"), ("base_model", "base_model_path"), ("dtype", "dtype")):
-        if getattr(args, flag):
-            values[key] = getattr(args, flag)
-    if args.no_merge:
-        values["merge_lora"] = False
-    values.setdefault("dtype", "bfloat16")
-    values.setdefault("output_dir", "./results/export")
-    return ExportRequest(
-        source=values.get("source", ""), output_dir=values["output_dir"], base_model_path=values.get("base_model_path", ""),
-        merge_lora=values.get("merge_lora", True), dtype=values["dtype"], overwrite=args.overwrite,
-    )
+    return spec_with_flags(ExportSpec, args.spec, {
+        "source": args.source, "output_dir": args.out, "base_model_path": args.base_model, "dtype": args.dtype,
+        "merge_lora": False if args.no_merge else None,
+    })
 
 
 def run_export(args: argparse.Namespace) -> int:
     from skillbank.export.run import MANIFEST, export
 
-    result = export(request_from(args))
+    result = export(spec_from(args), overwrite=args.overwrite)
     if args.json:
         print(json.dumps({"ok": True, "output_dir": str(result.output_dir), "manifest": result.manifest}, indent=2))
         return 0

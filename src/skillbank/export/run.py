@@ -13,24 +13,16 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skillbank.errors import InputError
 from skillbank.export import output
 from skillbank.export.sources import Source, is_hf_folder, resolve
 
+if TYPE_CHECKING:
+    from skillbank.spec.actions import ExportSpec
+
 MANIFEST = "export_manifest.json"
-DTYPES = ("bfloat16", "float16", "float32")
-
-
-@dataclass
-class ExportRequest:
-    source: str
-    output_dir: str
-    base_model_path: str = ""
-    merge_lora: bool = True
-    dtype: str = "bfloat16"
-    overwrite: bool = False
 
 
 @dataclass
@@ -95,26 +87,25 @@ def _save(model, processor, out: Path, dtype, extra_from: list[Path]) -> None:
                 shutil.copy2(folder / name, out / name)
 
 
-def export(req: ExportRequest) -> ExportResult:
+def export(spec: "ExportSpec", *, overwrite: bool = False) -> ExportResult:
+    """Export spec.source into spec.output_dir (staged, then renamed; a non-empty folder needs overwrite)."""
     import torch
 
-    if req.dtype not in DTYPES:
-        raise InputError(f"unknown dtype {req.dtype!r}", where="dtype", fix=f"one of: {', '.join(DTYPES)}")
-    dtype = getattr(torch, req.dtype)
-    src = resolve(req.source)
+    dtype = getattr(torch, spec.dtype)
+    src = resolve(spec.source)
     notes = list(src.notes)
-    info: dict[str, Any] = {"source": str(src.given), "source_kind": src.kind, "read_from": str(src.path), "dtype": req.dtype, "step": src.step}
-    with output.staged_folder(req.output_dir, overwrite=req.overwrite) as out, tempfile.TemporaryDirectory(prefix="skillbank-export-") as work:
+    info: dict[str, Any] = {"source": str(src.given), "source_kind": src.kind, "read_from": str(src.path), "dtype": spec.dtype, "step": src.step}
+    with output.staged_folder(spec.output_dir, overwrite=overwrite) as out, tempfile.TemporaryDirectory(prefix="skillbank-export-") as work:
         if src.kind == "checkpoint-shards":
             from skillbank.export.shards import checkpoint_to_hf
 
-            src.path = checkpoint_to_hf(src.path, Path(work), src.step or 0, base_model=req.base_model_path)
+            src.path = checkpoint_to_hf(src.path, Path(work), src.step or 0, base_model=spec.base_model_path)
             info["converted_from_shards"] = True
         if src.kind == "lora-adapter":
-            base = _base_of(src.path, req.base_model_path)
-            info.update(base_model=base, merged_lora=req.merge_lora)
+            base = _base_of(src.path, spec.base_model_path)
+            info.update(base_model=base, merged_lora=spec.merge_lora)
             processor = _processor_from(src.path, base)
-            if req.merge_lora:
+            if spec.merge_lora:
                 from peft import PeftModel
 
                 model = PeftModel.from_pretrained(_load_model(base, torch.float32), src.path).merge_and_unload()
@@ -130,5 +121,5 @@ def export(req: ExportRequest) -> ExportResult:
             _save(_load_model(src.path, dtype), _processor_from(src.path), out, dtype, [src.path])
         info["notes"] = notes
         output.write_manifest(out, MANIFEST, info)
-    final = Path(req.output_dir).expanduser().resolve()
+    final = Path(spec.output_dir).expanduser().resolve()
     return ExportResult(final, src, json.loads((final / MANIFEST).read_text(encoding="utf-8")), notes)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 
-SCHEMES = ("FP8_DYNAMIC", "W8A16", "W4A16")
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -17,39 +15,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--spec", metavar="FILE", help="quantize spec (QuantizeSpec YAML)")
     p.add_argument("--model", metavar="DIR", help="model folder (spec: model_path)")
-    p.add_argument("--scheme", choices=SCHEMES, help="scheme (spec: scheme)")
+    p.add_argument("--scheme", help="FP8_DYNAMIC (default, no calibration), W8A16 or W4A16 (spec: scheme)")
     p.add_argument("--out", metavar="DIR", help="output folder (spec: output_dir)")
     p.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
     p.add_argument("--json", action="store_true", help="print the manifest as one JSON document")
     p.set_defaults(run=run_quantize)
 
 
-def request_from(args: argparse.Namespace):
+def spec_from(args: argparse.Namespace):
     from skillbank.errors import InputError
-    from skillbank.quantize.compress import QuantizeRequest
+    from skillbank.spec.actions import QuantizeSpec
+    from skillbank.spec.io import spec_with_flags
 
-    values: dict = {}
-    if args.spec:
-        from skillbank.spec.actions import QuantizeSpec
-        from skillbank.spec.io import load_spec
-
-        values = load_spec(args.spec, QuantizeSpec).model_dump()
-    elif not (args.model and args.out):
+    if not args.spec and not (args.model and args.out):
         raise InputError("give --spec FILE, or --model DIR and --out DIR", where="skillbank quantize", fix="skillbank quantize --model exported/ --scheme W4A16 --out quantized/")
-    for flag, key in (("model", "model_path"), ("scheme", "scheme"), ("out", "output_dir")):
-        if getattr(args, flag):
-            values[key] = getattr(args, flag)
-    req = QuantizeRequest(model_path=values.get("model_path", ""), output_dir=values.get("output_dir", "./results/quantize"), overwrite=args.overwrite)
-    for key in ("scheme", "ignore", "calibration_annotation_path", "num_calibration_samples"):
-        if key in values:
-            setattr(req, key, values[key])
-    return req
+    return spec_with_flags(QuantizeSpec, args.spec, {"model_path": args.model, "scheme": args.scheme, "output_dir": args.out})
 
 
 def run_quantize(args: argparse.Namespace) -> int:
     from skillbank.quantize.compress import MANIFEST, quantize
 
-    result = quantize(request_from(args))
+    result = quantize(spec_from(args), overwrite=args.overwrite)
     if args.json:
         print(json.dumps({"ok": True, "output_dir": str(result.output_dir), "manifest": result.manifest}, indent=2))
         return 0

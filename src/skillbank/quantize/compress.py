@@ -16,27 +16,18 @@ calibration data. Activations of FP8_DYNAMIC are quantized per token at run time
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skillbank.errors import InputError
 from skillbank.export import output
 
-SCHEMES = ("FP8_DYNAMIC", "W8A16", "W4A16")
+if TYPE_CHECKING:
+    from skillbank.spec.actions import QuantizeSpec
+
 MANIFEST = "quantize_manifest.json"
 TARGETS = ["Linear"]
-
-
-@dataclass
-class QuantizeRequest:
-    model_path: str
-    output_dir: str
-    scheme: str = "FP8_DYNAMIC"
-    ignore: list[str] = field(default_factory=lambda: ["lm_head", "re:.*visual.*"])
-    calibration_annotation_path: str = ""
-    num_calibration_samples: int = 64
-    overwrite: bool = False
 
 
 @dataclass
@@ -88,32 +79,31 @@ def calibrate_weights(model) -> list[str]:
     return done
 
 
-def quantize(req: QuantizeRequest) -> QuantizeResult:
+def quantize(spec: "QuantizeSpec", *, overwrite: bool = False) -> QuantizeResult:
+    """Quantize spec.model_path into spec.output_dir (staged, then renamed; a non-empty folder needs overwrite)."""
     import torch
     from compressed_tensors.compressors import ModelCompressor
     from compressed_tensors.quantization import QuantizationConfig, QuantizationStatus, apply_quantization_config, preset_name_to_scheme
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    if req.scheme not in SCHEMES:
-        raise InputError(f"unknown scheme {req.scheme!r}", where="scheme", fix=f"one of: {', '.join(SCHEMES)}")
-    src = Path(req.model_path).expanduser().resolve() if req.model_path else None
+    src = Path(spec.model_path).expanduser().resolve() if spec.model_path else None
     if src is None or not (src / "config.json").is_file():
         raise InputError(
-            f"model_path is not a Hugging Face model folder: {req.model_path!r}",
+            f"model_path is not a Hugging Face model folder: {spec.model_path!r}",
             where="model_path",
             fix="pass a run's safetensors/step_N or an exported folder (skillbank export)",
         )
     if json.loads((src / "config.json").read_text(encoding="utf-8")).get("quantization_config"):
         raise InputError("the model is already quantized", where="model_path", fix="quantize the unquantized export")
     notes: list[str] = []
-    if req.calibration_annotation_path:
+    if spec.calibration_annotation_path:
         notes.append(
-            f"calibration set not used: {req.scheme} here is data-free (min/max round-to-nearest); "
+            f"calibration set not used: {spec.scheme} here is data-free (min/max round-to-nearest); "
             "GPTQ-style calibration needs llm-compressor, which does not install beside transformers 4.57 + torch 2.13"
         )
     model = AutoModelForImageTextToText.from_pretrained(src, dtype="auto", low_cpu_mem_usage=True)
-    scheme = preset_name_to_scheme(req.scheme, TARGETS)
-    ignore = list(req.ignore)
+    scheme = preset_name_to_scheme(spec.scheme, TARGETS)
+    ignore = list(spec.ignore)
     odd = _indivisible(model, scheme)
     if odd:
         ignore += odd
@@ -126,7 +116,7 @@ def quantize(req: QuantizeRequest) -> QuantizeResult:
             raise InputError("no Linear layer matched the scheme (everything is in ignore?)", where="ignore", fix="remove entries from ignore")
         compressor = ModelCompressor.from_pretrained_model(model)
         compressor.compress_model(model)
-    with output.staged_folder(req.output_dir, overwrite=req.overwrite) as out:
+    with output.staged_folder(spec.output_dir, overwrite=overwrite) as out:
         model.save_pretrained(out, safe_serialization=True)
         compressor.update_config(str(out))
         AutoProcessor.from_pretrained(src).save_pretrained(out)
@@ -134,8 +124,8 @@ def quantize(req: QuantizeRequest) -> QuantizeResult:
             if (src / name).is_file() and not (out / name).exists():
                 (out / name).write_bytes((src / name).read_bytes())
         fmt = json.loads((out / "config.json").read_text(encoding="utf-8"))["quantization_config"]["format"]
-        info = {"source": str(src), "scheme": req.scheme, "format": fmt, "quant_method": "compressed-tensors",
-                "quantized_modules": len(done), "ignore": req.ignore, "notes": notes}
+        info = {"source": str(src), "scheme": spec.scheme, "format": fmt, "quant_method": "compressed-tensors",
+                "quantized_modules": len(done), "ignore": spec.ignore, "notes": notes}
         output.write_manifest(out, MANIFEST, info)
-    final = Path(req.output_dir).expanduser().resolve()
+    final = Path(spec.output_dir).expanduser().resolve()
     return QuantizeResult(final, json.loads((final / MANIFEST).read_text(encoding="utf-8")), done, notes)

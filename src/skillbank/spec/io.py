@@ -35,6 +35,15 @@ def load_spec(path: str | Path, model: type[BaseModel]) -> BaseModel:
     return validate(model, read_spec_file(path), source=str(path))
 
 
+def spec_with_flags(model: type[BaseModel], path: str | Path | None, values: dict[str, Any]) -> BaseModel:
+    """A command's spec: the spec file (or the model's defaults) with the flags the user gave
+    (`values`: spec key -> value, None for a flag not given) set on top, validated as one spec, so a
+    wrong flag gets the same error, naming the same key, as a wrong value in the file."""
+    data = read_spec_file(path) if path else {}
+    data.update({key: value for key, value in values.items() if value is not None})
+    return validate(model, data, source=str(path) if path else "command line")
+
+
 def dump_yaml(data: dict[str, Any]) -> str:
     return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True, width=120)
 
