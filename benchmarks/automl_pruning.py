@@ -100,7 +100,7 @@ def main() -> None:
         reach = epochs_to_reach(results["hyperband"]["rows"], random_best)
         ratios.append(float("inf") if reach is None else reach / random_epochs)
         totals.append(results["hyperband"]["rec"]["trials"]["trial_epochs"] / random_epochs)
-        print("\n".join(lines[-3:] if len(lines) > 3 else lines), flush=True)
+        print("\n".join(lines if len(lines) == 3 else lines[-2:]), flush=True)  # the header once, then each seed's rows
     print("\n" + "\n".join(lines))
     shown = ", ".join("never" if r == float("inf") else f"{r:.0%}" for r in ratios)
     median = statistics.median(ratios)
