@@ -235,7 +235,4 @@ def build_demo_dataset(
     def build(tmp: Path) -> None:
         write_demo_dataset(tmp, records=records, seed=seed, progress=progress)
 
-    if out_dir is None or cache:
-        cached = store.cached_folder(kind=KIND, args=args, version=version, build=build)
-        return cached if out_dir is None else store.copy_folder(cached, out_dir)
-    return store.build_folder(out_dir, kind=KIND, args=args, version=version, build=build)
+    return store.asset_folder(out_dir, cache=cache, kind=KIND, args=args, version=version, build=build)

@@ -119,3 +119,13 @@ def copy_folder(source: Path, target: str | os.PathLike[str]) -> Path:
     return build_folder(
         target, kind=stamp.get("kind", "asset"), args=stamp.get("args", {}), version=stamp.get("code_version", ""), build=build
     )
+
+
+def asset_folder(out_dir: str | os.PathLike[str] | None, *, cache: bool, kind: str, args: dict[str, Any], version: str,
+                 build: Callable[[Path], None]) -> Path:
+    """Where an asset builder's result lives: out_dir=None is the cached copy; with cache=True the
+    cached copy is built once and copied to out_dir; otherwise out_dir is built in place."""
+    if out_dir is None or cache:
+        cached = cached_folder(kind=kind, args=args, version=version, build=build)
+        return cached if out_dir is None else copy_folder(cached, out_dir)
+    return build_folder(out_dir, kind=kind, args=args, version=version, build=build)

@@ -336,7 +336,4 @@ def build_tiny_model(
     def build(tmp: Path) -> None:
         write_tiny_model(tmp, family=family, seed=seed, size=size)
 
-    if out_dir is None or cache:
-        cached = store.cached_folder(kind=KIND, args=args, version=version, build=build)
-        return cached if out_dir is None else store.copy_folder(cached, out_dir)
-    return store.build_folder(out_dir, kind=KIND, args=args, version=version, build=build)
+    return store.asset_folder(out_dir, cache=cache, kind=KIND, args=args, version=version, build=build)
