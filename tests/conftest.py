@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from skillbank.spec.overrides import set_dotted
+
 DEMO_RECORDS = 24  # train records of the shared demo dataset (val gets 9: 3 per family)
 
 
@@ -87,11 +89,7 @@ def local_train_spec(
         "results_dir": str(output_dir.parent / "results"),
     }
     for key, value in (overrides or {}).items():
-        node = spec
-        *parents, leaf = key.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
+        set_dotted(spec, key, value)
     return spec
 
 

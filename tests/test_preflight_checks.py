@@ -12,6 +12,7 @@ import yaml
 
 from skillbank.preflight import env_checks
 from skillbank.preflight.run import run_preflight
+from skillbank.spec.overrides import set_dotted
 
 SKILL = "tao-finetune-cosmos-reason"
 
@@ -76,11 +77,7 @@ class Bank:
         if val is not None:
             spec["custom"]["val_dataset"] = {"annotation_path": str(self.annotations(val, "val.json")), "media_path": str(self.media)}
         for key, value in sections.items():
-            node = spec
-            *parents, leaf = key.split("__")
-            for p in parents:
-                node = node.setdefault(p, {})
-            node[leaf] = value
+            set_dotted(spec, key.replace("__", "."), value)
         return spec
 
 
