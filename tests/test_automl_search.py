@@ -23,7 +23,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from helpers import ROOT, SKILL
-from skillbank.automl.report import redact_url, write_outputs
+from skillbank.automl.report import write_outputs
+from skillbank.redaction import redact
 from skillbank.automl.sampling import weighted_choice
 from skillbank.automl.space import build_space, load_schema
 from skillbank.automl.study import StudySettings, TrialOutcome, run_study
@@ -129,7 +130,7 @@ def test_existing_study_needs_resume(tmp_path):
 
 
 def test_storage_passwords_are_redacted():
-    assert redact_url("postgresql://bob:s3cret@db:5432/optuna") == "postgresql://bob:***@db:5432/optuna"
+    assert redact("postgresql://bob:s3cret@db:5432/optuna") == "postgresql://bob:***@db:5432/optuna"
 
 
 WORKER = textwrap.dedent(

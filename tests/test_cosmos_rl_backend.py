@@ -28,7 +28,7 @@ from skillbank.training.cosmos_rl.family import FAMILIES, family_of
 from skillbank.training.cosmos_rl.launch import RunLayout, prepare, train_cosmos_rl
 from skillbank.training.cosmos_rl.toml import build_toml, steps_per_epoch, write_toml
 from skillbank.training.cosmos_rl.watcher import LogWatcher, watch
-from skillbank.training.jobrecord import redact
+from skillbank.redaction import redact
 
 SECRET = "hf_SecretValueThatMustNeverAppear1234"
 

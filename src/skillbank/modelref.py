@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from skillbank.errors import InputError, RunError
+from skillbank.redaction import redact
 
 HF_SCHEME = "hf_model://"
 # owner/repo as the hub spells it: each part starts alphanumeric and is at most 96 characters.
@@ -82,6 +83,4 @@ def download(repo_id: str, *, where: str) -> str:
     except RepositoryNotFoundError:
         raise InputError(f"{repo_id} was not found on the hub", where=where, fix="check the id; a private repo needs HF_TOKEN") from None
     except (HfHubHTTPError, OSError) as exc:
-        from skillbank.training.jobrecord import redact
-
         raise RunError(f"downloading {repo_id} ({where}) failed: {redact(str(exc))}") from None

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from skillbank import atomic
 from skillbank.paths import bank_root
-
-
-def redact_url(url: str) -> str:
-    return re.sub(r"(//[^:/@]+):[^@/]+@", r"\1:***@", url)
+from skillbank.redaction import redact
 
 
 def _trials(study) -> list[Any]:
@@ -91,7 +87,7 @@ def best_rec(study, *, skill: str, algorithm: str, metric: str, storage: str, ou
         "schema_version": 1,
         "skill": skill,
         "study": study.study_name,
-        "storage": redact_url(storage),
+        "storage": redact(storage),
         "algorithm": algorithm,
         "metric": {"name": metric, "direction": study.direction.name.lower(), "value": best.value},
         "best_params": best.user_attrs.get("values", {}),

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import secrets
 import socket
 import time
@@ -19,35 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from skillbank import atomic
+from skillbank.redaction import redact
 
 SCHEMA_VERSION = 1
-SECRET_NAMES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_HUB_TOKEN", "WANDB_API_KEY", "NGC_API_KEY")
-SECRET_PREFIXES = ("AWS_",)
-SECRET_ASSIGNMENT = re.compile(
-    r"((?:HF_TOKEN|HUGGING_FACE_HUB_TOKEN|HUGGINGFACE_HUB_TOKEN|WANDB_API_KEY|NGC_API_KEY|AWS_[A-Z0-9_]+)\s*[=:]\s*)(\S+)"
-)
-MASK = "***"
 STATUSES = ("running", "succeeded", "failed", "cancelled", "dry_run")
 TOP_LEVEL = {"status", "pid", "backend", "spec", "reason", "error", "exit_code", "route"}
-
-
-def _secret_values() -> list[str]:
-    names = [n for n in os.environ if n in SECRET_NAMES or n.startswith(SECRET_PREFIXES)]
-    values = {os.environ[n] for n in names if len(os.environ.get(n, "")) >= 4}
-    return sorted(values, key=len, reverse=True)
-
-
-def redact(value: Any) -> Any:
-    """Mask secret values (and NAME=value assignments) in strings, lists and dicts."""
-    if isinstance(value, str):
-        for secret in _secret_values():
-            value = value.replace(secret, MASK)
-        return SECRET_ASSIGNMENT.sub(lambda m: m.group(1) + MASK, value)
-    if isinstance(value, dict):
-        return {k: redact(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [redact(v) for v in value]
-    return value
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:

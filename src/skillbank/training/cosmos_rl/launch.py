@@ -25,7 +25,7 @@ from skillbank.training import layout as run_layout
 from skillbank.training.cosmos_rl.family import MODEL_KEY, family_of
 from skillbank.training.cosmos_rl.toml import build_toml, train_steps, write_toml
 from skillbank.training.cosmos_rl.watcher import LogWatcher, WatchResult, stop, watch
-from skillbank.training.jobrecord import redact
+from skillbank.redaction import redact
 
 SCRIPT = Path(__file__).with_name("script.py")
 # Set for the launcher: its shell scripts run `python` (ours must come first on PATH); unbuffered

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from skillbank.training import layout
-from skillbank.training.jobrecord import redact
+from skillbank.redaction import redact
 
 STEP = re.compile(r"Step: (\d+)/(\d+), Loss: ([0-9.eE+-]+|nan|inf)", re.IGNORECASE)
 EPOCH = re.compile(r"Training epoch (\d+)/(\d+)")
