@@ -73,7 +73,7 @@ def test_a_pruned_trial_stops_training_before_its_last_epoch(base_spec, tmp_path
         reports.append((epoch, value))
         return True  # the pruner's verdict after the first epoch
 
-    runner = trials.make_runner(metric="accuracy", backend="local", base_spec=spec)
+    runner = trials.make_runner(metric="accuracy", backend="local", maximize=True)
     outcome = runner(tmp_path / "trial", spec, report)
     assert outcome.pruned and outcome.epochs_run == 1 and [e for e, _ in reports] == [1]
     runs = layout.run_dirs(tmp_path / "trial" / "train")

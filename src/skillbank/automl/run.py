@@ -11,17 +11,18 @@ from typing import Any
 from skillbank.errors import InputError
 
 
-def _settings(args: argparse.Namespace, base: dict[str, Any], out_dir: Path):
+def _settings(args: argparse.Namespace, base: dict[str, Any], out_dir: Path, study_name: str):
     from skillbank.automl.study import StudySettings
+    from skillbank.automl.trials import LOSS_METRICS
 
     if args.max_trials < 1:
         raise InputError("--max-trials must be at least 1", where="--max-trials")
     if args.workers < 1:
         raise InputError("--workers must be at least 1", where="--workers")
-    direction = args.direction or ("minimize" if args.metric in ("val_loss", "loss") else "maximize")
+    direction = args.direction or ("minimize" if args.metric in LOSS_METRICS else "maximize")
     storage = args.storage or f"sqlite:///{(out_dir / 'study.db').resolve()}"
     epochs = int(base["train"]["epoch"])
-    return StudySettings(study_name=out_dir.name if not args.study else args.study, storage=storage,
+    return StudySettings(study_name=study_name, storage=storage,
                          algorithm=args.algorithm, max_trials=args.max_trials, direction=direction, seed=args.seed,
                          workers=args.workers, resume=args.resume, max_epochs=max(1, epochs), baseline=not args.no_baseline)
 
@@ -44,8 +45,7 @@ def run_automl(args: argparse.Namespace) -> int:
     study_name = args.study or Path(args.spec).stem
     out_dir = Path(args.out) if args.out else Path(base["results_dir"]) / "automl" / study_name
     out_dir.mkdir(parents=True, exist_ok=True)
-    settings = _settings(args, base, out_dir)
-    settings.study_name = study_name
+    settings = _settings(args, base, out_dir, study_name)
     if settings.algorithm in ("hyperband", "asha") and "train.epoch" in space.keys():
         settings.max_epochs = int(max(p.high for p in space.params if p.key == "train.epoch"))
     log = sys.stderr
@@ -61,7 +61,7 @@ def run_automl(args: argparse.Namespace) -> int:
         bar.update(1)
         bar.set_postfix_str(f"#{trial.number} {trial.state.name} {trial.value if trial.value is not None else ''}")
 
-    runner = make_runner(metric=args.metric, backend=args.backend, base_spec=base)
+    runner = make_runner(metric=args.metric, backend=args.backend, maximize=settings.direction == "maximize")
     study = run_study(settings, space, base, out_dir / "trials", runner, check=make_check(args.skill), progress=progress)
     bar.close()
     rec = write_outputs(study, skill=args.skill, algorithm=settings.algorithm, metric=args.metric,

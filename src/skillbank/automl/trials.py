@@ -23,6 +23,7 @@ from skillbank.errors import InputError
 from skillbank.spec.io import write_spec
 
 POLL_S = 0.5
+LOSS_METRICS = ("val_loss", "loss")  # read from the trainer's metrics.jsonl; any other metric from evaluating the export
 
 
 def make_check(skill: str) -> Callable[[Path, dict[str, Any]], str | None]:
@@ -92,7 +93,7 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
         pass
 
 
-def make_runner(*, metric: str, backend: str, base_spec: dict[str, Any]):
+def make_runner(*, metric: str, backend: str, maximize: bool):
     def runner(trial_dir: Path, spec: dict[str, Any], report: Callable[[int, float], bool]) -> TrialOutcome:
         trial_dir.mkdir(parents=True, exist_ok=True)
         spec["train"]["ckpt"].update({"enable_checkpoint": True, "export_safetensors": True, "save_freq_in_epoch": 1, "max_keep": -1})
@@ -102,11 +103,10 @@ def make_runner(*, metric: str, backend: str, base_spec: dict[str, Any]):
         argv = [sys.executable, "-m", "skillbank.cli", "train", "--spec", str(spec_path), "--automl-policy", "off", "--backend", backend]
         history: list[tuple[int, float]] = []
         best: tuple[float, str | None] | None = None
-        maximize = metric not in ("val_loss", "loss")
 
         def new_points() -> list[tuple[int, Path | None, float | None]]:
             """(epoch, checkpoint, value-if-known) for each epoch finished since the last look."""
-            if not maximize:
+            if metric in LOSS_METRICS:
                 return [(i + 1, None, v) for i, v in enumerate(_val_losses(output_dir)) if i >= len(history)]
             return [(i + 1, d, None) for i, (_, d) in enumerate(_exports(output_dir)) if i >= len(history)]
 
