@@ -48,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--spec", required=True, metavar="FILE", help="base train spec (from `skillbank spec`)")
     p.add_argument("--algorithm", choices=("bayesian", "random", "hyperband", "asha"), default="bayesian")
     p.add_argument("--max-trials", type=int, default=8, metavar="N", help="finished trials in the study, baseline included (default: %(default)s)")
-    p.add_argument("--metric", default="accuracy", help="accuracy (from metrics.json, default) or val_loss")
+    p.add_argument("--metric", default="accuracy", help="accuracy (default), f1 or balanced_accuracy (of each epoch's export on the validation set), or val_loss")
     p.add_argument("--direction", choices=("maximize", "minimize"), help="default: maximize accuracy, minimize val_loss")
     p.add_argument("--storage", metavar="URL", help="SQLAlchemy URL (default: sqlite:///<study folder>/study.db)")
     p.add_argument("--study", metavar="NAME", help="study name (default: the spec file's stem)")

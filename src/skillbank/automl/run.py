@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from skillbank.errors import InputError
 
@@ -14,11 +14,15 @@ from skillbank.errors import InputError
 def _settings(args: argparse.Namespace, base: dict[str, Any], out_dir: Path, study_name: str):
     from skillbank.automl.study import StudySettings
     from skillbank.automl.trials import LOSS_METRICS
+    from skillbank.spec.evaluate import MetricsSpec
 
     if args.max_trials < 1:
         raise InputError("--max-trials must be at least 1", where="--max-trials")
     if args.workers < 1:
         raise InputError("--workers must be at least 1", where="--workers")
+    metrics = (*get_args(MetricsSpec.model_fields["primary"].annotation), *LOSS_METRICS)
+    if args.metric not in metrics:
+        raise InputError(f"unknown metric {args.metric!r}", where="--metric", fix=f"use one of: {', '.join(metrics)}")
     direction = args.direction or ("minimize" if args.metric in LOSS_METRICS else "maximize")
     storage = args.storage or f"sqlite:///{(out_dir / 'study.db').resolve()}"
     epochs = int(base["train"]["epoch"])
@@ -44,8 +48,8 @@ def run_automl(args: argparse.Namespace) -> int:
     space = build_space(schema, base, params=args.param, ranges=dict(args.range), choices=dict(args.choices))
     study_name = args.study or Path(args.spec).stem
     out_dir = Path(args.out) if args.out else Path(base["results_dir"]) / "automl" / study_name
+    settings = _settings(args, base, out_dir, study_name)  # bad flags fail before anything is written
     out_dir.mkdir(parents=True, exist_ok=True)
-    settings = _settings(args, base, out_dir, study_name)
     if settings.algorithm in ("hyperband", "asha") and "train.epoch" in space.keys():
         settings.max_epochs = int(max(p.high for p in space.params if p.key == "train.epoch"))
     log = sys.stderr
@@ -86,8 +90,7 @@ def run_from_train(args: argparse.Namespace) -> int:
     from skillbank.automl.command import add_arguments
 
     add_arguments(parser)
-    argv = ["--spec", str(args.spec), "--backend", getattr(args, "backend", None) or "local",
-            "--max-trials", str(getattr(args, "max_trials", None) or 8)]
-    if getattr(args, "resume", False):
+    argv = ["--spec", str(args.spec), "--backend", args.backend, "--max-trials", str(args.max_trials)]
+    if args.resume:
         argv.append("--resume")
     return run_automl(parser.parse_args(argv))

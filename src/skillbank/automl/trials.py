@@ -63,27 +63,14 @@ def _val_losses(output_dir: Path) -> list[float]:
             if row.get("val_loss") is not None]
 
 
-def eval_spec(spec: dict[str, Any], results_dir: Path):
-    """The evaluate spec of a trial: the train spec's validation set (else train) and vision settings."""
-    from skillbank.spec.evaluate import EvaluateSpec
+def evaluate_checkpoint(step_dir: Path, results_dir: Path, metric: str) -> float:
+    """Evaluate one export in this process (torch is imported once per study, not per checkpoint), on
+    the run's validation set (its training set when it has none) with the vision settings it trained with."""
+    from skillbank.evaluation.evaluate import evaluate, spec_from_run
 
-    val = spec["custom"].get("val_dataset") or spec["custom"]["train_dataset"]
-    vision = spec["custom"]["vision"]
-    return EvaluateSpec.model_validate({
-        "dataset": {"annotation_path": val["annotation_path"], "media_dir": val["media_path"],
-                    "system_prompt": spec["custom"]["system_prompt"]},
-        "vision": {"fps": vision["fps"], "num_frames": vision["nframes"], "total_pixels": vision.get("total_pixels")},
-        "results_dir": str(results_dir),  # num_gpus keeps its default: the GPU when there is one
-    })
-
-
-def evaluate_checkpoint(spec: dict[str, Any], model_dir: Path, results_dir: Path, metric: str) -> float:
-    """Evaluate one export in this process (torch is imported once per study, not per checkpoint)."""
-    from skillbank.evaluation.evaluate import evaluate
-    from skillbank.evaluation.metrics import metric_value
-
-    document = evaluate(eval_spec(spec, results_dir), model_name=str(model_dir), results_dir=results_dir, progress=False)
-    return metric_value(document, metric)[1]
+    run_dir = step_dir.parent.parent  # <run>/safetensors/step_N
+    spec = spec_from_run(run_dir, results_dir=results_dir, primary=metric, train_if_no_val=True)
+    return evaluate(spec, model_name=str(step_dir), progress=False)["primary_metric"]["value"]
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
@@ -120,7 +107,7 @@ def make_runner(*, metric: str, backend: str, maximize: bool):
                         _signal_group(proc, signal.SIGSTOP)
                     for epoch, step_dir, value in points:
                         if value is None:
-                            value = evaluate_checkpoint(spec, step_dir, trial_dir / "eval" / step_dir.name, metric)
+                            value = evaluate_checkpoint(step_dir, trial_dir / "eval" / step_dir.name, metric)
                         history.append((epoch, value))
                         if best is None or (value > best[0] if maximize else value < best[0]):
                             best = (value, str(step_dir) if step_dir else None)

@@ -107,22 +107,16 @@ def run_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-OVERRIDES = ("model_path", "video", "prompt", "annotation_path", "media_dir", "system_prompt", "max_tokens", "temperature", "batch_size")
+FLAGS = ("model_path", "video", "prompt", "annotation_path", "media_dir", "system_prompt", "fps", "num_frames", "max_tokens",
+         "temperature", "batch_size")  # each flag's dest is its InferenceSpec key
 
 
 def run_inference(args: argparse.Namespace) -> int:
     from skillbank.evaluation.inference import run_inference as infer
     from skillbank.spec.actions import InferenceSpec
-    from skillbank.spec.io import read_spec_file
-    from skillbank.spec.validation import validate
+    from skillbank.spec.io import spec_with_flags
 
-    data = read_spec_file(args.config) if args.config else {}
-    data.update({k: getattr(args, k) for k in OVERRIDES if getattr(args, k) is not None})
-    named = {k: getattr(args, k) for k in ("fps", "num_frames") if getattr(args, k) is not None}
-    if len(named) == 1:  # naming one of the pair clears the other (both named: the spec rule says no)
-        data.pop("num_frames" if "fps" in named else "fps", None)
-    data.update(named)
-    spec = validate(InferenceSpec, data, source=args.config or "command line")
+    spec = spec_with_flags(InferenceSpec, args.config, {key: getattr(args, key) for key in FLAGS})
     doc = infer(spec, out=args.out, progress=not args.quiet)  # type: ignore[arg-type]
     if args.json:
         print(json.dumps({"ok": True, **doc}, indent=2))

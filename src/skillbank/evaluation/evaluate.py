@@ -9,15 +9,11 @@ on a tie the earlier step wins (same score, less training).
 
 from __future__ import annotations
 
-import re
 import sys
 import time
-import tomllib
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from skillbank import atomic
 from skillbank.data import chat
@@ -25,16 +21,13 @@ from skillbank.data.records import load_records
 from skillbank.errors import InputError
 from skillbank.evaluation.metrics import check_ground_truths, evaluation_report, metric_value
 from skillbank.spec.evaluate import EvaluateSpec
+from skillbank.spec.io import read_spec_file
 from skillbank.spec.validation import validate
+from skillbank.training import layout
 
 RESULTS = "results.json"
 METRICS = "metrics.json"
 BEST = "best_checkpoint.json"
-STEP = re.compile(r"^step_(\d+)$")
-# files a training run keeps beside its checkpoints that name its validation set (first found wins)
-# (local backend: spec.json; cosmos-rl backend: cosmos_rl.toml; both have the train spec's `custom` table)
-RUN_SPEC_FILES = ("spec.json", "spec.yaml", "train.yaml", "cosmos_rl.toml")
-
 
 # ---- records ----------------------------------------------------------------------------------
 
@@ -98,7 +91,8 @@ def evaluate(
     )
     if spec.num_gpus > 0 and loaded.device.type == "cpu" and progress:
         print("note: num_gpus > 0 but no CUDA device is visible; evaluating on CPU", file=sys.stderr)
-    vision = VisionSettings(fps=spec.vision.fps, nframes=spec.vision.num_frames, total_pixels=spec.vision.total_pixels)
+    v = spec.vision
+    vision = VisionSettings(fps=v.fps, nframes=v.num_frames, total_pixels=v.total_pixels, max_pixels=v.max_pixels)
     builder = PromptBuilder(loaded.processor, vision=vision, system_prompt=spec.dataset.system_prompt, media_path=spec.dataset.media_dir)
     g = spec.generation
     settings = GenerationSettings(
@@ -136,63 +130,54 @@ def evaluate(
 # ---- a training run -----------------------------------------------------------------------------
 
 
-def _stamp_key(folder: Path) -> tuple[str, int]:
-    stamp, _, n = folder.name.partition("-")
-    return stamp, int(n) if n.isdigit() else 0
-
-
 def find_run_dir(run: str | Path) -> Path:
-    """The run folder holding safetensors/: `run` itself, or its newest timestamp subfolder."""
+    """The run folder holding whole exports: `run` itself, or the newest run under it."""
     root = Path(run).expanduser()
-    if (root / "safetensors").is_dir():
+    if layout.list_safetensors_steps(root):
         return root
     if not root.is_dir():
         raise InputError(f"run folder not found: {root}", where="--run", fix="pass <output_dir> or <output_dir>/<timestamp> of a training run")
-    stamps = [p for p in root.iterdir() if (p / "safetensors").is_dir()]
-    if not stamps:
-        raise InputError(f"no <timestamp>/safetensors/ under {root}", where="--run", fix="train with checkpoint export on (train.ckpt.export_safetensors)")
-    return max(stamps, key=_stamp_key)
+    runs = [r for r in layout.run_dirs(root) if layout.list_safetensors_steps(r)]
+    if not runs:
+        raise InputError(f"no <timestamp>/safetensors/step_N under {root}", where="--run",
+                         fix="train with checkpoint export on (train.ckpt.export_safetensors), or wait for the first export")
+    return runs[-1]
 
 
-def list_steps(run_dir: Path) -> list[tuple[int, Path]]:
-    steps = []
-    for folder in (run_dir / "safetensors").iterdir():
-        m = STEP.match(folder.name)
-        if m and folder.is_dir():
-            steps.append((int(m[1]), folder))
-    if not steps:
-        raise InputError(f"no safetensors/step_N folders in {run_dir}", where="--run", fix="wait for the first checkpoint export")
-    return sorted(steps)
+def spec_for_training(custom: dict[str, Any], *, results_dir: str | Path, source: str, primary: str = "accuracy",
+                      train_if_no_val: bool = False) -> EvaluateSpec:
+    """An evaluate spec that sees what training saw: the train spec's validation set (or, with
+    train_if_no_val, its training set when it has none), system prompt and vision settings.
+    `custom` is the train spec's custom table (as in a run's spec.json or cosmos_rl.toml)."""
+    val = custom.get("val_dataset") or {}
+    if not val.get("annotation_path"):
+        if not train_if_no_val:
+            raise InputError(f"no validation set in {source} (custom.val_dataset)", where="--run",
+                             fix="pass --config FILE.toml naming dataset.annotation_path and dataset.media_dir")
+        val = custom["train_dataset"]
+    vision = custom.get("vision") or {}
+    dataset = {"annotation_path": val["annotation_path"], "media_dir": val.get("media_path", "")}
+    if "system_prompt" in custom:
+        dataset["system_prompt"] = custom["system_prompt"]
+    return validate(EvaluateSpec, {  # type: ignore[return-value]
+        "dataset": dataset,
+        "vision": {key: vision.get(train_key) for key, train_key in
+                   (("fps", "fps"), ("num_frames", "nframes"), ("total_pixels", "total_pixels"), ("max_pixels", "max_pixels"))},
+        "metrics": {"primary": primary},
+        "results_dir": str(results_dir),  # num_gpus keeps its default: the GPU when there is one
+    }, source=source)
 
 
-def spec_from_run(run_dir: Path) -> EvaluateSpec:
-    """An evaluate spec for the run's own validation set, read from the training spec kept in the run."""
-    for name in RUN_SPEC_FILES:
-        path = run_dir / name
-        if not path.is_file():
-            continue
-        data = tomllib.loads(path.read_text()) if path.suffix == ".toml" else yaml.safe_load(path.read_text())
-        custom = (data or {}).get("custom") or {}
-        val = custom.get("val_dataset") or {}
-        if not val.get("annotation_path"):
-            continue
-        vision = custom.get("vision") or {}
-        nframes = vision.get("nframes")
-        spec = {
-            "dataset": {"annotation_path": val["annotation_path"], "media_dir": val.get("media_path", "")},
-            "vision": {"num_frames": nframes} if nframes else {"fps": vision.get("fps") or 2.0},
-            "results_dir": str(run_dir / "evaluate"),
-        }
-        if vision.get("total_pixels"):
-            spec["vision"]["total_pixels"] = vision["total_pixels"]
-        if "system_prompt" in custom:
-            spec["dataset"]["system_prompt"] = custom["system_prompt"]
-        return validate(EvaluateSpec, spec, source=str(path))  # type: ignore[return-value]
-    raise InputError(
-        f"no validation set found in {run_dir} (looked for custom.val_dataset in {', '.join(RUN_SPEC_FILES)})",
-        where="--run",
-        fix="pass --config FILE.toml naming dataset.annotation_path and dataset.media_dir",
-    )
+def spec_from_run(run_dir: Path, *, results_dir: str | Path | None = None, primary: str = "accuracy",
+                  train_if_no_val: bool = False) -> EvaluateSpec:
+    """The evaluate spec for a run, from the train spec its backend keeps in the run folder."""
+    path = layout.run_spec_file(run_dir)
+    if path is None:
+        raise InputError(f"{run_dir} keeps no train spec ({' or '.join(layout.RUN_SPEC_FILES)})", where="--run",
+                         fix="pass --config FILE.toml naming dataset.annotation_path and dataset.media_dir")
+    custom = read_spec_file(path).get("custom") or {}
+    return spec_for_training(custom, results_dir=results_dir or run_dir / "evaluate", source=str(path), primary=primary,
+                             train_if_no_val=train_if_no_val)
 
 
 def evaluate_run(run: str | Path, spec: EvaluateSpec | None = None, *, progress: bool = True) -> dict[str, Any]:
@@ -201,7 +186,7 @@ def evaluate_run(run: str | Path, spec: EvaluateSpec | None = None, *, progress:
     from skillbank.evaluation.generate import PromptCache
 
     run_dir = find_run_dir(run)
-    steps = list_steps(run_dir)
+    steps = [(step, layout.safetensors_dir(run_dir, step)) for step in layout.list_safetensors_steps(run_dir)]
     spec = spec or spec_from_run(run_dir)
     root = Path(spec.results_dir)
     records = load_eval_records(spec)

@@ -28,11 +28,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from skillbank.errors import InputError
+from skillbank.spec.evaluate import TASK_TYPES
 
 YES, NO = "yes", "no"
 DIRECTIONS = ("left", "right", "straight")
 UNPARSEABLE = "unparseable"
-TASK_TYPES = ("", "its_directionality")
 _PUNCT = ".,!?;:'\"`*"
 _STRIP = _PUNCT + " "
 

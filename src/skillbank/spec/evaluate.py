@@ -33,7 +33,7 @@ class EvalModelSpec(Section):
 
 
 class EvalTaskSpec(Section):
-    type: Literal["", "its_directionality"] = param("", "\"\": general evaluator (yes/no binary metrics when every answer is yes/no, else exact match); \"its_directionality\": left/right/straight.")
+    type: Literal[TASK_TYPES] = param("", "\"\": general evaluator (yes/no binary metrics when every answer is yes/no, else exact match); \"its_directionality\": left/right/straight.")
 
 
 class EvaluationSpec(Section):
@@ -47,6 +47,7 @@ class EvalVisionSpec(Section):
     fps: float | None = param(2.0, "Frames sampled per second. Exactly one of fps / num_frames.", gt=0, le=60)
     num_frames: int | None = param(None, "Fixed frames per video. Exactly one of fps / num_frames.", ge=2)
     total_pixels: int | None = param(None, "Pixel budget per video over all frames; null uses the processor's.", ge=1)
+    max_pixels: int | None = param(None, "Pixel cap per frame; null uses the processor's.", ge=1)
 
 
 

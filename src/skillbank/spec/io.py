@@ -37,10 +37,13 @@ def load_spec(path: str | Path, model: type[BaseModel]) -> BaseModel:
 
 def spec_with_flags(model: type[BaseModel], path: str | Path | None, values: dict[str, Any]) -> BaseModel:
     """A command's spec: the spec file (or the model's defaults) with the flags the user gave
-    (`values`: spec key -> value, None for a flag not given) set on top, validated as one spec, so a
-    wrong flag gets the same error, naming the same key, as a wrong value in the file."""
+    (`values`: spec key -> value, None for a flag not given) applied as `--set` overrides (setting
+    one of an exclusive pair clears the other), validated as one spec: a wrong flag gets the same
+    error, naming the same key, as a wrong value in the file."""
+    from skillbank.spec.overrides import apply_overrides
+
     data = read_spec_file(path) if path else {}
-    data.update({key: value for key, value in values.items() if value is not None})
+    apply_overrides(model, data, {key: value for key, value in values.items() if value is not None})
     return validate(model, data, source=str(path) if path else "command line")
 
 

@@ -4,6 +4,8 @@
         checkpoints/step_N/policy/                 {model,optimizer,scheduler,extra_info}_rank_R.pth,
                                                    cosmos_config, .rank_R_complete markers
         safetensors/step_N/                        a Hugging Face folder (model + processor)
+        spec.json | cosmos_rl.toml                 the train spec as run (local / cosmos-rl backend)
+        metrics.jsonl, train.log                   per-step metrics, log (local backend's names)
 
 A checkpoint is complete only when cosmos_config and every saving rank's marker exist (markers are
 written after the rank's files), so a reader never resumes from a half-written one. Safetensors
@@ -24,6 +26,11 @@ from typing import Any
 STEP_DIR = re.compile(r"^step_(\d+)$")
 RUN_DIR = re.compile(r"^(\d{14})(?:-(\d+))?$")  # cosmos-rl's %Y%m%d%H%M%S, -N when two start in one second
 CONFIG_FILE = "cosmos_config"
+SPEC_FILE = "spec.json"  # the local backend's validated train spec (vision budget resolved)
+TOML_FILE = "cosmos_rl.toml"  # the cosmos-rl backend's config (its `custom` table is the train spec's)
+RUN_SPEC_FILES = (SPEC_FILE, TOML_FILE)
+METRICS_FILE = "metrics.jsonl"
+LOG_FILE = "train.log"
 
 
 def timestamp() -> str:
@@ -178,7 +185,7 @@ def prune(run_dir: str | os.PathLike[str], max_keep: int) -> list[int]:
 
 def read_metrics(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The run's metrics.jsonl as a list (unparseable trailing lines from a kill are skipped)."""
-    path = Path(run_dir) / "metrics.jsonl"
+    path = Path(run_dir) / METRICS_FILE
     rows = []
     if path.is_file():
         for line in path.read_text(encoding="utf-8").splitlines():
@@ -187,3 +194,8 @@ def read_metrics(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
             except ValueError:
                 continue
     return rows
+
+
+def run_spec_file(run_dir: str | os.PathLike[str]) -> Path | None:
+    """The train spec the run's backend kept in the run folder, or None."""
+    return next((Path(run_dir) / name for name in RUN_SPEC_FILES if (Path(run_dir) / name).is_file()), None)
