@@ -13,12 +13,10 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
 
 from skillbank.assets import store
 from skillbank.errors import InputError
 
-Family = Literal["qwen2_5_vl", "qwen3_vl"]
 FAMILIES: tuple[str, ...] = ("qwen2_5_vl", "qwen3_vl")
 KIND = "tiny-model"
 
@@ -309,9 +307,9 @@ def write_tiny_model(out_dir: str | os.PathLike[str], *, family: str = "qwen2_5_
 
 
 def _args(family: str, seed: int, size: TinySize) -> dict:
-    import transformers
+    from importlib.metadata import version  # not `import transformers`: a cache hit must not load torch
 
-    return {"family": family, "seed": seed, "size": asdict(size), "transformers": transformers.__version__}
+    return {"family": family, "seed": seed, "size": asdict(size), "transformers": version("transformers")}
 
 
 def build_tiny_model(
