@@ -64,7 +64,7 @@ class VisionSettings:
         vision = spec.custom.vision
         total = vision.total_pixels
         if total is None:
-            total = int(spec.policy.model_max_length * (patch_size * merge_size) ** 2 * 0.9)
+            total = video.default_total_pixels(spec.policy.model_max_length, (patch_size * merge_size) ** 2)
         return cls(fps=vision.fps, nframes=vision.nframes, total_pixels=total, max_pixels=vision.max_pixels)
 
 
@@ -222,11 +222,10 @@ class ExampleBuilder:
 
     # -- pixel budget as qwen_vl_utils computes it
     def frame_pixels(self, nframes: int) -> int:
-        budget = self.frame_max_pixels
-        if self.vision.total_pixels is not None:
-            budget = min(budget, max(self.vision.total_pixels / nframes * video.FRAME_FACTOR, int(self.min_pixels * 1.05)))
-        if self.vision.max_pixels is not None:
-            budget = min(budget, self.vision.max_pixels)
+        budget = video.frame_pixel_budget(
+            nframes, total_pixels=self.vision.total_pixels, min_pixels=self.min_pixels,
+            frame_max_pixels=self.frame_max_pixels, max_pixels=self.vision.max_pixels,
+        )
         return int(max(budget, self.min_pixels))
 
     def record_key(self, record: dict[str, Any]) -> str:

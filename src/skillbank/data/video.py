@@ -15,6 +15,8 @@ from typing import TypedDict
 FRAME_FACTOR = 2  # frames come in temporal patches of 2
 FPS_MIN_FRAMES = 4
 FPS_MAX_FRAMES = 768
+PIXEL_BUDGET_SHARE = 0.9  # of the context the video may fill by default; the rest is prompt and answer
+MIN_PIXELS_SLACK = 1.05  # qwen_vl_utils keeps a frame's pixel cap at least this times min_pixels
 
 
 class DecodeError(ValueError):
@@ -78,3 +80,22 @@ def sample_indices(total: int, video_fps: float, *, fps: float | None = None, nf
     if n == 1:
         return [0]
     return [round(i * (total - 1) / (n - 1)) for i in range(n)]
+
+
+def default_total_pixels(model_max_length: int, pixels_per_token: int) -> int:
+    """custom.vision.total_pixels when the spec leaves it null: 90% of the context in pixels.
+    pixels_per_token is (patch_size * merge_size)**2: 784 for Qwen2.5-VL, 1024 for Qwen3-VL."""
+    return int(model_max_length * pixels_per_token * PIXEL_BUDGET_SHARE)
+
+
+def frame_pixel_budget(
+    frames: int, *, total_pixels: int | None, min_pixels: int, frame_max_pixels: int, max_pixels: int | None = None
+) -> float:
+    """The most pixels one frame may have (qwen_vl_utils.fetch_video): the clip's total_pixels shared
+    over its frames, within [min_pixels * 1.05, frame_max_pixels], then capped by max_pixels."""
+    budget: float = frame_max_pixels
+    if total_pixels is not None:
+        budget = max(min(frame_max_pixels, total_pixels / frames * FRAME_FACTOR), int(min_pixels * MIN_PIXELS_SLACK))
+    if max_pixels is not None:
+        budget = min(budget, max_pixels)
+    return budget

@@ -17,6 +17,7 @@ from typing import Any
 
 from skillbank import atomic
 from skillbank.data import chat
+from skillbank.data.media import media_root
 from skillbank.data.records import load_records
 from skillbank.errors import InputError
 from skillbank.evaluation.metrics import check_ground_truths, evaluation_report, metric_value
@@ -47,7 +48,7 @@ def check_inputs(records: list[dict[str, Any]], spec: EvaluateSpec) -> None:
     """Everything that can fail on the data fails here, before a model loads."""
     from skillbank.evaluation.inputs import check_videos
 
-    check_videos(records, spec.dataset.media_dir, where="dataset.media_dir")
+    check_videos(records, media_root(spec.dataset.media_dir, spec.dataset.annotation_path), where="dataset.media_dir")
     check_ground_truths([chat.prompt_and_answer(r)[1] for r in records], spec.task.type)
 
 
@@ -93,7 +94,8 @@ def evaluate(
         print("note: num_gpus > 0 but no CUDA device is visible; evaluating on CPU", file=sys.stderr)
     v = spec.vision
     vision = VisionSettings(fps=v.fps, nframes=v.num_frames, total_pixels=v.total_pixels, max_pixels=v.max_pixels)
-    builder = PromptBuilder(loaded.processor, vision=vision, system_prompt=spec.dataset.system_prompt, media_path=spec.dataset.media_dir)
+    media = media_root(spec.dataset.media_dir, spec.dataset.annotation_path)
+    builder = PromptBuilder(loaded.processor, vision=vision, system_prompt=spec.dataset.system_prompt, media_path=media)
     g = spec.generation
     settings = GenerationSettings(
         max_new_tokens=g.max_tokens, temperature=g.temperature, top_p=g.top_p, repetition_penalty=g.repetition_penalty, seed=spec.evaluation.seed

@@ -8,6 +8,7 @@ from typing import Any
 
 from skillbank import atomic
 from skillbank.data import chat
+from skillbank.data.media import media_root
 from skillbank.data.records import load_records
 from skillbank.errors import InputError
 from skillbank.spec.actions import InferenceSpec
@@ -37,7 +38,7 @@ def run_inference(spec: InferenceSpec, *, out: str | None = None, progress: bool
             fix="pass --video FILE --prompt TEXT, or --annotations FILE --media-dir DIR",
         )
     if batch:
-        records, media = load_records(spec.annotation_path), spec.media_dir
+        records, media = load_records(spec.annotation_path), media_root(spec.media_dir, spec.annotation_path)
         check_videos(records, media, where="media_dir")
     else:
         records, media = [single_record(spec.video, spec.prompt)], ""

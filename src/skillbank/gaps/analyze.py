@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from skillbank import atomic
+from skillbank.data.media import media_root as resolve_media_root
 from skillbank.errors import InputError
 from skillbank.gaps.jsonarray import read_array
 
@@ -268,8 +269,7 @@ def analyze_gaps(
     """Write the failures parquet (COLUMNS) and its summary JSON; return the summary."""
     results_json = find_results_json(results_dir)
     if annotations:
-        if media_root is None:
-            media_root = annotations.rsplit("/", 1)[0] if "/" in annotations else "."
+        media_root = resolve_media_root(media_root or "", annotations)
     fails = _failures(results_json, threads)
     table = fails.table
     ids = table["video_id"].combine_chunks()

@@ -109,12 +109,12 @@ def _train(spec: Any, ctx: Context) -> None:
 
     custom = spec.custom
     train_file = spec_checks.dataset_file("custom.train_dataset.annotation_path", custom.train_dataset.annotation_path, f)
-    train_media = spec_checks.media_folder("custom.train_dataset.media_path", custom.train_dataset.media_path, f)
+    train_media = spec_checks.media_folder("custom.train_dataset.media_path", custom.train_dataset.media_path, custom.train_dataset.annotation_path, f)
     media_folders = [train_media]
     val = None
     if custom.val_dataset is not None and custom.val_dataset.annotation_path:
         val_file = spec_checks.dataset_file("custom.val_dataset.annotation_path", custom.val_dataset.annotation_path, f)
-        val_media = spec_checks.media_folder("custom.val_dataset.media_path", custom.val_dataset.media_path, f)
+        val_media = spec_checks.media_folder("custom.val_dataset.media_path", custom.val_dataset.media_path, custom.val_dataset.annotation_path, f)
         media_folders.append(val_media)
         if val_file:
             val = _scan(ctx, "val", val_file, ScanOptions(val_media, keep_keys=True, budget=budget))
@@ -220,7 +220,7 @@ def _evaluate(spec: Any, ctx: Context) -> None:
     if ctx.gpus_per_node is not None and spec.num_gpus > ctx.gpus_per_node:
         f.error("spec.parallelism", f"num_gpus {spec.num_gpus} but --gpus-per-node is {ctx.gpus_per_node}", f"set num_gpus={ctx.gpus_per_node} or fewer", "num_gpus")
     file = spec_checks.dataset_file("dataset.annotation_path", spec.dataset.annotation_path, f)
-    media = spec_checks.media_folder("dataset.media_dir", spec.dataset.media_dir, f)
+    media = spec_checks.media_folder("dataset.media_dir", spec.dataset.media_dir, spec.dataset.annotation_path, f)
     if file:
         data = _scan(ctx, "eval", file, ScanOptions(media, decode_sample=ctx.decode_sample))
         _decode(ctx, data, None)
@@ -231,7 +231,7 @@ def _inference(spec: Any, ctx: Context) -> None:
     _models(ctx, [env_checks.resolve("model_path", spec.model_path)])
     if spec.annotation_path:
         file = spec_checks.dataset_file("annotation_path", spec.annotation_path, f)
-        media = spec_checks.media_folder("media_dir", spec.media_dir, f)
+        media = spec_checks.media_folder("media_dir", spec.media_dir, spec.annotation_path, f)
         if file:
             _decode(ctx, _scan(ctx, "inference", file, ScanOptions(media, decode_sample=ctx.decode_sample)), None)
     elif spec.video:
@@ -247,7 +247,7 @@ def _quantize(spec: Any, ctx: Context) -> None:
     _models(ctx, [model])
     if spec.calibration_annotation_path:
         file = spec_checks.dataset_file("calibration_annotation_path", spec.calibration_annotation_path, f)
-        media = spec_checks.media_folder("calibration_media_dir", spec.calibration_media_dir, f)
+        media = spec_checks.media_folder("calibration_media_dir", spec.calibration_media_dir, spec.calibration_annotation_path, f)
         if file:
             _scan(ctx, "calibration", file, ScanOptions(media))
     if model.where == "local":

@@ -4,12 +4,13 @@ machine or the data: parallel sizes vs GPUs, training steps per rank, validation
 from __future__ import annotations
 
 import copy
-import math
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from skillbank.data.media import media_root
+from skillbank.data.split import check_val_dataset, train_split_size, uses_train_split
 from skillbank.errors import InputError
 from skillbank.preflight.report import Findings
 from skillbank.spec.io import read_spec_file
@@ -86,23 +87,11 @@ def parallelism(spec: Any, gpus_per_node: int | None, nodes: int | None, finding
         )
 
 
-def validation_split(spec: Any, train_records: int) -> int:
-    """Records cosmos-rl moves from train to validation (validation on, no val_dataset)."""
-    if not spec.validation.enable or spec.custom.val_dataset is not None:
-        return 0
-    test_size = spec.train.train_policy.dataset.test_size
-    if test_size is None:
-        test_size = 0.1
-    if test_size < 1:
-        return math.ceil(test_size * train_records)
-    return int(test_size)
-
-
 def steps_per_rank(spec: Any, train_records: int, val_records: int | None, findings: Findings) -> None:
     p = spec.policy.parallelism
     ranks = p.dp_shard_size * p.dp_replicate_size
     batch, mini = spec.train.train_batch_per_replica, spec.train.train_policy.mini_batch
-    split = validation_split(spec, train_records)
+    split = train_split_size(spec, train_records)
     left = train_records - split
     per_rank = max(left, 0) // ranks
     if per_rank < batch:
@@ -133,20 +122,15 @@ def steps_per_rank(spec: Any, train_records: int, val_records: int | None, findi
 
 
 def validation_data(spec: Any, findings: Findings) -> None:
-    if not spec.validation.enable:
+    try:
+        check_val_dataset(spec)
+    except InputError as exc:
+        findings.error("spec.validation_data", exc.message, exc.fix, exc.where)
         return
-    val = spec.custom.val_dataset
-    if val is not None and not val.annotation_path:
+    if uses_train_split(spec) and spec.train.train_policy.dataset.test_size == 0:
         findings.error(
             "spec.validation_data",
-            "validation.enable is true and custom.val_dataset is set, but its annotation_path is empty: validation has no data",
-            "set custom.val_dataset.annotation_path, or set custom.val_dataset to null to split train by train.train_policy.dataset.test_size",
-            "custom.val_dataset.annotation_path",
-        )
-    elif val is None and spec.train.train_policy.dataset.test_size == 0:
-        findings.error(
-            "spec.validation_data",
-            "validation.enable is true with no custom.val_dataset and test_size 0: validation has no data",
+            "validation.enable is true with no custom.val_dataset and test_size 0: cosmos-rl still moves 1 train record to validation",
             "give custom.val_dataset, set train.train_policy.dataset.test_size (e.g. 0.1), or set validation.enable=false",
             "train.train_policy.dataset.test_size",
         )
@@ -166,13 +150,14 @@ def dataset_file(key: str, value: str, findings: Findings, *, required: bool = T
     return str(path)
 
 
-def media_folder(key: str, value: str, findings: Findings) -> str:
+def media_folder(key: str, value: str, annotation_path: str, findings: Findings) -> str:
+    """The folder the records' video paths are checked against (skillbank.data.media's rule)."""
+    folder = media_root(value, annotation_path)
     if not value:
         findings.warning(
             "spec.dataset_paths",
-            f"{key} is empty: media paths in the records are resolved from the current folder",
+            f"{key} is empty: media paths in the records are resolved from the annotation file's folder {folder}",
             f"set {key} to the folder the records' video paths are relative to",
             key,
         )
-        return "."
-    return str(Path(value).expanduser())
+    return str(Path(folder).expanduser())

@@ -24,7 +24,14 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from skillbank.data.video import FPS_MAX_FRAMES, FPS_MIN_FRAMES, FRAME_FACTOR, num_sampled_frames
+from skillbank.data.video import (
+    FPS_MAX_FRAMES,
+    FPS_MIN_FRAMES,
+    FRAME_FACTOR,
+    default_total_pixels,
+    frame_pixel_budget,
+    num_sampled_frames,
+)
 
 VIDEO_MIN_TOKENS = 128
 VIDEO_MAX_TOKENS = 768
@@ -75,7 +82,7 @@ class VisionBudget:
     @classmethod
     def from_train_spec(cls, spec: Any, patch_size: int) -> "VisionBudget":
         vision, length = spec.custom.vision, spec.policy.model_max_length
-        total = vision.total_pixels or int(length * (patch_size * 2) ** 2 * 0.9)  # the dataset script's default
+        total = vision.total_pixels if vision.total_pixels is not None else default_total_pixels(length, (patch_size * 2) ** 2)
         return cls(length, patch_size, vision.fps, vision.nframes, total, vision.max_pixels, spec.custom.system_prompt)
 
     @property
@@ -85,10 +92,10 @@ class VisionBudget:
     def frame_pixels(self, frames: int) -> tuple[int, int]:
         """(lowest, highest) pixels per frame for a clip sampled to `frames` frames."""
         ppt = self.pixels_per_token
-        min_pixels, frame_max = VIDEO_MIN_TOKENS * ppt, VIDEO_MAX_TOKENS * ppt
-        high = max(min(frame_max, self.total_pixels / frames * FRAME_FACTOR), int(min_pixels * 1.05))
-        if self.max_pixels is not None:
-            high = min(high, self.max_pixels)
+        min_pixels = VIDEO_MIN_TOKENS * ppt
+        high = frame_pixel_budget(
+            frames, total_pixels=self.total_pixels, min_pixels=min_pixels, frame_max_pixels=VIDEO_MAX_TOKENS * ppt, max_pixels=self.max_pixels
+        )
         return min(min_pixels, high), high
 
     def text_tokens(self, chars: int) -> int:

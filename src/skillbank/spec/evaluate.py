@@ -15,7 +15,7 @@ TASK_TYPES = ("", "its_directionality")
 
 class EvalDatasetSpec(Section):
     annotation_path: str = param("", "LLaVA annotations.json of the evaluation set (id, video, video_fps, conversations).")
-    media_dir: str = param("", "Folder the records' video paths are relative to.")
+    media_dir: str = param("", "Folder the records' video paths are relative to (empty: the annotation file's folder).")
     system_prompt: str = param("You are a helpful assistant. Answer the question about the video with a short answer.", "System prompt; keep answers short and constrained so exact match works.")
 
 

@@ -120,7 +120,7 @@ class LoggingSpec(Section):
 
 class DatasetPathsSpec(Section):
     annotation_path: str = param("", "LLaVA annotations.json (a JSON array of records with id, video, video_fps, conversations).")
-    media_path: str = param("", "Folder the records' video / image paths are relative to.")
+    media_path: str = param("", "Folder the records' video / image paths are relative to (empty: the annotation file's folder).")
 
 
 class VisionSpec(Section):

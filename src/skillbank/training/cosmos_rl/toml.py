@@ -18,12 +18,12 @@ import tomli_w
 
 from skillbank import atomic
 from skillbank.errors import InputError
+from skillbank.data.media import media_root
 from skillbank.data.records import load_records
+from skillbank.data.split import check_val_dataset, train_split_size
+from skillbank.data.video import PIXEL_BUDGET_SHARE, default_total_pixels
 from skillbank.spec.train import TrainSpec
 from skillbank.training.cosmos_rl.family import ModelFamily
-
-PIXEL_BUDGET_SHARE = 0.9  # of the context the video may fill; the rest is prompt and answer
-DEFAULT_TEST_SIZE = 0.1  # what cosmos-rl splits off train when validation has no set of its own
 
 
 @dataclass
@@ -121,17 +121,10 @@ def train_steps(spec: TrainSpec) -> tuple[int, int]:
         raise InputError(
             "no training annotations", where="custom.train_dataset.annotation_path", fix="set it to a LLaVA annotations.json"
         )
+    check_val_dataset(spec)
     n = len(load_records(_abs(path)))
-    if spec.validation.enable and spec.custom.val_dataset is None:
-        n -= _split_size(n, spec.train.train_policy.dataset.test_size)
+    n -= train_split_size(spec, n)
     return n, steps_per_epoch(n, batch=spec.train.train_batch_per_replica, dp_world=dp_world_size(spec))
-
-
-def _split_size(n: int, test_size: float | None) -> int:
-    """Records cosmos-rl moves from train to validation (its split_train_n_val_dataset)."""
-    size = DEFAULT_TEST_SIZE if test_size is None else test_size
-    wanted = int(n * size) if size < 1 else int(size)
-    return max(min(wanted, n - 1), 1) if n > 1 else 0
 
 
 def _validation(spec: TrainSpec, steps: int, records: int, notes: list[str]) -> dict[str, Any]:
@@ -161,7 +154,7 @@ def _custom(spec: TrainSpec, family: ModelFamily, notes: list[str]) -> dict[str,
     custom = spec.custom
     vision = custom.vision.model_dump(mode="json")
     if vision["total_pixels"] is None:
-        vision["total_pixels"] = int(spec.policy.model_max_length * family.pixels_per_token * PIXEL_BUDGET_SHARE)
+        vision["total_pixels"] = default_total_pixels(spec.policy.model_max_length, family.pixels_per_token)
         notes.append(
             f"custom.vision.total_pixels {vision['total_pixels']} = model_max_length {spec.policy.model_max_length}"
             f" x {family.pixels_per_token} pixels per token ({family.model_type}) x {PIXEL_BUDGET_SHARE}"
@@ -172,15 +165,14 @@ def _custom(spec: TrainSpec, family: ModelFamily, notes: list[str]) -> dict[str,
         "vision": vision,
         "train_dataset": _dataset_paths(custom.train_dataset),
     }
-    if custom.val_dataset is not None:
+    if custom.val_dataset is not None and custom.val_dataset.annotation_path:  # the script reads every set it is given
         out["val_dataset"] = _dataset_paths(custom.val_dataset)
     return out
 
 
 def _dataset_paths(paths: Any) -> dict[str, str]:
-    # An empty media_path means the records' paths are relative to where the command runs (cosmos-rl's
-    # workers run there too): naming that folder makes every video path absolute.
-    return {"annotation_path": _abs(paths.annotation_path), "media_path": _abs(paths.media_path or ".")}
+    # The media folder is always named (absolute), so the dataset script never resolves an empty one.
+    return {"annotation_path": _abs(paths.annotation_path), "media_path": _abs(media_root(paths.media_path, paths.annotation_path))}
 
 
 def _abs(path: str) -> str:

@@ -3,8 +3,8 @@
 The order of an epoch is a pure function of (train_policy.dataloader_seed, epoch): a resumed run
 picks up the very batch the interrupted run would have trained on next. A partial last global
 batch is dropped so every rank takes the same number of steps (FSDP collectives need that).
-Without custom.val_dataset, validation takes train_policy.dataset.test_size of train (a fraction,
-or a record count; 10% when unset, as cosmos-rl does).
+Without custom.val_dataset, validation takes records from train: how many and when is
+skillbank.data.split (cosmos-rl's rule); which ones is a seeded sample here.
 """
 
 from __future__ import annotations
@@ -15,22 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from skillbank.data.examples import ExampleBuilder, VisionSettings, collate, default_cache_root
+from skillbank.data.media import media_root
 from skillbank.data.records import load_records
-
-DEFAULT_TEST_FRACTION = 0.1
-
-
-def media_root(paths) -> str:
-    """A dataset's media_path, defaulting to the annotation file's folder."""
-    return paths.media_path or str(Path(paths.annotation_path).resolve().parent)
+from skillbank.data.split import check_val_dataset, uses_train_split, validation_count
 
 
 def split_validation(records: list[dict[str, Any]], test_size: float | None, seed: int) -> tuple[list, list]:
     """(train, val) taken from one record list, deterministically."""
     n = len(records)
-    size = DEFAULT_TEST_FRACTION if test_size is None else test_size
-    count = int(round(n * size)) if size < 1 else int(size)
-    count = min(max(count, 1 if n > 1 else 0), n - 1) if n > 1 else 0
+    count = validation_count(n, test_size)
     chosen = set(random.Random(f"val-split/{seed}").sample(range(n), count))
     return [r for i, r in enumerate(records) if i not in chosen], [r for i, r in enumerate(records) if i in chosen]
 
@@ -60,20 +53,20 @@ class DataSplits:
         def builder(paths) -> ExampleBuilder:
             return ExampleBuilder(
                 processor, model_path=model_path, vision=vision, system_prompt=custom.system_prompt,
-                media_path=media_root(paths), cache_root=root,
+                media_path=media_root(paths.media_path, paths.annotation_path), cache_root=root,
             )
 
         train_builder = builder(custom.train_dataset)
         train_records = load_records(custom.train_dataset.annotation_path)
+        check_val_dataset(spec)
         val: list = []
-        if custom.val_dataset is not None and custom.val_dataset.annotation_path:
-            if spec.validation.enable:
-                val_builder = builder(custom.val_dataset)
-                val = [(r, val_builder) for r in load_records(custom.val_dataset.annotation_path)]
-        elif spec.validation.enable:
+        if uses_train_split(spec):
             seed = spec.train.train_policy.dataloader_seed
             train_records, held = split_validation(train_records, spec.train.train_policy.dataset.test_size, seed)
             val = [(r, train_builder) for r in held]
+        elif spec.validation.enable:
+            val_builder = builder(custom.val_dataset)
+            val = [(r, val_builder) for r in load_records(custom.val_dataset.annotation_path)]
         pad = processor.tokenizer.pad_token_id
         return cls(
             train=[(r, train_builder) for r in train_records],

@@ -78,19 +78,18 @@ def resolve_model(ref: str, *, download: bool) -> tuple[str, list[str]]:
 def _steps(spec) -> tuple[int, int, int]:
     """(train records after a validation split, steps per epoch, total steps) without torch."""
     from skillbank.data.records import load_records
-    from skillbank.training.local.data import split_validation
+    from skillbank.data.split import check_val_dataset, train_split_size
     from skillbank.training.local.schedule import StepPlan
 
     paths = spec.custom.train_dataset
     if not paths.annotation_path:
         raise InputError("custom.train_dataset.annotation_path is empty", where="custom.train_dataset.annotation_path", fix="point it at a LLaVA annotations.json")
-    records = load_records(paths.annotation_path)
-    val = spec.custom.val_dataset
-    if spec.validation.enable and not (val is not None and val.annotation_path):
-        records, _ = split_validation(records, spec.train.train_policy.dataset.test_size, spec.train.train_policy.dataloader_seed)
+    check_val_dataset(spec)
+    n = len(load_records(paths.annotation_path))
+    n -= train_split_size(spec, n)
     par = spec.policy.parallelism
-    plan = StepPlan(len(records), par.dp_shard_size * par.dp_replicate_size, spec.train.train_batch_per_replica, spec.train.epoch, spec.train.max_num_steps)
-    return len(records), plan.steps_per_epoch, plan.total_steps
+    plan = StepPlan(n, par.dp_shard_size * par.dp_replicate_size, spec.train.train_batch_per_replica, spec.train.epoch, spec.train.max_num_steps)
+    return n, plan.steps_per_epoch, plan.total_steps
 
 
 def plan_local(spec, *, resume: bool = False, dry_run: bool = False) -> LocalPlan:
