@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -114,6 +115,27 @@ def test_job_record_never_writes_secrets(tmp_path, monkeypatch):
     doc = json.loads(text)
     assert doc["status"] == "failed" and doc["outputs"]["run_dir"] == str(tmp_path / "run")
     assert len(doc["spec_sha256"]) == 64 and doc["started_at"] and doc["ended_at"]
+
+
+@pytest.mark.parametrize("raised,status,exit_code", [
+    (None, "succeeded", 0),
+    (InputError("zero steps"), "failed", 2),
+    (RuntimeError("rank 1 died"), "failed", 1),
+    (KeyboardInterrupt(), "cancelled", None),
+])
+def test_tracking_finishes_the_record_however_the_job_ends(tmp_path, raised, status, exit_code):
+    """train and demo share this lifecycle: no record stays "running" after the command is gone."""
+    from skillbank.training.jobrecord import JobRecord
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("train: {}\n")
+    job = JobRecord.start(action="train", backend="local", spec_path=spec, results_dir=tmp_path, argv=["skillbank", "train"])
+    with pytest.raises(type(raised)) if raised else contextlib.nullcontext():
+        with job.tracking():
+            if raised:
+                raise raised
+    doc = json.loads(job.path.read_text())
+    assert (doc["status"], doc["exit_code"]) == (status, exit_code) and doc["ended_at"]
 
 
 def test_loss_falls_on_one_batch(tiny_model_dir, demo_dataset_dir):

@@ -16,7 +16,6 @@ import sys
 import time
 import tomllib
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -25,6 +24,7 @@ from skillbank import cli
 from skillbank.platform import context as ctxmod
 from skillbank.platform import record as rec
 from skillbank.platform import submit as submod
+from skillbank.preflight.report import Finding, Report
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "hf_" + "Zq9" * 10  # token-shaped, must never be written anywhere
@@ -43,7 +43,7 @@ def _env(tmp_path, monkeypatch):
 
 def _passing_preflight(**kwargs):
     _passing_preflight.calls.append(kwargs)
-    return SimpleNamespace(ok=True, findings=[SimpleNamespace(severity="warning", message="w", where="", fix="")])
+    return Report([Finding("spec.parallelism", "warning", "w")])
 
 
 _passing_preflight.calls = []
@@ -356,13 +356,27 @@ def test_local_cancel_stops_the_process_tree(tmp_path, monkeypatch, capsys):
 
 
 def test_failed_preflight_submits_nothing(tmp_path, monkeypatch, capsys):
-    bad = SimpleNamespace(ok=False, findings=[SimpleNamespace(
-        severity="error", message="records per rank < train_batch_per_replica", where="train.train_batch_per_replica", fix="lower it")])
+    bad = Report([Finding("spec.steps_per_rank", "error", "records per rank < train_batch_per_replica", "lower it", "train.train_batch_per_replica")])
     monkeypatch.setattr(submod, "load_run_preflight", lambda: (lambda **kw: bad))
     code, out, _ = run_cli("submit", "--platform", "local", "--spec", str(write_spec(tmp_path)), "--json", capsys=capsys)
     doc = json.loads(out)
     assert code == 2 and doc["ok"] is False and "train.train_batch_per_replica" in doc["error"]["message"]
     assert not (tmp_path / "results" / "jobs").exists()
+
+
+def test_failed_launch_is_one_json_document_and_a_failed_record(tmp_path, monkeypatch, capsys):
+    from skillbank.errors import RunError
+    from skillbank.platform import local
+
+    def refuse(ctx, rendered):
+        raise RunError("no such interpreter")
+
+    monkeypatch.setattr(local, "launch", refuse)
+    code, out, err = run_cli("submit", "--platform", "local", "--spec", str(write_spec(tmp_path)), "--json", capsys=capsys)
+    doc = json.loads(out)  # a RunError under --json is reported like bad input, with exit 1
+    assert code == 1 and doc["ok"] is False and "no such interpreter" in doc["error"]["message"] and not err
+    record = json.loads(next((tmp_path / "results" / "jobs").glob("*.json")).read_text())
+    assert record["status"] == "failed" and record["ended"]
 
 
 def test_missing_preflight_module_is_recorded(tmp_path, monkeypatch, capsys):

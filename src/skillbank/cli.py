@@ -59,12 +59,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _report(exc: InputError, as_json: bool) -> None:
+def _report(exc: InputError | RunError, as_json: bool) -> None:
+    """One JSON document on stdout under --json (bad input and failed runs alike), else one line on stderr."""
     if as_json:
-        doc = {"ok": False, "error": {"message": exc.message, "where": exc.where, "fix": exc.fix}}
-        print(json.dumps(doc, indent=2))
+        error = {"message": exc.message, "where": exc.where, "fix": exc.fix} if isinstance(exc, InputError) else {"message": str(exc), "where": "", "fix": ""}
+        print(json.dumps({"ok": False, "error": error}, indent=2))
     else:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {exc}" if isinstance(exc, InputError) else f"run failed: {exc}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         _report(exc, as_json)
         return 2
     except RunError as exc:
-        print(f"run failed: {exc}", file=sys.stderr)
+        _report(exc, as_json)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -29,11 +29,13 @@ val has ~15% of --records. Deterministic given --seed.
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from skillbank.assets.tiny_model import FAMILIES  # light: the builder imports torch / transformers when it runs
+
     m = subparsers.add_parser(
         "make-tiny-model", help="build the tiny offline Qwen-VL model (embedded default)", description=MODEL_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    m.add_argument("--family", choices=("qwen2_5_vl", "qwen3_vl"), default="qwen2_5_vl", help="model family (default qwen2_5_vl)")
+    m.add_argument("--family", choices=FAMILIES, default=FAMILIES[0], help="model family (default: %(default)s)")
     m.add_argument("--out", default=None, help="output folder (default: the shared cache under $SKILLBANK_CACHE)")
     m.add_argument("--seed", type=int, default=0, help="weight-init seed (default 0)")
     m.add_argument("--cache", action="store_true", help="build once in the shared cache and copy it to --out")

@@ -16,6 +16,7 @@ clips, run DEFT gap analysis, and print a before/after table with every artefact
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from skillbank.assets.tiny_model import FAMILIES
     from skillbank.demo.recipe import DemoRecipe
 
     d = DemoRecipe()
@@ -27,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ranks", type=int, help=f"local FSDP2 ranks (default: {d.ranks})")
     p.add_argument("--records", type=int, help=f"training clips (default: {d.records})")
     p.add_argument("--seed", type=int, help=f"seed of data, model and training (default: {d.seed})")
-    p.add_argument("--family", choices=("qwen2_5_vl", "qwen3_vl"), help=f"tiny model family (default: {d.family})")
+    p.add_argument("--family", choices=FAMILIES, help=f"tiny model family (default: {d.family})")
     p.add_argument("--json", action="store_true", help="print one JSON document {families, artifacts, wall_s, ...}")
     p.set_defaults(run=run)
 

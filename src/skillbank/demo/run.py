@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from skillbank.demo.recipe import DemoRecipe, overrides
-from skillbank.errors import InputError, RunError
+from skillbank.errors import RunError
 
 SKILL = "tao-finetune-cosmos-reason"
-FAMILIES = {"yes_no": "yes_no", "directionality": "directionality", "colour": "colour"}
 
 
 def _evaluate(model: str, data: Path, out: Path, recipe: DemoRecipe, *, progress: bool) -> dict[str, Any]:
@@ -31,8 +30,7 @@ def _evaluate(model: str, data: Path, out: Path, recipe: DemoRecipe, *, progress
     })
     doc = evaluate(spec, progress=progress)
     rows = json.loads((out / "results.json").read_text(encoding="utf-8"))
-    records = {r["id"]: r for r in json.loads((data / "val" / "annotations.json").read_text(encoding="utf-8"))}
-    direction = [r for r in rows if records.get(r["video_id"], {}).get("family") == "directionality"]
+    direction = [r for r in rows if r.get("family") == "directionality"]
     if direction:  # the its_directionality evaluator on that family: per-class scores and confusion matrix
         doc["its_directionality"] = compute_metrics([r["gt"] for r in direction], [r["response"] for r in direction], "its_directionality")
     return doc
@@ -75,9 +73,7 @@ def run_demo(recipe: DemoRecipe, out: Path, *, log: Callable[[str], None] = prin
 
     log("[3/7] preflight: every record, media, parallelism, vision budget")
     report = run_preflight(skill=SKILL, action="train", spec_path=spec_path, gpus_per_node=recipe.ranks, nodes=1, backend="local")
-    errors = [f for f in report.findings if f.severity == "error"]
-    if errors:
-        raise InputError("preflight failed: " + "; ".join(f"{f.check}: {f.message}" for f in errors[:5]), where=str(spec_path))
+    report.require_ok(skill=SKILL, action="train", spec_path=spec_path)
     t = lap("spec_and_preflight_s", t)
 
     decision = route(skill=SKILL, action="train", automl_policy="off")
@@ -90,15 +86,11 @@ def run_demo(recipe: DemoRecipe, out: Path, *, log: Callable[[str], None] = prin
     log(f"[6/7] train: local backend, {recipe.ranks} rank(s), {recipe.steps} steps")
     job = JobRecord.start(action="train", backend="local", spec_path=spec_path, argv=["skillbank", "demo"], results_dir=str(out),
                           extra={"route": decision.to_dict()})
-    try:
+    with job.tracking():
         trained_run = train_local(built.spec, spec_path=spec_path, job=job, log=log, stdout=rank_stdout)
-    except (RunError, InputError) as exc:
-        job.finish("failed", exit_code=1, error=str(exc))
-        raise
-    job.finish("succeeded", exit_code=0)
-    final = trained_run["final_safetensors"]
-    if not final:
-        raise RunError(f"training wrote no safetensors export; see {trained_run['run_dir']}")
+        final = trained_run["final_safetensors"]
+        if not final:
+            raise RunError(f"training wrote no safetensors export; see {trained_run['run_dir']}")
     t = lap("train_s", t)
 
     log("[7/7] evaluate the trained model, then DEFT gap analysis")
@@ -132,7 +124,7 @@ def run_demo(recipe: DemoRecipe, out: Path, *, log: Callable[[str], None] = prin
             "gaps_summary": str(out / "gaps.summary.json"),
         },
         "gaps": {k: gaps.get(k) for k in ("total", "failures", "counts")},
-        "preflight": {"errors": len(errors), "warnings": sum(1 for f in report.findings if f.severity == "warning")},
+        "preflight": report.summary(),
         "timings": timings,
         "wall_s": round(time.perf_counter() - started, 1),
     }

@@ -20,7 +20,6 @@ from skillbank.platform.context import JobContext, Options, build_context, copy_
 DEFAULT_SKILL = "tao-finetune-cosmos-reason"
 PLATFORMS = ("local", "docker", "slurm")
 BACKENDS = ("local", "cosmos-rl")
-SHOWN_FINDINGS = 8
 
 
 def platform_module(name: str) -> ModuleType:
@@ -53,18 +52,8 @@ def preflight_gate(ctx: JobContext, *, gpus_per_node: int | None) -> dict[str, A
         skill=ctx.skill, action="train", spec_path=str(ctx.spec_path),
         gpus_per_node=gpus_per_node, nodes=ctx.nodes, backend=ctx.backend,
     )
-    findings = list(getattr(report, "findings", []) or [])
-    errors = [f for f in findings if getattr(f, "severity", "") == "error"]
-    summary = {"ran": True, "ok": bool(report.ok), "errors": len(errors), "warnings": len(findings) - len(errors)}
-    if not report.ok:
-        lines = [f"{getattr(f, 'where', '') or '-'}: {f.message}" + (f" (fix: {f.fix})" if getattr(f, "fix", "") else "") for f in errors]
-        more = f"\n  ... and {len(lines) - SHOWN_FINDINGS} more" if len(lines) > SHOWN_FINDINGS else ""
-        raise InputError(
-            f"preflight failed with {len(errors)} error(s); nothing was submitted:\n  " + "\n  ".join(lines[:SHOWN_FINDINGS]) + more,
-            where=str(ctx.spec_path),
-            fix=f"fix the spec, then check with `skillbank preflight --skill {ctx.skill} --action train --spec {ctx.spec_path}`",
-        )
-    return summary
+    report.require_ok(skill=ctx.skill, action="train", spec_path=ctx.spec_path, outcome="nothing was submitted")
+    return {"ran": True, **report.summary()}
 
 
 def _preflight_gpus(platform: str, flag: int | None, ctx: JobContext, dry_run: bool) -> int | None:

@@ -9,10 +9,14 @@ from __future__ import annotations
 import shutil
 import textwrap
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Literal
+
+from skillbank.errors import InputError
 
 Severity = Literal["error", "warning"]
 CAP = 20
+SHOWN_ERRORS = 8  # errors a failed gate lists in its message; `skillbank preflight` shows them all
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,31 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "findings": [asdict(f) for f in self.findings], "stats": self.stats}
+
+    def summary(self) -> dict[str, Any]:
+        """What a command that ran preflight as its gate reports about it (counts include capped findings)."""
+        return {"ok": self.ok, "errors": self.stats.get("errors", len(self.errors)), "warnings": self.stats.get("warnings", len(self.warnings))}
+
+    def require_ok(self, *, skill: str, action: str, spec_path: str | Path, outcome: str = "nothing was launched") -> None:
+        """The gate of train, demo and submit: raise one InputError listing the first errors, so each
+        command stops before it launches anything and says the same thing the same way."""
+        if self.ok:
+            return
+        errors = self.errors
+        lines = [_line(f) for f in errors[:SHOWN_ERRORS]]
+        if len(errors) > SHOWN_ERRORS:
+            lines.append(f"... and {len(errors) - SHOWN_ERRORS} more")
+        raise InputError(
+            f"preflight found {self.summary()['errors']} error(s); {outcome}:\n    " + "\n    ".join(lines),
+            where=str(spec_path),
+            fix=f"fix them, then see every finding with `skillbank preflight --skill {skill} --action {action} --spec {spec_path}`",
+        )
+
+
+def _line(f: Finding) -> str:
+    where = f" at {f.where}" if f.where else ""
+    fix = f" (fix: {f.fix})" if f.fix else ""
+    return f"{f.check}{where}: {f.message}{fix}"
 
 
 class Findings:

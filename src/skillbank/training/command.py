@@ -6,13 +6,13 @@ Light at import (argparse only); the backends import torch / cosmos-rl when they
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from skillbank.errors import InputError, RunError
+from skillbank.errors import InputError
 
 SKILL = "tao-finetune-cosmos-reason"
 BACKENDS = ("cosmos-rl", "local")
@@ -56,39 +56,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
-def _module_exists(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except ModuleNotFoundError:
-        return False
-
-
-def _preflight(args: argparse.Namespace) -> dict[str, Any] | None:
-    if not _module_exists("skillbank.preflight.run"):
-        return None
+def _preflight(args: argparse.Namespace) -> dict[str, Any]:
     from skillbank.preflight.run import run_preflight
 
     report = run_preflight(skill=SKILL, action="train", spec_path=args.spec, backend=args.backend, gpus_per_node=None, nodes=None)
-    if not report.ok:
-        errors = [f for f in report.findings if getattr(f, "severity", "error") == "error"]
-        lines = [f"{getattr(f, 'check', '?')}: {getattr(f, 'message', f)}" for f in errors[:8]]
-        more = f"\n    ... and {len(errors) - 8} more" if len(errors) > 8 else ""
-        first = errors[0] if errors else None
-        raise InputError(
-            f"preflight found {len(errors)} error(s):\n    " + "\n    ".join(lines) + more,
-            where=str(getattr(first, "where", "") or args.spec),
-            fix=str(getattr(first, "fix", "") or f"run `skillbank preflight --skill {SKILL} --action train --spec {args.spec}` for details"),
-        )
-    return {"ok": True, "findings": len(report.findings)}
+    report.require_ok(skill=SKILL, action="train", spec_path=args.spec)
+    return report.summary()
 
 
 def _handoff_to_automl(args: argparse.Namespace) -> int:
-    if not _module_exists("skillbank.automl.run"):
-        raise InputError(
-            "the router sent this request to AutoML, which is not built yet",
-            where="--automl-policy",
-            fix="pass --automl-policy off to train directly",
-        )
     from skillbank.automl.run import run_from_train
 
     return int(run_from_train(args) or 0)
@@ -121,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         job = JobRecord.start(action="train", backend=args.backend, spec_path=args.spec, argv=sys.argv, results_dir=spec.results_dir,
                               extra={"route": decision.to_dict()})
         log(f"job record: {job.path}")
-    try:
+    with job.tracking() if job is not None else nullcontext():
         if args.backend == "local":
             from skillbank.training.local.launch import train_local
 
@@ -131,23 +107,6 @@ def run(args: argparse.Namespace) -> int:
             from skillbank.training.cosmos_rl.launch import train_cosmos_rl
 
             result = train_cosmos_rl(spec, spec_path=Path(args.spec), resume=args.resume, dry_run=args.dry_run, job=job, log=log)
-    except KeyboardInterrupt:
-        if job is not None:
-            job.finish("cancelled", error="interrupted")
-        raise
-    except (InputError, RunError) as exc:
-        if job is not None:
-            job.finish("failed", exit_code=2 if isinstance(exc, InputError) else 1, error=str(exc))
-        if isinstance(exc, RunError) and args.json:  # the CLI reports InputError as JSON itself
-            print(json.dumps({"ok": False, "error": {"message": str(exc), "where": "", "fix": "fix the cause, then rerun with --resume"},
-                              "job_record": str(job.path) if job else None}, indent=2))
-        raise
-    except Exception as exc:
-        if job is not None:
-            job.finish("failed", exit_code=1, error=f"{type(exc).__name__}: {exc}")
-        raise
-    if job is not None:
-        job.finish("succeeded", exit_code=0)
     if args.json:
         doc = {
             "ok": True,

@@ -4,37 +4,26 @@
 succeeded | failed | cancelled), start / end times and output paths. Secrets are read by name and never
 written: every value of HF_TOKEN, WANDB_API_KEY, AWS_* and friends found in the environment is
 masked in everything the record holds (argv, errors, outputs) before it reaches the disk.
+The job id, the spec hash and the times come from skillbank.platform.record, like a submitted job's.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import secrets
 import socket
-import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from skillbank import atomic
+from skillbank.errors import InputError, RunError
+from skillbank.platform.record import new_job_id, now, sha256_file
 from skillbank.redaction import redact
 
 SCHEMA_VERSION = 1
 STATUSES = ("running", "succeeded", "failed", "cancelled", "dry_run")
 TOP_LEVEL = {"status", "pid", "backend", "spec", "reason", "error", "exit_code", "route"}
-
-
-def sha256_file(path: str | os.PathLike[str]) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
 class JobRecord:
@@ -57,7 +46,7 @@ class JobRecord:
         outputs: dict[str, Any] | None = None,
         extra: dict[str, Any] | None = None,
     ) -> "JobRecord":
-        job_id = f"{action}-{time.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(3)}"
+        job_id = new_job_id(action)
         spec = Path(spec_path).resolve()
         data = {
             "schema_version": SCHEMA_VERSION,
@@ -82,15 +71,6 @@ class JobRecord:
         record.write()
         return record
 
-    @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> "JobRecord":
-        p = Path(path)
-        return cls(p, json.loads(p.read_text(encoding="utf-8")))
-
-    @property
-    def job_id(self) -> str:
-        return self.data["job_id"]
-
     def write(self) -> None:
         atomic.write_json(self.path, redact(self.data))
 
@@ -107,12 +87,25 @@ class JobRecord:
                 self.data["outputs"][key] = value
         self.write()
 
-    def set(self, **fields: Any) -> None:
-        self.data.update(fields)
-        self.write()
-
     def finish(self, status: str, *, exit_code: int | None = None, error: str | None = None) -> None:
         if status not in ("succeeded", "failed", "cancelled"):
             raise ValueError(f"status must be succeeded, failed or cancelled, not {status!r}")
         self.data.update(status=status, ended_at=now(), exit_code=exit_code, error=error)
         self.write()
+
+    @contextmanager
+    def tracking(self) -> Iterator["JobRecord"]:
+        """Finish the record however the job's body ends, so no record stays "running" after the
+        command is gone: succeeded; failed with exit 2 (bad input) or 1 (anything else); cancelled on Ctrl-C."""
+        try:
+            yield self
+        except KeyboardInterrupt:
+            self.finish("cancelled", error="interrupted")
+            raise
+        except InputError as exc:
+            self.finish("failed", exit_code=2, error=str(exc))
+            raise
+        except Exception as exc:
+            self.finish("failed", exit_code=1, error=str(exc) if isinstance(exc, RunError) else f"{type(exc).__name__}: {exc}")
+            raise
+        self.finish("succeeded", exit_code=0)
