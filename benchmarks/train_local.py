@@ -70,35 +70,26 @@ def demo_spec(model: Path, data: Path, out: Path, args: argparse.Namespace) -> d
 
 
 def evaluate(export: Path, data: Path, fps: float, batch_size: int = 64) -> dict[str, dict[str, float]]:
-    """Greedy exact match on the held-out split, per family (the evaluation package's generate loop)."""
-    import torch
-    from transformers import AutoModelForImageTextToText, AutoProcessor
+    """Greedy decoding on the held-out split through `skillbank evaluate`'s own path (model loading
+    included, so evaluation sees what the product's does), accuracy per family."""
+    from collections import Counter
 
-    from skillbank.data.examples import VisionSettings
     from skillbank.data.records import load_records
-    from skillbank.evaluation.generate import GenerationSettings, generate_answers
-    from skillbank.evaluation.inputs import PromptBuilder
+    from skillbank.evaluation.evaluate import evaluate as evaluate_model
+    from skillbank.spec.evaluate import EvaluateSpec
 
-    records = load_records(data / "val" / "annotations.json")
-    processor = AutoProcessor.from_pretrained(export)
-    model = AutoModelForImageTextToText.from_pretrained(export).eval()
-    builder = PromptBuilder(processor, vision=VisionSettings(fps=fps), system_prompt=DEFAULT_SYSTEM, media_path=data / "val")
-    answers = generate_answers(model, processor, builder, records, device=torch.device("cpu"), batch_size=batch_size,
-                               settings=GenerationSettings(max_new_tokens=4), progress=False)
-    scores: dict[str, list[int]] = {}
-    for record, answer in zip(records, answers):
-        gt = record["conversations"][1]["value"].strip().lower()
-        scores.setdefault(record["family"], []).append(int(answer.strip().lower() == gt))
-    return {family: {"accuracy": sum(s) / len(s), "n": len(s)} for family, s in sorted(scores.items())}
+    val = data / "val" / "annotations.json"
+    spec = EvaluateSpec.model_validate({
+        "dataset": {"annotation_path": str(val), "media_dir": str(data / "val")}, "vision": {"fps": fps},
+        "generation": {"max_tokens": 4}, "evaluation": {"batch_size": batch_size}, "num_gpus": 0,
+        "results_dir": str(export.parent.parent / "evaluate" / export.name),
+    })
+    families = evaluate_model(spec, model_name=str(export), progress=False)["families"]
+    counts = Counter(r["family"] for r in load_records(val))
+    return {family: {"accuracy": m["accuracy"], "n": counts[family]} for family, m in sorted(families.items())}
 
 
-DEFAULT_SYSTEM = "You are a helpful assistant. Answer the question about the video with a short answer."
-
-
-def summarise(run_dir: Path) -> dict:
-    from skillbank.training import layout
-
-    rows = layout.read_metrics(run_dir)
+def summarise(rows: list[dict]) -> dict:
     train = [r for r in rows if "loss" in r]
     vals = [r for r in rows if r.get("val_loss") is not None]
     rates = [r["samples_per_s"] for r in train[1:] if r.get("samples_per_s")]
@@ -153,11 +144,12 @@ def main() -> int:
         result = train_local(spec, log=lambda line: print(line, file=log, flush=True), stdout=sys.stderr if args.json else None)
         run_dir = Path(result["run_dir"])
     t_train = time.perf_counter() - t1
-    summary = summarise(run_dir)
-    t2 = time.perf_counter()
     from skillbank.training import layout
 
-    rows = {r["step"]: r for r in layout.read_metrics(run_dir) if "loss" in r}
+    metrics = layout.read_metrics(run_dir)
+    summary = summarise(metrics)
+    t2 = time.perf_counter()
+    rows = {r["step"]: r for r in metrics if "loss" in r}
     start_time = rows[1]["time"] - 1.0 / max(1e-9, (rows[1].get("samples_per_s") or 1) / args.batch) if 1 in rows else None
     by_step = {}
     for step in layout.list_safetensors_steps(run_dir):
