@@ -323,3 +323,21 @@ def test_resume_with_other_parallelism_is_refused(reference_run, tiny_model_dir,
     same = TrainSpec.model_validate(local_train_spec(tiny_model_dir, demo_dataset_dir, reference_run["root"] / "out", RUN))
     plan = plan_local(same, resume=True, dry_run=True)
     assert plan.resume_from == layout.checkpoint_dir(reference_run["run_dir"], STEPS)
+
+
+def test_the_run_keeps_the_pixel_budget_it_trained_with_and_evaluation_reads_it(tmp_path, tiny_model_dir, demo_dataset_dir):
+    """spec.json in the run folder has custom.vision.total_pixels resolved for the model (as the
+    cosmos-rl TOML has), so `evaluate --run` and AutoML trials evaluate with training's budget."""
+    from skillbank.data.video import default_total_pixels
+    from skillbank.evaluation.evaluate import spec_from_run
+    from skillbank.spec.train import TrainSpec
+    from skillbank.training.local.launch import _as_run
+
+    spec = TrainSpec.model_validate(local_train_spec(tiny_model_dir, demo_dataset_dir, tmp_path / "out"))
+    assert spec.custom.vision.total_pixels is None
+    run_spec = _as_run(spec, str(tiny_model_dir))
+    assert run_spec.custom.vision.total_pixels == default_total_pixels(spec.policy.model_max_length, 28 * 28)
+    assert spec.custom.vision.total_pixels is None  # the caller's spec is not modified
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / layout.SPEC_FILE).write_text(run_spec.model_dump_json())
+    assert spec_from_run(tmp_path / "run").vision.total_pixels == run_spec.custom.vision.total_pixels

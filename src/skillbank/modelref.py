@@ -65,6 +65,21 @@ def folder_problem(path: Path, markers: tuple[str, ...] = ("config.json",)) -> s
     return ""
 
 
+def local_folder(value: str, *, where: str, markers: tuple[str, ...] = ("config.json",), fetch: bool = True) -> str:
+    """The absolute local model folder `value` names; a hub reference is snapshot-downloaded (with
+    fetch=False it comes back as its owner/repo id). A bad reference, or a folder without one of
+    `markers`, is an InputError naming `where`."""
+    ref = parse(value)
+    if ref.kind == "invalid":
+        raise InputError(f"model not found: {value!r} {ref.problem}", where=where, fix="give a local Hugging Face folder, hf_model://owner/repo or owner/repo")
+    if ref.kind == "hub":
+        return download(ref.repo, where=where) if fetch else ref.repo
+    problem = folder_problem(ref.path, markers)
+    if problem:
+        raise InputError(f"{ref.path} {problem}", where=where, fix="point at a Hugging Face model folder, e.g. <run>/safetensors/step_N")
+    return str(ref.path.resolve())
+
+
 def download(repo_id: str, *, where: str) -> str:
     """A local snapshot of `repo_id` from the hub cache, downloading what is missing.
 

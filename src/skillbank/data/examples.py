@@ -68,6 +68,18 @@ class VisionSettings:
         return cls(fps=vision.fps, nframes=vision.nframes, total_pixels=total, max_pixels=vision.max_pixels)
 
 
+def pixels_per_token(model_path: str | os.PathLike[str]) -> int | None:
+    """(patch_size * merge_size)**2 of a model folder's video processor, from its config files (no
+    transformers import); None when the folder has none."""
+    for name in ("video_preprocessor_config.json", "preprocessor_config.json"):
+        try:
+            config = json.loads((Path(model_path) / name).read_text(encoding="utf-8"))
+            return (int(config["patch_size"]) * int(config["merge_size"])) ** 2
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return None
+
+
 def processor_fingerprint(model_path: str | os.PathLike[str]) -> str:
     """A digest of the files that decide tokenization and preprocessing (no transformers import)."""
     digest = hashlib.sha256()

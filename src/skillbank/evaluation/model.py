@@ -18,16 +18,8 @@ MODEL_MARKERS = ("config.json", "adapter_config.json")  # a full model, or a LoR
 
 
 def resolve_model_path(name: str, *, key: str = "model.model_name") -> str:
-    """A local folder for `name`: the folder itself, or a hub snapshot for hf_model://owner/repo / owner/repo."""
-    ref = modelref.parse(name)
-    if ref.kind == "hub":
-        return modelref.download(ref.repo, where=key)
-    if ref.kind == "invalid":
-        raise InputError(f"model not found: {name!r} {ref.problem}", where=key, fix="pass a local model folder, hf_model://owner/repo or owner/repo")
-    problem = modelref.folder_problem(ref.path, MODEL_MARKERS)
-    if problem:
-        raise InputError(f"{ref.path} {problem}", where=key, fix="point at a Hugging Face folder, e.g. <run>/safetensors/step_N")
-    return str(ref.path)
+    """A local folder for `name` (a model, or a LoRA adapter): the folder, or a hub snapshot."""
+    return modelref.local_folder(name, where=key, markers=MODEL_MARKERS)
 
 
 def has_processor(folder: str) -> bool:

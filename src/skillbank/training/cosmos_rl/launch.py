@@ -51,7 +51,7 @@ class RunLayout:
 
     @property
     def toml_path(self) -> Path:
-        return self.run_dir / "cosmos_rl.toml"
+        return self.run_dir / run_layout.TOML_FILE
 
     @property
     def log_dir(self) -> Path:
@@ -63,7 +63,7 @@ class RunLayout:
 
     @property
     def metrics_path(self) -> Path:
-        return self.run_dir / "metrics.jsonl"
+        return self.run_dir / run_layout.METRICS_FILE
 
     @property
     def result_path(self) -> Path:

@@ -17,6 +17,8 @@ from typing import Any, Callable
 
 from skillbank import atomic, modelref
 from skillbank.errors import InputError, RunError
+from skillbank.data.examples import pixels_per_token
+from skillbank.data.video import default_total_pixels
 from skillbank.training import layout
 
 WORKER = "skillbank.training.local.worker"
@@ -61,18 +63,11 @@ class LocalPlan:
 
 
 def resolve_model(ref: str, *, download: bool) -> tuple[str, list[str]]:
-    """A local folder with config.json; hf_model://owner/repo or owner/repo is snapshot-downloaded."""
-    model = modelref.parse(ref)
-    if model.kind == "invalid":
-        raise InputError(f"model {ref!r} {model.problem}", where=MODEL_KEY, fix="give a folder with config.json or hf_model://owner/repo")
-    if model.kind == "local":
-        problem = modelref.folder_problem(model.path)
-        if problem:
-            raise InputError(f"{model.path} {problem}", where=MODEL_KEY, fix="point at a Hugging Face model folder")
-        return str(model.path.resolve()), []
-    if not download:
-        return model.repo, [f"{ref} would be downloaded with huggingface_hub.snapshot_download before launch"]
-    return modelref.download(model.repo, where=MODEL_KEY), []
+    """A local folder with config.json; hf_model://owner/repo or owner/repo is snapshot-downloaded
+    (a dry run names the id and says so)."""
+    path = modelref.local_folder(ref, where=MODEL_KEY, fetch=download)
+    hub = modelref.parse(ref).kind == "hub"
+    return path, [f"{ref} would be downloaded with huggingface_hub.snapshot_download before launch"] if hub and not download else []
 
 
 def _steps(spec) -> tuple[int, int, int]:
@@ -148,7 +143,7 @@ def _error_summary(run_dir: Path) -> str:
         lines = [ln for ln in path.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
         if lines:
             return f"{lines[-1]} (traceback: {path})"
-    return f"see {run_dir / 'train.log'}"
+    return f"see {run_dir / layout.LOG_FILE}"
 
 
 def summary(run_dir: Path) -> dict[str, Any]:
@@ -158,7 +153,7 @@ def summary(run_dir: Path) -> dict[str, Any]:
     exports = layout.list_safetensors_steps(run_dir)
     return {
         "run_dir": str(run_dir),
-        "metrics": str(run_dir / "metrics.jsonl"),
+        "metrics": str(run_dir / layout.METRICS_FILE),
         "last_step": train_rows[-1]["step"] if train_rows else 0,
         "first_loss": train_rows[0]["loss"] if train_rows else None,
         "last_loss": train_rows[-1]["loss"] if train_rows else None,
@@ -168,6 +163,17 @@ def summary(run_dir: Path) -> dict[str, Any]:
         "safetensors": [str(layout.safetensors_dir(run_dir, s)) for s in exports],
         "final_safetensors": str(layout.safetensors_dir(run_dir, exports[-1])) if exports else None,
     }
+
+
+def _as_run(spec, model_path: str):
+    """The spec the run keeps (and its ranks read): a null custom.vision.total_pixels resolved for
+    this model, as the cosmos-rl TOML writes it, so evaluating the run later sees training's budget."""
+    ppt = pixels_per_token(model_path)
+    if spec.custom.vision.total_pixels is not None or ppt is None:
+        return spec
+    run_spec = spec.model_copy(deep=True)
+    run_spec.custom.vision.total_pixels = default_total_pixels(spec.policy.model_max_length, ppt)
+    return run_spec
 
 
 def train_local(
@@ -197,9 +203,9 @@ def train_local(
             log(f"removed half-written checkpoints of steps {removed}")
     for stale in run_dir.glob("error_rank_*.txt"):
         stale.unlink()
-    atomic.write_text(run_dir / "spec.json", spec.model_dump_json(indent=2))
+    atomic.write_text(run_dir / layout.SPEC_FILE, _as_run(spec, plan.model_path).model_dump_json(indent=2))
     if job is not None:
-        job.update(run_dir=run_dir, metrics=run_dir / "metrics.jsonl", log=run_dir / "train.log",
+        job.update(run_dir=run_dir, metrics=run_dir / layout.METRICS_FILE, log=run_dir / layout.LOG_FILE,
                    checkpoints=run_dir / "checkpoints", safetensors=run_dir / "safetensors", launch_argv=plan.argv,
                    resume_from=str(plan.resume_from) if plan.resume_from else None)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}

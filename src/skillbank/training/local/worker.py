@@ -30,9 +30,6 @@ from skillbank.training.local import checkpoint as ckpt
 from skillbank.training.local import schedule
 from skillbank.training.local.model import compute_dtype, load_policy, lora_scaling, make_mesh, shard_model
 
-SPEC_FILE = "spec.json"
-METRICS_FILE = "metrics.jsonl"
-LOG_FILE = "train.log"
 
 
 @dataclass
@@ -138,7 +135,7 @@ class Trainer:
     def log(self, line: str, *, echo: bool = False) -> None:
         if not self.d.main:
             return
-        with open(self.run_dir / LOG_FILE, "a", encoding="utf-8") as f:
+        with open(self.run_dir / layout.LOG_FILE, "a", encoding="utf-8") as f:
             f.write(f"[{time.strftime('%H:%M:%S')}] {line}\n")
         if echo:
             from tqdm import tqdm
@@ -147,7 +144,7 @@ class Trainer:
 
     def metric(self, row: dict[str, Any]) -> None:
         if self.d.main:
-            with open(self.run_dir / METRICS_FILE, "a", encoding="utf-8") as f:
+            with open(self.run_dir / layout.METRICS_FILE, "a", encoding="utf-8") as f:
                 f.write(json.dumps(row) + "\n")
                 f.flush()
 
@@ -157,7 +154,7 @@ class Trainer:
             from skillbank import atomic
 
             rows = [r for r in layout.read_metrics(self.run_dir) if r.get("step", 0) <= self.step]
-            atomic.write_text(self.run_dir / METRICS_FILE, "".join(json.dumps(r) + "\n" for r in rows))
+            atomic.write_text(self.run_dir / layout.METRICS_FILE, "".join(json.dumps(r) + "\n" for r in rows))
 
     # ---- steps ------------------------------------------------------------------------------------
     def _to_device(self, batch: dict[str, Any]) -> dict[str, Any]:
@@ -336,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     from skillbank.spec.train import TrainSpec
 
     run_dir = Path(args.run_dir)
-    spec = TrainSpec.model_validate_json((run_dir / SPEC_FILE).read_text(encoding="utf-8"))
+    spec = TrainSpec.model_validate_json((run_dir / layout.SPEC_FILE).read_text(encoding="utf-8"))
     d = init_distributed()
     try:
         Trainer(spec, run_dir=run_dir, model_path=args.model_path, resume_from=args.resume_from, dist_info=d).run()
