@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any, get_args
 
-from skillbank.errors import InputError
+from skillbank.errors import InputError, RunError
 
 
 def _settings(args: argparse.Namespace, base: dict[str, Any], out_dir: Path, study_name: str):
@@ -70,17 +70,16 @@ def run_automl(args: argparse.Namespace) -> int:
     bar.close()
     rec = write_outputs(study, skill=args.skill, algorithm=settings.algorithm, metric=args.metric,
                         storage=settings.storage, out_dir=out_dir)
+    if not rec:
+        raise RunError(f"no trial completed: see {out_dir / 'trials.parquet'} for each trial's reason")
     if args.json:
-        print(json.dumps(rec or {"ok": False, "error": "no trial completed"}, indent=2))
-    elif rec:
+        print(json.dumps(rec, indent=2))
+    else:
         base_value = (rec.get("baseline") or {}).get("metric_value")
         print(f"best {args.metric} {rec['metric']['value']:.4f} (trial {rec['trial_number']}), "
               f"baseline {base_value if base_value is not None else 'n/a'}; trial-epochs {rec['trials']['trial_epochs']}")
         print(f"best params: {json.dumps(rec['best_params'])}")
         print(f"wrote {out_dir / 'best_rec.json'}, {out_dir / 'trials.parquet'}, {out_dir / 'history.png'}")
-    else:
-        print("no trial completed: see trials.parquet for the reasons", file=log)
-        return 1
     return 0
 
 

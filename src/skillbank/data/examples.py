@@ -68,6 +68,11 @@ class VisionSettings:
         return cls(fps=vision.fps, nframes=vision.nframes, total_pixels=total, max_pixels=vision.max_pixels)
 
 
+def has_processor(folder: str | os.PathLike[str]) -> bool:
+    """The folder carries a processor or tokenizer of its own (a LoRA adapter may not)."""
+    return any((Path(folder) / name).is_file() for name in PROCESSOR_FILES if name != "config.json")
+
+
 def pixels_per_token(model_path: str | os.PathLike[str]) -> int | None:
     """(patch_size * merge_size)**2 of a model folder's video processor, from its config files (no
     transformers import); None when the folder has none."""

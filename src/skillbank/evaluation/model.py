@@ -7,23 +7,17 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from skillbank import modelref
-from skillbank.errors import InputError
+from skillbank.data.examples import has_processor
 
-PROCESSOR_FILES = ("preprocessor_config.json", "video_preprocessor_config.json", "tokenizer_config.json", "tokenizer.json")
 MODEL_MARKERS = ("config.json", "adapter_config.json")  # a full model, or a LoRA adapter
 
 
 def resolve_model_path(name: str, *, key: str = "model.model_name") -> str:
     """A local folder for `name` (a model, or a LoRA adapter): the folder, or a hub snapshot."""
     return modelref.local_folder(name, where=key, markers=MODEL_MARKERS)
-
-
-def has_processor(folder: str) -> bool:
-    return any((Path(folder) / name).is_file() for name in PROCESSOR_FILES)
 
 
 @dataclass

@@ -154,10 +154,10 @@ def prepare(spec: TrainSpec, *, layout: RunLayout, resume: bool, dry_run: bool, 
         why, fix = TOOLS[missing[0]]
         raise InputError(f"{missing[0]} is not on PATH ({why})", where="PATH", fix=fix)
     notes = [f"{tool} is not on PATH ({TOOLS[tool][0]}): a real launch would stop here" for tool in missing]
-    train_steps(spec)  # bad data paths fail here, before a long download
+    counts = train_steps(spec)  # bad data paths fail here, before a long download
     model, model_notes = resolve_model(spec.policy.model_name_or_path, dry_run=dry_run, log=log)
     family = family_of(model)
-    built = build_toml(spec, model=model, family=family, run_dir=layout.run_dir, run_id=layout.run_id, resume=resume)
+    built = build_toml(spec, model=model, family=family, run_dir=layout.run_dir, run_id=layout.run_id, resume=resume, counts=counts)
     write_toml(layout.toml_path, built.data)
     argv = ["cosmos-rl", "--config", str(layout.toml_path), "--log-dir", str(layout.log_dir), str(SCRIPT)]
     return LaunchPlan(

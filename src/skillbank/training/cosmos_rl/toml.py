@@ -37,12 +37,14 @@ class CosmosToml:
     notes: list[str] = field(default_factory=list)
 
 
-def build_toml(spec: TrainSpec, *, model: str, family: ModelFamily, run_dir: Path, run_id: str, resume: bool) -> CosmosToml:
-    """The cosmos-rl config for one run. `model` is what cosmos-rl loads (a local path, or an id)."""
+def build_toml(spec: TrainSpec, *, model: str, family: ModelFamily, run_dir: Path, run_id: str, resume: bool,
+               counts: tuple[int, int] | None = None) -> CosmosToml:
+    """The cosmos-rl config for one run. `model` is what cosmos-rl loads (a local path, or an id);
+    `counts` is train_steps(spec) when the caller has it already (it reads the annotations)."""
     notes: list[str] = []
     train = _train(spec, run_dir=run_dir, run_id=run_id, resume=resume)
     policy = _policy(spec, model)
-    records, steps = train_steps(spec)
+    records, steps = counts or train_steps(spec)
     validation = _validation(spec, steps, records, notes)
     data: dict[str, Any] = {
         "redis": spec.redis,
