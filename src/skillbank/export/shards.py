@@ -15,6 +15,7 @@ from typing import Any
 
 from skillbank import modelref
 from skillbank.errors import InputError
+from skillbank.spec.train import LoraSpec
 
 
 def _placements(value: Any) -> tuple:
@@ -71,11 +72,7 @@ def checkpoint_to_hf(policy_dir: Path, work_dir: Path, step: int, *, base_model:
             where="base_model_path",
             fix="pass base_model_path (--base-model) = the model folder the run started from",
         )
-    lora = policy.get("lora") or {}
-    scale = None
-    if lora.get("enable"):
-        r, alpha = float(lora.get("r", 16)), float(lora.get("lora_alpha", 32))
-        scale = alpha / (r ** 0.5) if lora.get("use_rslora") else alpha / r
-    world = int(local.get("saving_ranks") or local.get("world_size") or 1)
+    scale = LoraSpec.model_validate(policy.get("lora") or {}).scale
+    world = layout.saving_ranks(policy_dir) or 1
     state = gather(policy_dir, world)
     return export_safetensors(work_dir, step, state, model_path=str(base.path), processor=AutoProcessor.from_pretrained(str(base.path)), lora_scale=scale)

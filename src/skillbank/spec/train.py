@@ -99,6 +99,13 @@ class LoraSpec(Section):
     use_rslora: bool = param(False, "Rank-stabilised LoRA scaling (alpha / sqrt(r)).")
     modules_to_save: list[str] | None = param(None, "Modules trained in full beside the adapters.")
 
+    @property
+    def scale(self) -> float | None:
+        """peft's scaling of the adapters' output: alpha / r, or alpha / sqrt(r) with rsLoRA; None when LoRA is off."""
+        if not self.enable:
+            return None
+        return self.lora_alpha / (self.r**0.5 if self.use_rslora else self.r)
+
 
 class PolicySpec(Section):
     model_name_or_path: str = param(

@@ -67,7 +67,7 @@ def save_checkpoint(
     _save(scheduler.state_dict(), policy / f"scheduler_rank_{rank}.pth")
     _save({**extra, "rng_state": rng_state(), "step": step}, policy / f"extra_info_rank_{rank}.pth")
     if rank == 0:
-        doc = {**config, "skillbank_local": {"saving_ranks": world, "world_size": world, "step": step}}
+        doc = {**config, "skillbank_local": {"saving_ranks": world, "step": step}}
         atomic.write_json(policy / layout.CONFIG_FILE, doc)
     atomic.write_text(policy / f".rank_{rank}_complete", "")
     return policy

@@ -54,14 +54,6 @@ def base_model(model):
     return model.get_base_model() if hasattr(model, "peft_config") else model
 
 
-def lora_scaling(model) -> float | None:
-    """alpha / r (or alpha / sqrt(r) with rsLoRA) of a peft model; None without LoRA."""
-    config = getattr(model, "peft_config", {}).get("default")
-    if config is None:
-        return None
-    return config.lora_alpha / (config.r**0.5 if config.use_rslora else config.r)
-
-
 def shard_units(model) -> list:
     names = set(getattr(base_model(model), "_no_split_modules", None) or [])
     return [m for m in model.modules() if type(m).__name__ in names]

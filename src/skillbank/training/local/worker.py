@@ -28,7 +28,7 @@ from typing import Any
 from skillbank.training import layout
 from skillbank.training.local import checkpoint as ckpt
 from skillbank.training.local import schedule
-from skillbank.training.local.model import compute_dtype, load_policy, lora_scaling, make_mesh, shard_model
+from skillbank.training.local.model import compute_dtype, load_policy, make_mesh, shard_model
 
 
 
@@ -97,7 +97,7 @@ class Trainer:
             torch.set_flush_denormal(True)  # denormal floats take x86 slow paths; flushing them is harmless here
 
         self.model, self.processor = load_policy(model_path, lora=spec.policy.lora, gradient_checkpointing=spec.policy.model_gradient_checkpointing)
-        self.lora_scale = lora_scaling(self.model)
+        self.lora_scale = spec.policy.lora.scale
         self.model.to(self.d.device)
         self.mesh = make_mesh(self.d.device.type, par.dp_replicate_size, par.dp_shard_size)
         shard_model(self.model, self.mesh, dtype=self.dtype)
