@@ -100,21 +100,11 @@ def cached_folder(*, kind: str, args: dict[str, Any], version: str, build: Calla
 
 
 def copy_folder(source: Path, target: str | os.PathLike[str]) -> Path:
-    """Copy a cached asset to `target` atomically (reusing `target` if it already is that asset)."""
+    """Copy a cached asset to `target` atomically (build_folder reuses `target` if it already is that asset)."""
     stamp = read_stamp(source) or {}
-    target = Path(target).resolve()
-    existing = read_stamp(target) if target.exists() else None
-    if existing and existing.get("key") == stamp.get("key"):
-        return target
 
     def build(tmp: Path) -> None:
-        for item in source.iterdir():
-            if item.name == STAMP:
-                continue
-            if item.is_dir():
-                shutil.copytree(item, tmp / item.name)
-            else:
-                shutil.copy2(item, tmp / item.name)
+        shutil.copytree(source, tmp, dirs_exist_ok=True, ignore=shutil.ignore_patterns(STAMP))
 
     return build_folder(
         target, kind=stamp.get("kind", "asset"), args=stamp.get("args", {}), version=stamp.get("code_version", ""), build=build
