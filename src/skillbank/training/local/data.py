@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from skillbank.data.examples import ExampleBuilder, VisionSettings, collate, default_cache_root
@@ -44,11 +43,11 @@ class DataSplits:
     _orders: dict[int, list[int]] = field(default_factory=dict)
 
     @classmethod
-    def from_spec(cls, spec, *, processor, model_path: str, cache_root: str | Path | None = None) -> "DataSplits":
+    def from_spec(cls, spec, *, processor, model_path: str) -> "DataSplits":
         custom = spec.custom
         vp = processor.video_processor
         vision = VisionSettings.from_spec(spec, patch_size=int(vp.patch_size), merge_size=int(vp.merge_size))
-        root = Path(cache_root) if cache_root is not None else default_cache_root()
+        root = default_cache_root()
 
         def builder(paths) -> ExampleBuilder:
             return ExampleBuilder(
