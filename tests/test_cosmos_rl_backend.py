@@ -26,7 +26,8 @@ from skillbank.spec.train import TrainSpec
 from skillbank.training.cosmos_rl import launch as launch_mod
 from skillbank.training.cosmos_rl.family import FAMILIES, family_of
 from skillbank.training.cosmos_rl.launch import RunLayout, prepare, train_cosmos_rl
-from skillbank.training.cosmos_rl.toml import build_toml, steps_per_epoch, write_toml
+from skillbank.training.cosmos_rl.toml import build_toml, write_toml
+from skillbank.training.steps import StepPlan
 from skillbank.training.cosmos_rl.watcher import LogWatcher, watch
 from skillbank.redaction import redact
 
@@ -257,9 +258,9 @@ def test_chats_go_through_the_cosmos_packer_of_the_family(cosmos, tmp_path, monk
 
 
 def test_steps_per_epoch_counts_like_cosmos():
-    assert steps_per_epoch(90, batch=4, dp_world=8) == 3  # ceil(90/8)=12 per rank
-    assert steps_per_epoch(7, batch=8, dp_world=1) == 0  # drop_last: no full batch
-    assert steps_per_epoch(16, batch=1, dp_world=16) == 1
+    assert StepPlan(90, ranks=8, batch_per_rank=4, epochs=1).steps_per_epoch == 3  # ceil(90/8)=12 per rank
+    assert StepPlan(7, ranks=1, batch_per_rank=8, epochs=1).steps_per_epoch == 0  # drop_last: no full batch
+    assert StepPlan(16, ranks=16, batch_per_rank=1, epochs=1).steps_per_epoch == 1
 
 
 def test_translations(tmp_path):
@@ -384,7 +385,7 @@ def clean_policy_log(total: int = 4) -> str:
     for epoch in (1, 2):
         lines += [f"[rank0]:{COSMOS}Training epoch {epoch}/2", f"[rank1]:{COSMOS}Training epoch {epoch}/2"]
         for step in range((epoch - 1) * 2 + 1, epoch * 2 + 1):
-            lines.append(f"[rank0]:{COSMOS}Step: {step}/{total}, Loss: {1.0 / step:.5f}, Grad norm: 1.00000, Iteration time: 0.50s")
+            lines.append(f"[rank0]:{COSMOS}Step: {step}/{total}, Loss: {1.0 / step:.5f}, Grad norm: 1.00000, Iteration time: 0.50s, optimizer/lr_model: 1.00000e-05")
         lines.append(f"[rank0]:\rValidation:  50%|#####     | 1/2\rValidation: 100%|##########| 2/2")
         lines.append(f"[rank0]:{COSMOS}[SFT] Validation loss: 0.25 for train step {epoch * 2}/{total}, epoch {epoch - 1}")
         lines.append(f"[rank1]:{COSMOS}[SFT] Validation loss: 0.25 for train step {epoch * 2}/{total}, epoch {epoch - 1}")
@@ -409,11 +410,12 @@ def test_clean_run(tmp_path):
     assert result.final_safetensors == str(run_dir / "safetensors" / "step_4")
     assert result.checkpoints == ["/r/checkpoints/step_2/policy", "/r/checkpoints/step_4/policy"]
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    more = {"grad_norm": 1.0, "iteration_time": 0.5, "lr": 1e-5}  # the local backend's keys (skillbank.training.monitor.SCALARS)
     assert [r for r in rows if "loss" in r] == [
-        {"step": 1, "epoch": 1, "loss": 1.0},
-        {"step": 2, "epoch": 1, "loss": 0.5},
-        {"step": 3, "epoch": 2, "loss": pytest.approx(0.33333)},
-        {"step": 4, "epoch": 2, "loss": 0.25},
+        {"step": 1, "epoch": 1, "loss": 1.0, **more},
+        {"step": 2, "epoch": 1, "loss": 0.5, **more},
+        {"step": 3, "epoch": 2, "loss": pytest.approx(0.33333), **more},
+        {"step": 4, "epoch": 2, "loss": 0.25, **more},
     ]
     assert [r for r in rows if "val_loss" in r] == [{"step": 2, "epoch": 1, "val_loss": 0.25}, {"step": 4, "epoch": 2, "val_loss": 0.25}]
     assert any("safetensors exported" in s for s in said)
@@ -521,7 +523,7 @@ def test_lines_split_across_reads(tmp_path):
     watcher.poll()
     assert watcher.failures == ["policy_0.log: RuntimeError: boom"]
     rows = (run_dir / "metrics.jsonl").read_text().splitlines()
-    assert [json.loads(r) for r in rows] == [{"step": 1, "epoch": None, "loss": 0.5}]
+    assert [json.loads(r) for r in rows] == [{"step": 1, "epoch": None, "loss": 0.5, "grad_norm": 1.0}]
 
 
 def test_last_line_without_newline_is_read_at_finish(tmp_path):
@@ -581,6 +583,20 @@ def test_dry_run_writes_the_toml_and_prints_the_plan(tmp_path, monkeypatch):
     for blob in (text, toml_path.read_text(), json.dumps(job.updates)):
         assert SECRET not in blob
     assert not (run_dir / "logs").exists()  # nothing launched
+
+
+def test_dry_run_plans_for_an_output_dir_this_machine_cannot_create(tmp_path):
+    """Plan here, run there: train.output_dir may be a cluster path (here: under a regular file, so
+    mkdir fails); the dry run still plans, with the TOML in a temporary folder it names."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    spec = make_spec(tmp_path, train={"output_dir": str(blocker / "cluster" / "runs")})
+    said = []
+    assert train_cosmos_rl(spec, spec_path=tmp_path / "spec.yaml", resume=False, dry_run=True, log=said.append) == 0
+    text = "\n".join(said)
+    assert "cannot be created here" in text
+    toml_line = next(line for line in said if line.strip().startswith("TOML"))
+    assert Path(toml_line.split(":", 1)[1].strip()).is_file()
 
 
 def test_hf_model_is_downloaded_before_launch(tmp_path, monkeypatch):

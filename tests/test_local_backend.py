@@ -18,6 +18,7 @@ import yaml
 from skillbank.errors import InputError
 from skillbank.training import layout
 from skillbank.training.local import schedule
+from skillbank.training.steps import StepPlan
 
 from conftest import local_train_spec
 from helpers import ROOT, json_out, skillbank
@@ -53,10 +54,12 @@ def test_lr_schedule_warms_up_then_decays_to_the_floor(decay, mid, end):
 
 
 def test_step_plan_drops_partial_batches():
-    plan = schedule.StepPlan(records=25, world=2, batch_per_rank=3, epochs=2, max_num_steps=None)
+    """cosmos-rl's count (skillbank.training.steps; tests/test_run_arithmetic.py checks it against torch)."""
+    plan = StepPlan(records=25, ranks=2, batch_per_rank=3, epochs=2)
     assert (plan.global_batch, plan.steps_per_epoch, plan.total_steps) == (6, 4, 8)
-    assert schedule.StepPlan(25, 2, 3, 2, 5).total_steps == 5
-    assert schedule.StepPlan(5, 2, 3, 2, None).total_steps == 0
+    assert StepPlan(25, 2, 3, 2, max_num_steps=5).total_steps == 5
+    assert StepPlan(5, 2, 3, 2).total_steps == 2  # each rank padded to 3 records: one batch per epoch
+    assert StepPlan(5, 2, 4, 2).total_steps == 0
 
 
 def _fake_checkpoint(run: Path, step: int, ranks: int, marked: int, *, config: bool = True) -> Path:

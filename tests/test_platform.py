@@ -144,7 +144,7 @@ def test_slurm_script_matches_golden_and_parses(tmp_path):
     assert text.startswith(SLURM_GOLDEN_HEADER.format(job_dir=ctx.job_dir))  # nodes = dp_replicate, GPUs = shard*tp
     subprocess.run(["bash", "-n", str(rendered.script)], check=True)
     for line in (
-        'srun --nodes="$SLURM_NNODES" --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c',
+        'srun ${IN_ENV[@]+"${IN_ENV[@]}"} --nodes="$SLURM_NNODES" --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c',
         '--num-workers "$SLURM_NNODES" --worker-idx "$SLURM_NODEID"',
         '--node-ip-list "$NODE_LIST"',
         '--rdzv-port "$RDZV_PORT"',
@@ -248,7 +248,7 @@ def test_docker_dry_run_argv(tmp_path, monkeypatch, capsys):
     envs = [argv[i + 1] for i, a in enumerate(argv) if a == "-e"]
     assert "HF_TOKEN" in envs and "WANDB_API_KEY" in envs  # by name only
     assert not any(e.startswith(("HF_TOKEN=", "WANDB_API_KEY=")) for e in envs)
-    assert record["image"] == "nvcr.io/nvidia/cosmos/cosmos-rl:latest" and record["image"] in argv
+    assert record["image"] == "skillbank/cosmos-rl:0.4.7-torch2.10-cu128" and record["image"] in argv  # skill_info's pinned tag
     assert argv[argv.index("-w") + 1] == str(tmp_path)
     container = Path(argv[-1]).read_text()
     assert "--backend cosmos-rl --automl-policy off" in container and record["spec"]["copy_path"] in container
@@ -315,8 +315,8 @@ def _wait_status(job_id: str, want: set[str], capsys, timeout: float = 20.0) -> 
 def test_local_submit_runs_detached_and_records_the_end(tmp_path, monkeypatch, capsys):
     _fake_train(monkeypatch, "import sys; print('trained', flush=True); sys.exit(3)")
     record = submit_json(capsys, "--platform", "local", "--spec", str(write_spec(tmp_path)))["record"]
-    assert record["external_kind"] == "pid" and record["backend"] == "local"
-    assert _passing_preflight.calls[-1]["backend"] == "local" and _passing_preflight.calls[-1]["action"] == "train"
+    assert record["external_kind"] == "pid" and record["backend"] == "cosmos-rl"  # the one default of train, automl and submit
+    assert _passing_preflight.calls[-1]["backend"] == "cosmos-rl" and _passing_preflight.calls[-1]["action"] == "train"
     final = _wait_status(record["id"], {"succeeded", "failed"}, capsys)
     assert final["status"] == "failed" and final["exit_code"] == 3 and final["ended"]
     code, out, _ = run_cli("jobs", "logs", record["id"], capsys=capsys)

@@ -138,10 +138,16 @@ def test_spec_parallelism(bank: Bank) -> None:
 
 def test_spec_steps_per_rank_counts_the_validation_split(bank: Bank) -> None:
     spec = bank.train_spec([record(i) for i in range(8)], validation={"enable": True}, train__train_batch_per_replica=8)
-    [finding] = only(train(spec), "spec.steps_per_rank")
+    [finding] = only(train(spec), "spec.steps_per_rank")  # the local backend validates every record
     assert finding.severity == "error" and finding.where == "train.train_batch_per_replica"
-    assert "state_dict" in finding.message and "validation split takes 1" in finding.message
-    assert "train_batch_per_replica=6" in finding.fix
+    assert "state_dict" in finding.message and "1 taken by the validation split" in finding.message
+    # not the largest batch that fits (6: one step per epoch) but batches that train, with their steps
+    assert "train_batch_per_replica=6" not in finding.fix
+    assert "train.train_batch_per_replica=2 (3 steps per epoch, 9 in all)" in finding.fix
+    assert "train.train_batch_per_replica=1 with train.train_policy.mini_batch=1 (7 steps per epoch, 21 in all)" in finding.fix
+    # cosmos-rl drops the incomplete validation batch too: 1 validation record and batch_size 8 validate nothing
+    [_, val_batches] = only(train(spec, backend="cosmos-rl"), "spec.steps_per_rank")
+    assert val_batches.severity == "warning" and val_batches.where == "validation.batch_size" and "validation.batch_size=1" in val_batches.fix
 
 
 def test_spec_validation_data(bank: Bank) -> None:
@@ -298,22 +304,54 @@ def test_env_disk(bank: Bank, monkeypatch: pytest.MonkeyPatch) -> None:
     assert finding.severity == "error" and finding.where == "train.output_dir"
 
 
-def test_env_decode_reports_a_broken_video(bank: Bank) -> None:
+def test_media_decode_reports_a_broken_video(bank: Bank) -> None:
     write_mp4(bank.media / "videos/c0.mp4", frames=8, fps=4)
     (bank.media / "videos/c1.mp4").write_bytes(b"this is not a video")
     records = [record(0, id="good"), record(1, id="broken")]
     report = train(bank.train_spec(records), decode_sample=5)
-    [finding] = only(report, "env.decode")
+    [finding] = only(report, "media.decode")
     assert finding.severity == "error" and finding.where.endswith("#1") and "c1.mp4" in finding.message
     assert report.stats["decoded"] == 2
 
 
-def test_env_decode_measures_the_clip_for_the_budget(bank: Bank) -> None:
+def test_media_decode_measures_the_clip_for_the_budget(bank: Bank) -> None:
     write_mp4(bank.media / "videos/c0.mp4", frames=6, fps=4)
     spec = bank.train_spec([record(0, duration=None)])
     spec["custom"]["vision"] = {"nframes": 16}
     found = only(train(spec, decode_sample=1), "vision.budget")
     assert any("6 frames" in f.message for f in found)
+
+
+def test_decode_sample_says_what_it_measured(bank: Bank) -> None:
+    """--decode-sample reports the clip lengths it measured and the frames the spec's fps samples from them."""
+    write_mp4(bank.media / "videos/c0.mp4", frames=8, fps=4)  # 2.0 s
+    write_mp4(bank.media / "videos/c1.mp4", frames=24, fps=4)  # 6.0 s
+    spec = bank.train_spec([record(0), record(1)])
+    spec["custom"]["vision"] = {"fps": 2.0}
+    decode = train(spec, decode_sample=2).stats["decode"]
+    assert decode["clips"] == decode["decoded"] == 2 and decode["failed"] == 0
+    assert decode["duration_s"] == {"min": 2.0, "median": 4.0, "max": 6.0}
+    assert decode["frames_sampled"] == {"min": 4, "median": 8.0, "max": 12} and decode["sampling"] == "fps 2"
+    assert "2 of 2 clip(s) decoded" in decode["summary"] and "frames sampled at fps 2" in decode["summary"]
+
+
+def test_decode_sample_all_checks_every_clip(bank: Bank) -> None:
+    write_mp4(bank.media / "videos/c0.mp4", frames=8, fps=4)
+    (bank.media / "videos/c1.mp4").write_bytes(b"this is not a video")
+    records = [record(i) for i in range(10)]  # 5 records on each file
+    report = train(bank.train_spec(records), decode_sample=-1)
+    assert report.stats["decoded"] == 10 and report.stats["decode"]["requested"] == "all"
+    assert report.stats["decode"]["failed"] == 5 and len(only(report, "media.decode")) == 5
+
+
+def test_decode_sample_flag_accepts_all() -> None:
+    from skillbank.preflight.decode import ALL, parse_count
+
+    assert parse_count("all") == ALL and parse_count("3") == 3
+    import argparse
+
+    with pytest.raises(argparse.ArgumentTypeError):
+        parse_count("-2")
 
 
 def test_cache_stale(bank: Bank) -> None:
@@ -354,7 +392,7 @@ def test_evaluate_action(bank: Bank) -> None:
     ("action", "spec", "check"),
     [
         ("inference", {"model_path": "./nowhere/model", "video": "x.mp4"}, "env.model"),
-        ("quantize", {"model_path": ""}, "env.model"),
+        ("quantize", {"model_path": ""}, "spec.model"),  # names nothing anywhere: a spec error
         ("export", {"source": "/no/such/step_10"}, "env.model"),
         ("inference", {"model_path": "Qwen/Qwen3-VL-2B-Instruct", "fps": 0}, "spec.schema"),
     ],
@@ -373,10 +411,10 @@ def test_evaluate_spec_from_toml(bank: Bank) -> None:
     assert report.ok and report.findings == [] and report.stats["records"] == {"eval": 2}
 
 
-def test_env_model_family_the_cosmos_rl_backend_cannot_train(bank: Bank, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_spec_model_family_the_cosmos_rl_backend_cannot_train(bank: Bank, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(env_checks.shutil, "which", lambda name: "/usr/bin/" + name)
     (bank.model / "config.json").write_text(json.dumps({"model_type": "llava"}))
-    [finding] = only(train(bank.train_spec(), backend="cosmos-rl"), "env.model")
+    [finding] = only(train(bank.train_spec(), backend="cosmos-rl"), "spec.model")  # wrong wherever the job runs
     assert "llava" in finding.message and finding.where == "policy.model_name_or_path"
 
 

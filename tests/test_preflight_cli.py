@@ -15,7 +15,7 @@ from skillbank.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 SKILL = "tao-finetune-cosmos-reason"
-FINDING_KEYS = {"check", "severity", "message", "fix", "where"}
+FINDING_KEYS = {"check", "severity", "message", "fix", "where", "group"}
 
 
 def make_spec(tmp: Path, *, bad_record: bool = False) -> Path:
@@ -38,7 +38,7 @@ def make_spec(tmp: Path, *, bad_record: bool = False) -> Path:
         del records[5]["video_fps"]
     (tmp / "train.json").write_text(json.dumps(records))
     spec = {
-        "train": {"train_batch_per_replica": 2, "output_dir": str(tmp / "out"), "train_policy": {"mini_batch": 1}},
+        "train": {"train_batch_per_replica": 1, "output_dir": str(tmp / "out"), "train_policy": {"mini_batch": 1}},  # 4 steps per epoch on 2 ranks
         "validation": {"enable": False},
         "policy": {"model_name_or_path": str(tmp / "model"), "parallelism": {"dp_shard_size": 2}},
         "custom": {"train_dataset": {"annotation_path": str(tmp / "train.json"), "media_path": str(tmp / "media")}},
@@ -71,6 +71,7 @@ def test_json_is_exactly_one_document(tmp_path: Path, capsys: pytest.CaptureFixt
     doc = json.loads(capsys.readouterr().out)
     assert set(doc) == {"ok", "findings", "stats"} and doc["ok"] is False
     assert all(set(f) == FINDING_KEYS for f in doc["findings"])
+    assert all(f["group"] == {"annotations": "data", "spec": "spec"}[f["check"].split(".")[0]] for f in doc["findings"])
     assert {f["check"] for f in doc["findings"]} == {"annotations.video_fps", "spec.parallelism"}  # and no other
     assert all(f["severity"] in ("error", "warning") for f in doc["findings"])
     stats = doc["stats"]

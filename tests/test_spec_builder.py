@@ -101,3 +101,124 @@ def test_unknown_skill_and_action():
     assert skillbank("spec", "--skill", "nope", "--action", "train").returncode == 2
     proc = skillbank("spec", "--skill", SKILL, "--action", "deploy")
     assert proc.returncode == 2 and "train" in proc.stderr
+
+
+# ---- shorthands per action, --from FILE, output formats -----------------------------------------------
+
+
+def spec_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    """`skillbank spec ...` in this process (fast); (exit code, stdout, stderr)."""
+    from skillbank.cli import main
+
+    rc = main(["spec", *argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.mark.parametrize(
+    ("action", "assignments", "expected"),
+    [
+        ("evaluate", ["num_gpus=0", "model=/m", "fps=4", "batch_size=2"], {"num_gpus": 0, "model.model_name": "/m", "vision.fps": 4.0, "evaluation.batch_size": 2}),
+        ("evaluate", ["nframes=8"], {"vision.num_frames": 8, "vision.fps": None}),
+        ("inference", ["model=/m", "nframes=6"], {"model_path": "/m", "num_frames": 6, "fps": None}),
+        ("quantize", ["model=/m"], {"model_path": "/m"}),
+        ("train", ["num_gpus=4", "nframes=8"], {"policy.parallelism.dp_shard_size": 4, "custom.vision.nframes": 8, "custom.vision.fps": None}),
+    ],
+)
+def test_shorthands_resolve_per_action(action, assignments, expected):
+    from skillbank.spec.overrides import get_dotted
+
+    data = build_spec(SKILL, action, assignments).spec.model_dump(mode="json")
+    assert {key: get_dotted(data, key) for key in expected} == expected
+
+
+def test_help_lists_the_shorthands_per_action():
+    proc = skillbank("spec", "--help")
+    assert proc.returncode == 0
+    assert "evaluate: num_gpus, model=model.model_name" in proc.stdout and "fps=vision.fps" in proc.stdout
+    assert "train: dp_shard_size=policy.parallelism.dp_shard_size" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("action", "assignments"),
+    [
+        ("train", ["epochs=2", "nframes=8", "policy.lora.enable=true", "custom.val_dataset.annotation_path=/v.json"]),
+        ("evaluate", ["num_gpus=0", "nframes=8", "evaluation.limit=5"]),
+        ("inference", ["model=/m", "video=/c.mp4", "prompt=Red?"]),
+        ("quantize", ["model=/m", "scheme=W4A16"]),
+        ("export", ["model=/run/step_4", "merge_lora=false"]),
+    ],
+)
+@pytest.mark.parametrize("suffix", [".toml", ".json", ".yaml"])
+def test_every_action_round_trips_through_every_format(tmp_path, capsys, action, assignments, suffix):
+    """-o FILE.toml writes TOML (nulls left out), .json JSON, else YAML; --from reads each back, infers
+    the action, and yields the same spec; evaluate --config's reader loads the TOML."""
+    from skillbank.spec.io import load_spec
+    from skillbank.spec.registry import spec_model
+
+    out = tmp_path / f"spec{suffix}"
+    rc, stdout, err = spec_cli(capsys, "--action", action, *[a for s in assignments for a in ("--set", s)], "-o", str(out), "--json")
+    assert rc == 0, err
+    written = json.loads(stdout)["spec"]
+    if suffix == ".toml":
+        import tomllib
+
+        assert "null" not in out.read_text() and tomllib.loads(out.read_text())
+    elif suffix == ".json":
+        assert json.loads(out.read_text()) == written
+    assert load_spec(out, spec_model(SKILL, action)).model_dump(mode="json") == written
+    rc, stdout, _ = spec_cli(capsys, "--from", str(out), "--json")
+    again = json.loads(stdout)
+    assert rc == 0 and again["action"] == action and again["spec"] == written
+
+
+def test_from_keeps_every_value_and_applies_the_overrides(tmp_path, capsys):
+    src = tmp_path / "train.yaml"
+    base = build_spec(SKILL, "train", ["train.optm_lr=2e-5", "policy.lora.enable=true", "custom.vision.fps=4"]).spec
+    src.write_text(yaml.safe_dump(base.model_dump(mode="json")))
+    before = src.read_text()
+    rc, stdout, err = spec_cli(capsys, "--from", str(src), "--set", "epochs=1", "--set", "nframes=8", "--json")
+    assert rc == 0, err
+    doc = json.loads(stdout)
+    assert doc["action"] == "train" and doc["spec"]["train"]["optm_lr"] == 2e-5 and doc["spec"]["policy"]["lora"]["enable"] is True
+    assert doc["spec"]["train"]["epoch"] == 1 and doc["spec"]["custom"]["vision"] == {**doc["spec"]["custom"]["vision"], "fps": None, "nframes": 8}
+    assert any("custom.vision.fps set to null" in n for n in doc["notes"])
+    assert src.read_text() == before  # the input is not modified
+
+
+@pytest.mark.parametrize("action", ["train", "evaluate", "inference"])
+def test_setting_one_of_fps_and_nframes_clears_the_other_both_ways(tmp_path, action):
+    """What the docs say: setting one clears the other, from the template and from a file holding the other."""
+    prefix = {"train": "custom.vision.", "evaluate": "vision.", "inference": ""}[action]
+    frames = {"train": "nframes", "evaluate": "num_frames", "inference": "num_frames"}[action]
+    from skillbank.spec.overrides import get_dotted
+
+    with_frames = build_spec(SKILL, action, ["nframes=8"]).spec.model_dump(mode="json")
+    assert get_dotted(with_frames, prefix + "fps") is None and get_dotted(with_frames, prefix + frames) == 8
+    back = build_spec(SKILL, action, ["fps=3"], base=with_frames).spec.model_dump(mode="json")
+    assert get_dotted(back, prefix + "fps") == 3.0 and get_dotted(back, prefix + frames) is None
+
+
+def test_from_an_ambiguous_or_foreign_file_asks_for_the_action(tmp_path, capsys):
+    flat = tmp_path / "spec.yaml"
+    flat.write_text("model_path: /m\n")  # inference and quantize both have model_path and nothing else is set
+    rc, _, err = spec_cli(capsys, "--from", str(flat))
+    assert rc == 2 and "--action" in err and "inference" in err and "quantize" in err
+    assert spec_cli(capsys, "--from", str(flat), "--action", "quantize", "--json")[0] == 0
+    foreign = tmp_path / "other.toml"
+    foreign.write_text('[trainer]\nsteps = 3\n')
+    rc, _, err = spec_cli(capsys, "--from", str(foreign))
+    assert rc == 2 and "cannot tell the action" in err and "Traceback" not in err
+    assert spec_cli(capsys)[0] == 2  # neither --action nor --from
+
+
+def test_a_toml_that_cannot_hold_a_null_is_refused(tmp_path):
+    """TOML has no null: a null whose default is not null would read back differently."""
+    from skillbank.spec.io import spec_text
+    from skillbank.spec.train import TrainSpec
+
+    data = TrainSpec().model_dump(mode="json")
+    data["custom"]["vision"]["fps"] = None  # nframes is null too: not a valid spec, and TOML would bring fps back
+    with pytest.raises(InputError, match="TOML has no null: custom.vision.fps = null would read back as 2.0") as exc:
+        spec_text(tmp_path / "x.toml", data, TrainSpec)
+    assert exc.value.where == "custom.vision.fps" and "x.yaml" in exc.value.fix

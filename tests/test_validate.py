@@ -72,8 +72,11 @@ def test_manifest_must_agree_with_spec_models(bank):
 
 def test_skill_info_keys_must_exist(bank):
     info = bank / "skills" / "models" / SKILL / "references" / "skill_info.yaml"
-    info.write_text(info.read_text().replace("learning_rate: train.optm_lr", "learning_rate: train.optm_lrate"))
-    assert any("train.optm_lrate" in p for p in run_on(bank)["checks"]["manifests"])
+    text = info.read_text().replace("learning_rate: train.optm_lr", "learning_rate: train.optm_lrate")
+    info.write_text(text.replace("fps: vision.fps", "fps: custom.vision.fps"))  # a train key as an evaluate shorthand
+    found = run_on(bank)["checks"]["manifests"]
+    assert any("train.optm_lrate" in p for p in found)
+    assert any("spec_shorthand_keys.evaluate.fps names custom.vision.fps, which is not a key of the evaluate spec" in p for p in found)
 
 
 def test_registry_must_list_every_skill(bank):

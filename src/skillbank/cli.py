@@ -17,7 +17,9 @@ COMMAND_MODULES = (
     "skillbank.spec.command",
     "skillbank.preflight.command",
     "skillbank.training.command",
+    "skillbank.training.rl_command",
     "skillbank.evaluation.command",
+    "skillbank.evaluation.score_command",
     "skillbank.gaps.command",
     "skillbank.automl.command",
     "skillbank.platform.command",
@@ -27,6 +29,7 @@ COMMAND_MODULES = (
     "skillbank.demo.command",
     "skillbank.export.command",
     "skillbank.quantize.command",
+    "skillbank.deft.command",
 )
 
 EPILOG = """\
@@ -34,7 +37,7 @@ typical agent flow:
   skillbank route --skill tao-finetune-cosmos-reason --action train --request "plain training, no HPO" --json
   skillbank spec --skill tao-finetune-cosmos-reason --action train --dataset-root /data/qa -o train.yaml
   skillbank preflight --skill tao-finetune-cosmos-reason --action train --spec train.yaml --gpus-per-node 8
-  skillbank train --spec train.yaml --backend cosmos-rl
+  skillbank train --spec train.yaml --backend cosmos-rl --automl-policy off   # direct; auto hands off to AutoML
 exit codes: 0 success; 2 the input is wrong (nothing was launched); 1 a run failed.
 """
 
@@ -83,9 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     except RunError as exc:
         _report(exc, as_json)
         return 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM under skillbank.procs.stop_on_signals
         print("interrupted", file=sys.stderr)
-        return 130
+        return 128 + int(getattr(exc, "signum", 2))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -75,7 +74,7 @@ def build_folder(
                 fix="choose a new --out folder, or delete this one",
             )
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    tmp = atomic.temp_dir(target)  # the mode a plain mkdir gives (mkdtemp: 0700)
     try:
         build(tmp)
         atomic.write_json(tmp / STAMP, {"kind": kind, "key": key, "args": args, "code_version": version})

@@ -255,17 +255,22 @@ class ExampleBuilder:
         blob = json.dumps(record, sort_keys=True, ensure_ascii=False) + "|" + os.path.abspath(path) + "|" + stamp
         return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
-    def model_inputs(self, record: dict[str, Any], *, generation: bool = False):
-        """The processor's outputs (batch of one) for a record: the whole chat for training, or with
-        generation=True the prompt up to the answer. Training and evaluation both come here, so they see
-        the same frames, resolution and chat. An undecodable video raises video.DecodeError."""
+    def prompt_parts(self, record: dict[str, Any], *, generation: bool = False) -> tuple[str, Any, Any, dict[str, Any]]:
+        """What the processor gets for a record: the chat text (the whole chat for training, or with
+        generation=True the prompt up to the answer), the sampled frames [T, 3, H, W] (uint8), their
+        VideoMetadata and the processor's video keywords. An undecodable video raises video.DecodeError."""
         from transformers.video_utils import VideoMetadata
 
         path = chat.video_path(record, self.media_path)
-        frames, meta = video.decode_video(path)
-        fps = meta["fps"] or float(record.get("video_fps") or 0) or 2.0
+        fallback_fps = float(record.get("video_fps") or 0) or 2.0  # when the container has no frame rate
+
+        def pick(total: int, rate: float) -> list[int]:
+            return video.sample_indices(total, rate or fallback_fps, fps=self.vision.fps, nframes=self.vision.nframes)
+
+        frames, meta = video.decode_video(path, pick)  # only the sampled frames, converted to RGB
+        fps = meta["fps"] or fallback_fps
         total = meta["total_num_frames"]
-        indices = video.sample_indices(total, fps, fps=self.vision.fps, nframes=self.vision.nframes)
+        indices = pick(total, meta["fps"])
         messages = chat.build_messages(
             record, media_path=self.media_path, system_prompt=self.system_prompt, fps=self.vision.fps, nframes=self.vision.nframes,
             with_answer=not generation,
@@ -273,15 +278,13 @@ class ExampleBuilder:
         text = self.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation)
         metadata = VideoMetadata(total_num_frames=total, fps=fps, duration=total / fps, frames_indices=indices)
         size = {"shortest_edge": self.min_pixels, "longest_edge": self.frame_pixels(len(indices))}
-        return self.processor(
-            text=[text],
-            videos=[frames[indices]],
-            video_metadata=[metadata],
-            do_sample_frames=False,
-            fps=len(indices) / total * fps,
-            size=size,
-            return_tensors="pt",
-        )
+        return text, frames, metadata, {"do_sample_frames": False, "fps": len(indices) / total * fps, "size": size}
+
+    def model_inputs(self, record: dict[str, Any], *, generation: bool = False):
+        """The processor's outputs (batch of one) for a record (see prompt_parts). Training and evaluation
+        both come here, so they see the same frames, resolution and chat."""
+        text, frames, metadata, kwargs = self.prompt_parts(record, generation=generation)
+        return self.processor(text=[text], videos=[frames], video_metadata=[metadata], return_tensors="pt", **kwargs)
 
     def process(self, record: dict[str, Any]) -> dict[str, Any]:
         """Run decode + processor: input_ids, labels, pixels ({"float": ...}), grid (+ second_per_grid_ts)."""

@@ -29,7 +29,7 @@ def staged_folder(target: str | os.PathLike[str], *, overwrite: bool = False, fl
             fix=f"choose a new output_dir, or pass {flag} to replace it",
         )
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    tmp = atomic.temp_dir(out)  # the mode a plain mkdir gives (mkdtemp: 0700, unreadable to teammates)
     try:
         yield tmp
         if out.exists():

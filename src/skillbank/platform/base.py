@@ -14,6 +14,9 @@ from skillbank import atomic
 from skillbank.errors import InputError, RunError
 
 
+FIRST_STEP = "# First step: the environment checks where the job runs (HF_TOKEN, redis-server, GPUs, free disk, the model);"
+
+
 @dataclass
 class Rendered:
     """The command a platform runs (argv), the file it wrote, and the paths the record should show."""

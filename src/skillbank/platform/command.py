@@ -6,24 +6,28 @@ import argparse
 import json
 from typing import Any
 
+from skillbank.training.backends import BACKENDS
+
 PLATFORMS = ("local", "docker", "slurm")
-BACKENDS = ("local", "cosmos-rl")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "submit",
         help="run a train spec on this machine, in Docker, or on Slurm (preflight first; a job record either way)",
-        description="Submit a train spec as a job. Preflight runs first: a failure submits nothing (exit 2). "
-        "--dry-run writes the command or sbatch script into <results_dir>/jobs/<id>/ and submits nothing.",
+        description="Submit a train spec as a job. Preflight runs first: a spec or data error submits nothing (exit 2). "
+        "The environment (HF_TOKEN, redis-server, GPUs, free disk) is checked here for --platform local; for docker and "
+        "slurm its findings are listed as 'check on the node' and the rendered job runs `skillbank preflight --only env` "
+        "as its first step there. --dry-run writes the command or sbatch script into <results_dir>/jobs/<id>/ and submits nothing.",
     )
     p.add_argument("--platform", required=True, choices=PLATFORMS)
     p.add_argument("--spec", required=True, metavar="FILE", help="train spec (YAML) of the model skill")
-    p.add_argument("--backend", choices=BACKENDS, default=None, help="training backend (default: local on --platform local, else cosmos-rl)")
+    p.add_argument("--backend", choices=BACKENDS, default=None, help="training backend (default: cosmos-rl on every platform; local: torchrun + FSDP2, one node)")
     p.add_argument("--skill", default="tao-finetune-cosmos-reason", help="model skill the spec belongs to")
     p.add_argument("--nodes", type=int, default=None, metavar="N", help="confirm the node count (must equal policy.parallelism.dp_replicate_size)")
     p.add_argument("--gpus-per-node", type=int, default=None, metavar="G", help="GPUs per node (slurm: must equal dp_shard*tp*cp*pp; local/docker: what the machine has, for preflight)")
-    p.add_argument("--image", default=None, help="docker: container image (default: the skill's container_image)")
+    p.add_argument("--image", default=None, help="docker: container image (default: the skill's container_image, built from the checkout's Dockerfile); "
+                   "slurm: run every step in this image through pyxis/enroot (a registry reference or an .sqsh file; default: no container, the submitting Python environment)")
     p.add_argument("--shm-size", default="16g", help="docker: --shm-size of the container (default 16g)")
     p.add_argument("--partition", default=None, help="slurm: partition")
     p.add_argument("--account", default=None, help="slurm: account")
@@ -70,6 +74,8 @@ def _print_record(record: Any, path: Any, as_json: bool, headline: str) -> None:
         print(f"  run:     {record.outputs.run_dir}")
     for note in record.notes:
         print(f"  note:    {note}")
+    for line in record.preflight.get("check_on_node", []):
+        print(f"  check on the node: {line}")
 
 
 def run_submit(args: argparse.Namespace) -> int:

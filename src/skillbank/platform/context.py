@@ -4,6 +4,7 @@ The job runs from a copy of the spec inside the job folder (the record's sha256 
 the submit directory as its working directory, so relative spec paths mean what they meant at submit.
 Nodes and GPUs come from the spec's parallelism (cosmos-rl: one replica of
 tp*cp*pp*dp_shard GPUs per node, dp_replicate nodes); flags may only confirm them.
+Every rendered job starts with `preflight_argv`: the environment checks, on the machine that trains.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from skillbank.platform import record as rec
 from skillbank.spec.train import TrainSpec
 
 TRAIN_COMMAND = ("-m", "skillbank.cli", "train")
+PREFLIGHT_COMMAND = ("-m", "skillbank.cli", "preflight")
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,16 @@ class JobContext:
         """`skillbank train` on the spec copy, direct (AutoML routing was decided before submitting)."""
         argv = [python or self.python, *TRAIN_COMMAND, "--spec", str(self.spec_copy), "--backend", self.backend, "--automl-policy", "off"]
         return [*argv, "--resume"] if resume else argv
+
+    def preflight_argv(self, python: str | None = None) -> list[str]:
+        """The job's first step: `skillbank preflight --only env --runs-on here` on the spec copy, on the
+        machine that trains (HF_TOKEN, redis-server, GPUs, free disk at train.output_dir, the model).
+        It exits 2 on a finding, so the script stops before cosmos-rl starts; spec and data were
+        checked at submit."""
+        return [
+            python or self.python, *PREFLIGHT_COMMAND, "--skill", self.skill, "--action", "train", "--spec", str(self.spec_copy),
+            "--only", "env", "--runs-on", "here", "--backend", self.backend, "--gpus-per-node", str(self.gpus_per_node),
+        ]
 
     def dataset_dirs(self) -> list[Path]:
         """Folders the job reads data from: each annotation file's folder and each media folder."""

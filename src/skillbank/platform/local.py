@@ -1,4 +1,8 @@
-"""Local platform: `skillbank train` as a detached process on this machine, its log in the job folder."""
+"""Local platform: `skillbank train` as a detached process on this machine, its log in the job folder.
+
+command.sh (for a run by hand) starts with the environment checks, like every rendered job; the
+detached launch needs no such line: submit checked this machine, and `skillbank train` checks it again.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from skillbank.platform.base import Rendered, quote_argv, shell_script, tail_file
+from skillbank.platform.base import FIRST_STEP, Rendered, quote_argv, shell_script, tail_file
 from skillbank.platform.context import JobContext
 from skillbank.platform.record import TERMINAL, JobRecord
 
@@ -20,7 +24,14 @@ STATE_NAME = "state.json"
 def render(ctx: JobContext) -> Rendered:
     argv = ctx.train_argv()
     script = shell_script(
-        ctx.job_dir / "command.sh", f"local job {ctx.job_id}", [f"cd {quote_argv([str(ctx.cwd)])}", f"exec {quote_argv(argv)}"]
+        ctx.job_dir / "command.sh",
+        f"local job {ctx.job_id}",
+        [
+            f"cd {quote_argv([str(ctx.cwd)])}",
+            f"{FIRST_STEP}\n# a finding exits 2 here, before training starts.",
+            quote_argv(ctx.preflight_argv()),
+            f"exec {quote_argv(argv)}",
+        ],
     )
     return Rendered(argv=argv, script=script, log=ctx.job_dir / LOG_NAME)
 

@@ -77,7 +77,7 @@ class JobRecord(BaseModel):
     image: str | None = None
     env: list[str] = Field(default_factory=list, description="Names of the variables passed through (values are never recorded).")
     outputs: Outputs
-    preflight: dict[str, Any] = Field(default_factory=dict, description="{ran, ok, errors, warnings} or {ran: false, reason}.")
+    preflight: dict[str, Any] = Field(default_factory=dict, description="{ran, ok, errors, warnings, runs_on, check_on_node} or {ran: false, reason}; check_on_node lists the environment findings a job that runs elsewhere checks on its node.")
     notes: list[str] = Field(default_factory=list)
 
 

@@ -28,35 +28,12 @@ def _write_state(path: Path, **state: object) -> None:
     atomic.write_json(path, state)
 
 
-def _descendants(pid: int) -> list:
-    import psutil
-
-    try:
-        return psutil.Process(pid).children(recursive=True)
-    except psutil.Error:
-        return []
-
-
 def stop_tree(child: subprocess.Popen, grace_s: float = GRACE_S) -> None:
-    """SIGTERM the command and its descendants (snapshotted first: they may change session), then SIGKILL."""
-    import psutil
+    """SIGTERM (+ SIGCONT) the command and its descendants, snapshotted first: they may change
+    session (torchrun ranks, cosmos-rl workers); SIGKILL what is left after grace_s."""
+    from skillbank import procs
 
-    procs = _descendants(child.pid)
-    try:
-        procs.insert(0, psutil.Process(child.pid))
-    except psutil.Error:
-        pass
-    for proc in procs:
-        try:
-            proc.terminate()
-        except psutil.Error:
-            pass
-    _, alive = psutil.wait_procs(procs, timeout=grace_s)
-    for proc in alive:
-        try:
-            proc.kill()
-        except psutil.Error:
-            pass
+    procs.stop(child.pid, grace_s=grace_s)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,6 +3,11 @@
 Order of a submit: validate the spec -> preflight (a failure submits nothing: InputError, exit 2) ->
 check the engine (docker info / sbatch; skipped by --dry-run) -> copy the spec into the job folder ->
 render the command or script -> launch (unless --dry-run) -> write the record.
+
+Preflight checks spec and data here for every platform. The environment (HF_TOKEN, redis-server,
+GPUs, free disk, the model) is checked here for --platform local only; a Docker or Slurm job runs
+elsewhere, so its env findings are "check on the node" (recorded, not errors) and the rendered job
+runs `skillbank preflight --only env --runs-on here` as its first step there (JobContext.preflight_argv).
 """
 
 from __future__ import annotations
@@ -16,10 +21,10 @@ from typing import Any, Callable
 from skillbank.errors import InputError, RunError
 from skillbank.platform import record as rec
 from skillbank.platform.context import JobContext, Options, build_context, copy_spec
+from skillbank.training.backends import BACKENDS
 
 DEFAULT_SKILL = "tao-finetune-cosmos-reason"
 PLATFORMS = ("local", "docker", "slurm")
-BACKENDS = ("local", "cosmos-rl")
 
 
 def platform_module(name: str) -> ModuleType:
@@ -29,7 +34,10 @@ def platform_module(name: str) -> ModuleType:
 
 
 def default_backend(platform: str) -> str:
-    return "local" if platform == "local" else "cosmos-rl"
+    """One default for train, automl and submit, whatever the platform (skillbank.training.backends)."""
+    from skillbank.training.backends import DEFAULT_BACKEND
+
+    return DEFAULT_BACKEND
 
 
 def load_run_preflight() -> Callable[..., Any] | None:
@@ -43,6 +51,12 @@ def load_run_preflight() -> Callable[..., Any] | None:
     return getattr(module, "run_preflight", None)
 
 
+def runs_on(platform: str) -> str:
+    """Where a platform's job meets its environment: this machine for local, a node (a container,
+    a Slurm allocation) otherwise."""
+    return "here" if platform == "local" else "node"
+
+
 def preflight_gate(ctx: JobContext, *, gpus_per_node: int | None) -> dict[str, Any]:
     run = load_run_preflight()
     if run is None:
@@ -50,18 +64,17 @@ def preflight_gate(ctx: JobContext, *, gpus_per_node: int | None) -> dict[str, A
         return {"ran": False, "reason": "skillbank.preflight.run.run_preflight not available"}
     report = run(
         skill=ctx.skill, action="train", spec_path=str(ctx.spec_path),
-        gpus_per_node=gpus_per_node, nodes=ctx.nodes, backend=ctx.backend,
+        gpus_per_node=gpus_per_node, nodes=ctx.nodes, backend=ctx.backend, runs_on=runs_on(ctx.platform),
     )
     report.require_ok(skill=ctx.skill, action="train", spec_path=ctx.spec_path, outcome="nothing was submitted")
     return {"ran": True, **report.summary()}
 
 
-def _preflight_gpus(platform: str, flag: int | None, ctx: JobContext, dry_run: bool) -> int | None:
-    """What preflight should assume about GPUs per node: the allocation on Slurm, the shape the spec asks
-    for when only rendering, else what the flag says (None: preflight looks at this machine)."""
-    if platform == "slurm" or (dry_run and platform == "docker"):
-        return ctx.gpus_per_node
-    return flag
+def _preflight_gpus(platform: str, flag: int | None, ctx: JobContext) -> int | None:
+    """What preflight should assume about GPUs per node: the allocation on Slurm and Docker (the flag,
+    else the shape the spec asks for), what the flag says on this machine (None: the env check counts
+    this machine's GPUs)."""
+    return flag if platform == "local" else ctx.gpus_per_node
 
 
 def submit(
@@ -87,7 +100,7 @@ def submit(
         platform=platform, backend=backend, skill=skill, spec_path=spec_path, spec=spec,  # type: ignore[arg-type]
         nodes=nodes, gpus_per_node=gpus_per_node, options=options or Options(),
     )
-    pre = preflight_gate(ctx, gpus_per_node=_preflight_gpus(platform, gpus_per_node, ctx, dry_run))
+    pre = preflight_gate(ctx, gpus_per_node=_preflight_gpus(platform, gpus_per_node, ctx))
     if not dry_run:
         module.require_engine()
     sha = copy_spec(ctx)

@@ -3,13 +3,19 @@
 Entry point: `skillbank.preflight.run.run_preflight(...)` -> Report (ok, findings, stats); the
 `skillbank preflight` command and scripts/check_tao_launch_preflight.py print it.
 
-Checks (each finding names one; severity error or warning; any error means exit 2):
+Each check belongs to one group, by its name's prefix (report.group_of): spec (spec.*), data
+(annotations.*, media.*, vision.*, cache.*), env (env.*). `--only GROUP` runs some; with
+`--runs-on node` (dry runs, Docker, Slurm) env findings get severity "node" ("check on the node")
+and do not fail: the rendered job runs the env checks first where it runs.
+
+Checks (each finding names one; severity error, warning or node; any error means exit 2):
 - spec.schema            the spec models' rules (skillbank.spec), where = the dotted key
 - spec.parallelism       dp_shard*tp*cp*pp == --gpus-per-node; dp_replicate == --nodes
-- spec.steps_per_rank    train records per data-parallel rank (after cosmos-rl's validation split)
-                         >= train_batch_per_replica, else zero steps and a crash
+- spec.steps_per_rank    optimizer steps as cosmos-rl counts them (skillbank.training.steps): zero is an error,
+                         fewer than 4 per epoch a warning (both propose batches); validation that cosmos-rl would drop whole
 - spec.validation_data   validation.enable with no validation data
 - spec.dataset_paths     annotation path empty or missing; media folder empty
+- spec.model             a model value naming neither a path nor a hub repo; a family cosmos-rl cannot train
 - annotations.format     not a JSON array / malformed JSON (line and column)
 - annotations.record     an element that is not an object
 - annotations.unique_id  missing, invalid or repeated ids
@@ -24,9 +30,12 @@ Checks (each finding names one; severity error or warning; any error means exit 
 - vision.budget          vision + text tokens over policy.model_max_length; nframes > clip frames
 - env.redis              redis-server on PATH (cosmos-rl backend)
 - env.hf_token           HF_TOKEN for gated models (nvidia/Cosmos-Reason*), by name, never printed
-- env.model              model folder / hub id / hf_model:// resolvable (no network)
-- env.disk               free disk for checkpoints or outputs
-- env.decode             --decode-sample K: videos PyAV cannot decode; video_fps vs the file
+- env.upload             train.ckpt.upload_s3 without AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, upload_hf without a
+                         token, "wandb" in logging.logger without the package (warnings: the run goes on)
+- env.model              a model path that is no model folder here (no network)
+- env.gpus               cosmos-rl: `nvidia-smi -L` (and CUDA_VISIBLE_DEVICES) show dp_shard*tp*cp*pp GPUs
+- env.disk               free disk at the output folder for the checkpoints kept (LoRA, max_keep, steps) or outputs
+- media.decode           --decode-sample K|all: videos PyAV cannot decode; video_fps vs the file (stats["decode"]: lengths, frames sampled)
 - cache.stale            example caches built with other vision settings (see cache_checks)
 
 Findings of one check on one file are capped at 20, with one line counting the rest.

@@ -8,13 +8,34 @@ from __future__ import annotations
 import argparse
 import json
 
+from skillbank.training.backends import BACKENDS
+
 HELP = "check a spec, its data and the machine before a launch (exit 2 on any error)"
 DESCRIPTION = """\
 Check everything that is known to break a launch, before it: the spec's rules, parallel sizes
 against the machine, training steps per rank, every record of every annotations file (streamed),
-media files, the token budget of video samples, redis-server, the model and HF_TOKEN, free disk
-and stale example caches. Exit 0 when there is no error (warnings allowed), 2 when there is one.
+media files, the token budget of video samples, redis-server, GPUs, the model and HF_TOKEN, free
+disk and stale example caches. Exit 0 when there is no error (warnings allowed), 2 when there is one.
+
+For train, the plan is printed first (stats.plan under --json): train records after the validation
+split, records per data-parallel rank (padded to ceil(records / ranks) as cosmos-rl does), the
+global batch (train_batch_per_replica is per data-parallel rank), optimizer steps per epoch (the
+incomplete batch is dropped) and in all, checkpoints kept and their disk. Zero steps is an error,
+fewer than 4 per epoch a warning; both propose batches and the steps each gives.
+
+Checks come in three groups: spec (spec.*), data (annotations.*, media.*, vision.*, cache.*) and
+env (env.*: HF_TOKEN, redis-server, GPUs for cosmos-rl, free disk at the output folder, the model).
+Spec and data errors stop a launch everywhere. The environment is the machine's: with
+--runs-on node (the plan is made here, the job runs on another machine) env findings are listed
+as "check on the node" and do not fail; every job `skillbank submit` renders runs
+`skillbank preflight --only env --runs-on here` as its first step on the node.
 """
+
+
+def _decode_count(text: str) -> int:
+    from skillbank.preflight.decode import parse_count
+
+    return parse_count(text)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,9 +44,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spec", required=True, metavar="FILE", help="the action's spec (YAML, JSON or TOML)")
     parser.add_argument("--gpus-per-node", type=int, metavar="N", help="GPUs per node the job gets (checks the parallel sizes)")
     parser.add_argument("--nodes", type=int, metavar="M", help="nodes the job gets (checks dp_replicate_size)")
-    parser.add_argument("--backend", choices=("local", "cosmos-rl"), help="training backend (cosmos-rl also needs redis-server)")
-    parser.add_argument("--decode-sample", type=int, default=0, metavar="K", help="decode K random videos with PyAV (default 0: none)")
-    parser.add_argument("--json", action="store_true", help="print one JSON document {ok, findings, stats}")
+    parser.add_argument("--backend", choices=BACKENDS, help="training backend (cosmos-rl also needs redis-server)")
+    parser.add_argument("--decode-sample", type=_decode_count, default=0, metavar="K|all",
+                        help="decode K random videos (or all) with PyAV and report what was measured: failures, clip lengths, frames sampled at the spec's fps / nframes (default 0: none)")
+    parser.add_argument("--runs-on", choices=("here", "node"), default="here",
+                        help="where the job runs: here (default; env findings are errors) or node (another machine: env findings are 'check on the node')")
+    parser.add_argument("--only", action="append", metavar="GROUP",
+                        help="check only these groups: spec, data, env (repeat, or a comma list; default: all three)")
+    parser.add_argument("--json", action="store_true", help="print one JSON document {ok, findings (each with its group), stats}")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -46,8 +72,19 @@ def run(args: argparse.Namespace) -> int:
         nodes=args.nodes,
         backend=args.backend,
         decode_sample=args.decode_sample,
+        runs_on=args.runs_on,
+        only=args.only,
     )
-    print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) if args.json else render_table(report))
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        if report.stats.get("plan"):
+            from skillbank.training.steps import plan_lines
+
+            print("\n".join(plan_lines(report.stats["plan"])))
+        print(render_table(report))
+        if report.stats.get("decode"):
+            print(report.stats["decode"]["summary"])
     return 0 if report.ok else 2
 
 

@@ -249,7 +249,7 @@ class _Scanner:
             check_clip(budget, clip, record, start + offset, self._where(start + offset), self.findings, group=self.data.file)
 
     def _sample(self, batch: list[Any], videos: list[Media], start: int) -> None:
-        """Reservoir sampling (algorithm L): K uniformly random video records in one pass."""
+        """Reservoir sampling (algorithm L): K uniformly random video records in one pass (all of them when K < 0)."""
         k, rng, sample = self.options.decode_sample, self.rng, self.data.sample
         for offset, value in enumerate(videos):
             if value is None:
@@ -260,6 +260,9 @@ class _Scanner:
             if path in self.media_bad or not self.root_ok:
                 continue
             item = (start + offset, batch[offset], self.media.resolve(path))
+            if k < 0:  # --decode-sample all: every video record
+                sample.append(item)
+                continue
             if len(sample) < k:
                 sample.append(item)
                 if len(sample) == k:

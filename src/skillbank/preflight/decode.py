@@ -1,18 +1,41 @@
-"""--decode-sample K: decode K random videos with PyAV, as training will, and measure them.
+"""--decode-sample K|all: decode K random videos (or every one) with PyAV, as training will, and measure them.
 
 A file that exists can still be truncated, in a codec the decoder lacks, or hold no video stream;
 the run would meet it hours in. Decoding also gives the clip's real length and frame size, which
-the vision-budget check then uses for these samples. PyAV is imported only here.
+the vision-budget check then uses for these clips, and the summary says what was measured: clip
+lengths and how many frames the spec's fps / nframes samples from them (qwen_vl_utils' rule).
+Clips decode on a few threads (PyAV releases the GIL). PyAV is imported only here.
 """
 
 from __future__ import annotations
 
+import os
+import statistics
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 from skillbank.preflight.report import Findings
 from skillbank.preflight.vision import Clip
 
 FPS_TOLERANCE = 0.05
+ALL = -1  # --decode-sample all
+
+
+def parse_count(text: str) -> int:
+    """The --decode-sample value: a count >= 0, or "all" (every video record)."""
+    import argparse
+
+    if text.strip().lower() == "all":
+        return ALL
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--decode-sample wants a count or 'all', got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("--decode-sample must be 0 or more (or 'all')")
+    return value
 
 
 def probe(path: str) -> Clip:
@@ -40,31 +63,114 @@ def probe(path: str) -> Clip:
     return Clip(frames, fps, width, height)
 
 
-def decode_sample(sample: list[tuple[int, dict[str, Any], str]], file: str, findings: Findings) -> list[tuple[int, dict[str, Any], Clip]]:
-    """Decode each sampled video; report the failures; return the clips that decoded."""
-    clips = []
-    for index, record, path in sample:
-        where = f"{file}#{index}"
-        label = f"record {index} (id {record.get('id')!r})"
+@dataclass
+class DecodeSummary:
+    """What the decode measured, for the report's stats and its text line."""
+
+    requested: str  # "all" or the count asked for
+    clips: int = 0
+    failed: int = 0
+    durations: list[float] = field(default_factory=list)
+    sampled: list[int] = field(default_factory=list)
+    sampling: str = ""  # "fps 2" / "nframes 8": what the frame counts were computed for
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "requested": self.requested,
+            "clips": self.clips,
+            "decoded": self.clips - self.failed,
+            "failed": self.failed,
+            "duration_s": _spread(self.durations, 3),
+            "frames_sampled": _spread(self.sampled, 1),
+            "sampling": self.sampling or None,
+            "summary": self.line(),
+        }
+
+    def line(self) -> str:
+        """One line a person reads: what was decoded and measured."""
+        if not self.clips:
+            return f"decode: no video to decode (--decode-sample {self.requested})"
+        text = f"decode: {self.clips - self.failed:,} of {self.clips:,} clip(s) decoded"
+        if self.failed:
+            text += f" ({self.failed:,} failed)"
+        d = _spread(self.durations, 2)
+        if d:
+            text += f"; length {d['min']:g}-{d['max']:g} s (median {d['median']:g})"
+        s = _spread(self.sampled, 1)
+        if s and self.sampling:
+            text += f"; {s['min']:g}-{s['max']:g} frames sampled at {self.sampling} (median {s['median']:g})"
+        return text
+
+
+def _spread(values: list[float] | list[int], digits: int) -> dict[str, float] | None:
+    if not values:
+        return None
+    return {"min": round(min(values), digits), "median": round(statistics.median(values), digits), "max": round(max(values), digits)}
+
+
+def _workers() -> int:
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def decode_sample(
+    sample: list[tuple[int, dict[str, Any], str]],
+    file: str,
+    findings: Findings,
+    *,
+    fps: float | None = None,
+    nframes: int | None = None,
+    requested: int = 0,
+    progress: bool | None = None,
+) -> tuple[list[tuple[int, dict[str, Any], Clip]], DecodeSummary]:
+    """Decode each sampled video; report the failures; return the clips that decoded and a summary.
+
+    fps / nframes: the vision setting the frame counts are computed for (None for both: not computed).
+    """
+    from tqdm import tqdm
+
+    from skillbank.data.video import num_sampled_frames
+
+    summary = DecodeSummary("all" if requested == ALL else str(requested), clips=len(sample))
+    if (fps is None) != (nframes is None):
+        summary.sampling = f"fps {fps:g}" if fps is not None else f"nframes {nframes}"
+
+    def one(item: tuple[int, dict[str, Any], str]) -> tuple[Clip | None, str]:
         try:
-            clip = probe(path)
+            return probe(item[2]), ""
         except ValueError as exc:
-            findings.error(
-                "env.decode",
-                f"{label}: cannot decode {path}: {exc}",
-                "re-encode the file (e.g. ffmpeg -i IN -c:v libx264 -pix_fmt yuv420p OUT.mp4) or drop the record",
-                where,
-                group=file,
-            )
-            continue
-        stated = record.get("video_fps")
-        if type(stated) in (int, float) and stated > 0 and abs(stated - clip.video_fps) > FPS_TOLERANCE * clip.video_fps:
-            findings.warning(
-                "env.decode",
-                f"{label}: video_fps is {stated} but the file plays at {clip.video_fps:.3f} fps",
-                "set video_fps to the file's frame rate",
-                where,
-                group=file,
-            )
-        clips.append((index, record, clip))
-    return clips
+            return None, str(exc)
+
+    clips = []
+    show = (sys.stderr.isatty() and len(sample) > 50) if progress is None else progress
+    with ThreadPoolExecutor(max_workers=_workers()) as pool:
+        results = tqdm(pool.map(one, sample), total=len(sample), desc="decoding clips", unit="clip", file=sys.stderr, disable=not show)
+        for (index, record, path), (clip, error) in zip(sample, results):
+            where = f"{file}#{index}"
+            label = f"record {index} (id {record.get('id')!r})"
+            if clip is None:
+                summary.failed += 1
+                findings.error(
+                    "media.decode",
+                    f"{label}: cannot decode {path}: {error}",
+                    "re-encode the file (e.g. ffmpeg -i IN -c:v libx264 -pix_fmt yuv420p OUT.mp4) or drop the record",
+                    where,
+                    group=file,
+                )
+                continue
+            summary.durations.append(clip.duration)
+            if summary.sampling:
+                try:
+                    summary.sampled.append(num_sampled_frames(clip.total_frames, clip.video_fps, fps=fps, nframes=nframes))
+                except ValueError:
+                    pass  # nframes above the clip's frames: the vision-budget check reports it
+            stated = record.get("video_fps")
+            if type(stated) in (int, float) and stated > 0 and abs(stated - clip.video_fps) > FPS_TOLERANCE * clip.video_fps:
+                findings.warning(
+                    "media.decode",
+                    f"{label}: video_fps is {stated} but the file plays at {clip.video_fps:.3f} fps",
+                    "set video_fps to the file's frame rate",
+                    where,
+                    group=file,
+                )
+            clips.append((index, record, clip))
+    return clips, summary

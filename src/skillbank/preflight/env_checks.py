@@ -1,8 +1,13 @@
-"""The machine a job launches on: redis-server, the model and its credentials, free disk.
+"""The machine a job launches on: redis-server, GPUs, the model and its credentials, free disk.
+
+These are the env.* checks: they hold only where the job runs, so a plan made on another machine
+reports them as "check on the node" (skillbank.preflight.report) and the rendered job runs them
+first on the node. What the spec names wrongly wherever it runs (a model reference that names
+nothing, a family the backend cannot train) is spec.model instead.
 
 No network call and no heavy import: a model is "resolvable" when it is a local folder with
-config.json, an `owner/repo` hub id, or `hf_model://owner/repo` (skillbank.modelref.parse). Secrets are looked up by name and
-never printed.
+config.json, an `owner/repo` hub id, or `hf_model://owner/repo` (skillbank.modelref.parse). GPUs are
+counted with `nvidia-smi -L` (no torch). Secrets are looked up by name and never printed.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -44,16 +50,18 @@ def resolve(key: str, value: str, kind: Kind = "model") -> ModelRef:
     if ref.kind == "hub":
         return ModelRef(key, ref.value, "hub", repo=ref.repo)
     if ref.kind == "invalid":
-        return ModelRef(key, ref.value, "missing", problem=ref.problem)
+        return ModelRef(key, ref.value, "missing", path=ref.path, problem=ref.problem)
     problem = modelref.folder_problem(ref.path, MARKERS[kind])
     return ModelRef(key, ref.value, "missing" if problem else "local", path=ref.path, problem=problem)
 
 
 def check_models(refs: list[ModelRef], findings: Findings) -> None:
+    """A path that is no model folder here is env.model (the node may have it); a value that names
+    neither a path nor a hub repo is spec.model (wrong everywhere)."""
     for ref in refs:
         if ref.where == "missing":
             findings.error(
-                "env.model",
+                "env.model" if ref.path is not None else "spec.model",
                 f"{ref.key} {ref.value!r} {ref.problem}",
                 "use a local Hugging Face folder (with config.json), an owner/repo hub id, or hf_model://owner/repo",
                 ref.key,
@@ -63,7 +71,7 @@ def check_models(refs: list[ModelRef], findings: Findings) -> None:
 def patch_size(ref: ModelRef, findings: Findings | None = None) -> int:
     """The vision patch size of the model's family, for the token estimate.
 
-    With `findings` (the cosmos-rl backend) a family cosmos-rl cannot train is an env.model error.
+    With `findings` (the cosmos-rl backend) a family cosmos-rl cannot train is a spec.model error.
     When the family cannot be told: Qwen3-VL's 16 (more pixels per token, so fewer tokens: the
     estimate stays a lower bound for errors; 14 would overstate them)."""
     from skillbank.errors import InputError
@@ -76,7 +84,7 @@ def patch_size(ref: ModelRef, findings: Findings | None = None) -> int:
         return family_of(ref.value).patch_size
     except InputError as exc:
         if findings is not None and ref.where != "missing":
-            findings.error("env.model", exc.message, exc.fix, ref.key)
+            findings.error("spec.model", exc.message, exc.fix, ref.key)
         return 16
 
 
@@ -91,6 +99,35 @@ def check_hf_token(refs: list[ModelRef], findings: Findings) -> None:
             "export HF_TOKEN (a token whose account accepted the model's license), or `huggingface-cli login`, or point at a local copy",
             ref.key,
         )
+
+
+def check_uploads(spec, findings: Findings) -> None:
+    """train.ckpt.upload_s3 / upload_hf and a wandb logger: what the run needs, by name only. Warnings:
+    a failed upload never stops training (skillbank.training.upload), and boto3 may find a profile."""
+    import importlib.util
+
+    from skillbank.training import upload
+
+    ckpt = spec.train.ckpt
+    missing = upload.missing_credentials(upload.S3_CREDENTIALS) if ckpt.upload_s3 else []
+    if missing:
+        findings.warning(
+            "env.upload",
+            f"train.ckpt.upload_s3 is {ckpt.upload_s3!r} but {' and '.join(missing)} is not set: unless an AWS profile or "
+            "instance role provides credentials, the S3 uploads will fail (training goes on, the local files are kept)",
+            "export AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_DEFAULT_REGION (AWS_ENDPOINT_URL for S3-compatible stores), or set upload_s3 false",
+            "train.ckpt.upload_s3",
+        )
+    if ckpt.upload_hf and not _have_token():
+        findings.warning(
+            "env.upload",
+            "train.ckpt.upload_hf is true but no Hugging Face token is set: the final upload will fail (the local export is kept)",
+            "export HF_TOKEN (a token with write access), or set upload_hf false",
+            "train.ckpt.upload_hf",
+        )
+    if "wandb" in spec.logging.logger and importlib.util.find_spec("wandb") is None:
+        findings.warning("env.upload", 'logging.logger has "wandb" but the wandb package is not installed: curves go to TensorBoard only',
+                         "pip install wandb (or skillbank[wandb]), or drop wandb from logging.logger", "logging.logger")
 
 
 def _have_token() -> bool:
@@ -123,6 +160,48 @@ def check_redis(backend: str | None, findings: Findings) -> None:
         findings.error("env.redis", message, fix, "PATH")
     else:
         findings.warning("env.redis", message + " (needed for --backend cosmos-rl)", fix, "PATH")
+
+
+# ---- GPUs ------------------------------------------------------------------------------------------
+
+
+def visible_gpus() -> tuple[int, str]:
+    """(GPUs this process can use, how that was found): `nvidia-smi -L`, narrowed by CUDA_VISIBLE_DEVICES."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return 0, "nvidia-smi is not on PATH"
+    try:
+        proc = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return 0, f"`nvidia-smi -L` failed: {exc}"
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [""]
+        return 0, f"`nvidia-smi -L` failed (exit {proc.returncode}) {tail[0]}".rstrip()
+    count = sum(1 for line in proc.stdout.splitlines() if line.startswith("GPU "))
+    how = f"`nvidia-smi -L` lists {count}"
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        ids = []
+        for item in visible.split(","):  # CUDA stops at the first invalid entry; -1 hides every GPU
+            if not item.strip() or item.strip().startswith("-"):
+                break
+            ids.append(item)
+        count = min(count, len(ids))
+        how += f", CUDA_VISIBLE_DEVICES={visible!r}"
+    return count, how
+
+
+def check_gpus(need: int, findings: Findings) -> dict[str, int]:
+    """The cosmos-rl backend: one replica needs `need` GPUs (dp_shard*tp*cp*pp) on every node."""
+    count, how = visible_gpus()
+    if count < need:
+        findings.error(
+            "env.gpus",
+            f"the job needs {need} GPU(s) per node (policy.parallelism dp_shard_size*tp_size*cp_size*pp_size) but {count} are visible here ({how})",
+            "run it on a node with that many NVIDIA GPUs (skillbank submit --platform slurm|docker), or lower policy.parallelism.dp_shard_size",
+            "policy.parallelism.dp_shard_size",
+        )
+    return {"visible": count, "need": need}
 
 
 # ---- disk ------------------------------------------------------------------------------------------

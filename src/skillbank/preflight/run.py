@@ -4,27 +4,34 @@ Nothing is launched and no input is modified. Each action runs the checks that a
 train (spec rules, parallelism, steps per rank, validation data, every record of train and val,
 the token budget, redis, model and token, disk, example cache), evaluate (spec, every record of
 the evaluation set, model and token), inference / quantize / export (spec, data when given, model
-and token, disk).
+and token, disk), rl (GPUs for policy plus rollout, the starting checkpoint, the answer format
+against the rewards, every record and its reference answer; preflight.rl_checks).
+
+Where the job runs decides what an environment finding means (`runs_on`): "here" checks this
+machine; "node" (a dry run, Slurm, Docker) reports env findings as "check on the node" and the
+rendered job runs `skillbank preflight --only env --runs-on here` first on the node. `only` picks
+the check groups (spec, data, env); with env alone, train does not rescan the data.
 """
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+from skillbank.errors import InputError
 from skillbank.preflight import env_checks, spec_checks
 from skillbank.preflight.cache_checks import check_cache
 from skillbank.preflight.datasets import Dataset, ScanOptions, check_clip, scan
-from skillbank.preflight.report import Findings, Report
+from skillbank.preflight.decode import ALL
+from skillbank.preflight.report import RUNS_ON, Findings, Group, Report, parse_groups
 from skillbank.preflight.vision import VisionBudget
+from skillbank.training.backends import BACKENDS
+from skillbank.training import steps
 
-BACKENDS = ("local", "cosmos-rl")
-FULL_CHECKPOINT_BYTES = 12  # per parameter: fp32 weights + two Adam moments
-LORA_CHECKPOINT_BYTES = 2
 EXPORT_BYTES = 2  # bf16 safetensors
 
 
@@ -38,6 +45,9 @@ class Context:
     datasets: list[Dataset] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
 
+    def wants(self, group: Group) -> bool:
+        return self.findings.wants(group)
+
 
 def run_preflight(
     *,
@@ -49,9 +59,15 @@ def run_preflight(
     nodes: int | None = None,
     backend: str | None = None,
     decode_sample: int = 0,
+    runs_on: str = "here",
+    only: Iterable[str] | None = None,
 ) -> Report:
     started = time.perf_counter()
-    ctx = Context(Findings(), gpus_per_node, nodes, backend, max(0, int(decode_sample or 0)))
+    if runs_on not in RUNS_ON:
+        raise InputError(f"unknown location {runs_on!r}", where="--runs-on", fix=f"use one of: {', '.join(RUNS_ON)}")
+    groups = parse_groups(only)
+    findings = Findings(runs_on=runs_on, only=groups)  # type: ignore[arg-type]
+    ctx = Context(findings, gpus_per_node, nodes, backend, int(decode_sample or 0) if decode_sample == ALL else max(0, int(decode_sample or 0)))
     _arguments(ctx)
     parsed = spec_checks.load(skill, action, spec_path, spec, ctx.findings)
     checks = ACTIONS.get(action)
@@ -65,8 +81,11 @@ def run_preflight(
         "checked": sum(records.values()),
         "datasets": {d.role: _dataset_stats(d) for d in ctx.datasets},
         **ctx.stats,
+        "runs_on": runs_on,
+        "only": [g for g in ("spec", "data", "env") if g in groups],
         "errors": ctx.findings.totals["error"],
         "warnings": ctx.findings.totals["warning"],
+        "node": ctx.findings.totals["node"],
         "seconds": round(time.perf_counter() - started, 3),
     }
     return Report(ctx.findings.finish(), stats)
@@ -101,11 +120,13 @@ def _train(spec: Any, ctx: Context) -> None:
     spec_checks.validation_data(spec, f)
     model = env_checks.resolve("policy.model_name_or_path", spec.policy.model_name_or_path)
     env_checks.check_models([model], f)
-    env_checks.check_hf_token([model], f)
-    env_checks.check_redis(ctx.backend, f)
+    if ctx.wants("env"):
+        _train_env(spec, model, ctx)
     patch = env_checks.patch_size(model, f if ctx.backend == "cosmos-rl" else None)
     budget = VisionBudget.from_train_spec(spec, patch)
     _fixed_frames(budget, f)
+    if not (ctx.wants("data") or ctx.wants("spec")):
+        return  # --only env (the job's first step on the node): the data were checked where it was planned
 
     custom = spec.custom
     train_file = spec_checks.dataset_file("custom.train_dataset.annotation_path", custom.train_dataset.annotation_path, f)
@@ -122,13 +143,26 @@ def _train(spec: Any, ctx: Context) -> None:
     if train_file:
         train = _scan(ctx, "train", train_file, ScanOptions(train_media, overlap_with=val, budget=budget, decode_sample=ctx.decode_sample))
         if train.complete and train.records:
-            spec_checks.steps_per_rank(spec, train.records, val.records if val else None, f)
+            spec_checks.steps_per_rank(spec, train.records, val.records if val else None, f, backend=ctx.backend)
+            _plan(spec, model, train.records, val, ctx)
     decoded = _decode(ctx, train, budget)
     for data in (train, val):
         if data is not None:
             _unknown_lengths(data, budget, decoded if data is train else 0, f)
-    _train_disk(spec, model, ctx)
     ctx.stats["cache_folders_checked"] = check_cache(spec, patch, media_folders, f)
+
+
+def _train_env(spec: Any, model: env_checks.ModelRef, ctx: Context) -> None:
+    """What only the machine that trains can answer: the token, redis-server, GPUs, free disk."""
+    from skillbank.platform.context import parallel_shape  # the GPUs per node a job asks for, decided once
+
+    f = ctx.findings
+    env_checks.check_hf_token([model], f)
+    env_checks.check_uploads(spec, f)
+    env_checks.check_redis(ctx.backend, f)
+    if ctx.backend == "cosmos-rl":
+        ctx.stats["gpus"] = env_checks.check_gpus(parallel_shape(spec)[1], f)
+    _train_disk(spec, model, ctx)
 
 
 def _fixed_frames(budget: VisionBudget, f: Findings) -> None:
@@ -160,34 +194,54 @@ def _unknown_lengths(data: Dataset, budget: VisionBudget, decoded: int, f: Findi
     )
 
 
-def _decode(ctx: Context, data: Dataset | None, budget: VisionBudget | None) -> int:
+def _decode(ctx: Context, data: Dataset | None, budget: VisionBudget | None, *, fps: float | None = None, nframes: int | None = None) -> int:
+    """Decode the sampled clips (--decode-sample K|all); stats["decoded"] counts them, stats["decode"]
+    says what was measured (lengths, frames sampled at the spec's fps / nframes)."""
     if not ctx.decode_sample or data is None or not data.sample:
         ctx.stats["decoded"] = 0
         return 0
     from skillbank.preflight.decode import decode_sample
 
-    clips = decode_sample(data.sample, data.file, ctx.findings)
+    if budget is not None:
+        fps, nframes = budget.fps, budget.nframes
+    clips, summary = decode_sample(data.sample, data.file, ctx.findings, fps=fps, nframes=nframes, requested=ctx.decode_sample)
     if budget is not None:
         for index, record, clip in clips:
             check_clip(budget, clip, record, index, f"{data.file}#{index}", ctx.findings, group=data.file)
     ctx.stats["decoded"] = len(data.sample)
+    ctx.stats["decode"] = summary.to_dict()
     return len(clips)
 
 
 def _train_disk(spec: Any, model: env_checks.ModelRef, ctx: Context) -> None:
-    ckpt = spec.train.ckpt
-    if not ckpt.enable_checkpoint:
-        return
+    """env.disk for the checkpoints the run keeps at once (skillbank.training.steps.disk_need: LoRA,
+    max_keep, the steps that decide how many are saved)."""
     params, how = env_checks.model_params(model)
-    per_param = (LORA_CHECKPOINT_BYTES if spec.policy.lora.enable else FULL_CHECKPOINT_BYTES) + (EXPORT_BYTES if ckpt.export_safetensors else 0)
-    one = params * per_param
-    saves = math.ceil(spec.train.epoch / ckpt.save_freq_in_epoch) if ckpt.save_freq_in_epoch else spec.train.epoch
-    kept = min(ckpt.max_keep, saves) if ckpt.max_keep >= 1 else saves
-    what = (
-        f"a checkpoint needs ~{one / env_checks.GB:,.0f} GB ({params / 1e9:.1f}B parameters from {how}, {per_param} bytes each), "
-        f"{kept} kept ~{one * kept / env_checks.GB:,.0f} GB"
-    )
-    ctx.stats["disk"] = env_checks.check_disk("train.output_dir", spec.train.output_dir, one, one * kept, what, ctx.findings)
+    need = steps.disk_need(spec, params, params_from=how, plan=_disk_steps(spec, ctx), backend=ctx.backend)
+    if need is not None:
+        ctx.stats["disk"] = env_checks.check_disk("train.output_dir", spec.train.output_dir, need.checkpoint_bytes, need.total_bytes, need.detail, ctx.findings)
+
+
+def _disk_steps(spec: Any, ctx: Context) -> steps.StepPlan | None:
+    """The step plan when the checkpoint count depends on it (saves by steps, or a max_num_steps cap):
+    from the scan when it ran, else a streamed count of the train records; None when they cannot be read."""
+    ckpts = steps.checkpoint_plan(spec)
+    if ckpts is None or ckpts.exact:
+        return None
+    plan = ctx.stats.get("plan")
+    if plan is not None:
+        return steps.step_plan(spec, plan["train_records"])
+    try:
+        return steps.step_plan(spec, steps.read_train_count(spec).train)
+    except InputError:
+        return None
+
+
+def _plan(spec: Any, model: env_checks.ModelRef, train_records: int, val: Dataset | None, ctx: Context) -> None:
+    """stats["plan"]: the run's arithmetic (records per rank, global batch, steps, checkpoints, disk)."""
+    count = steps.train_count(spec, train_records)
+    params, how = env_checks.model_params(model)
+    ctx.stats["plan"] = steps.run_plan(spec, count, val_records=val.records if val else None, params=params, params_from=how, backend=ctx.backend)
 
 
 def _output_disk(key: str, output_dir: str, model: env_checks.ModelRef, bytes_per_param: float, ctx: Context) -> None:
@@ -201,6 +255,49 @@ def _scan(ctx: Context, role: str, file: str, options: ScanOptions) -> Dataset:
     data = scan(role, file, options, ctx.findings)
     ctx.datasets.append(data)
     return data
+
+
+# ---- rl (GRPO) ----------------------------------------------------------------------------------------
+
+
+def _rl(spec: Any, ctx: Context) -> None:
+    """GRPO through cosmos-rl: GPUs for policy plus rollout, the start (an SFT export), the answer
+    format against the rewards, every record's reference, samples per policy step (preflight.rl_checks)."""
+    from skillbank.preflight import rl_checks
+    from skillbank.training.cosmos_rl.grpo import system_prompt
+
+    f = ctx.findings
+    rl_checks.gpus(spec, ctx.gpus_per_node, ctx.nodes, f)
+    prompt = system_prompt(spec)
+    rl_checks.answer_format(spec, prompt, f)
+    model = env_checks.resolve("policy.model_name_or_path", spec.policy.model_name_or_path) if spec.policy.model_name_or_path.strip() else None
+    rl_checks.start(spec, model, f)
+    if model is not None:
+        env_checks.check_models([model], f)
+    if ctx.wants("env"):
+        if model is not None:
+            env_checks.check_hf_token([model], f)
+        env_checks.check_redis("cosmos-rl", f)
+        ctx.stats["gpus"] = rl_checks.visible_gpus(spec, f)
+    patch = env_checks.patch_size(model, f) if model is not None else 16
+    custom = spec.custom
+    # the token estimate reads the train spec's shape: the same vision table, with the prompt the rollouts get
+    budget = VisionBudget.from_train_spec(SimpleNamespace(custom=SimpleNamespace(vision=custom.vision, system_prompt=prompt), policy=spec.policy), patch)
+    _fixed_frames(budget, f)
+    if not (ctx.wants("data") or ctx.wants("spec")):
+        return
+    file = spec_checks.dataset_file("custom.train_dataset.annotation_path", custom.train_dataset.annotation_path, f)
+    media = spec_checks.media_folder("custom.train_dataset.media_path", custom.train_dataset.media_path, custom.train_dataset.annotation_path, f)
+    if not file:
+        return
+    data = _scan(ctx, "train", file, ScanOptions(media, budget=budget, decode_sample=ctx.decode_sample))
+    decoded = _decode(ctx, data, budget)
+    _unknown_lengths(data, budget, decoded, f)
+    if data.complete and data.records:
+        from skillbank.data.records import load_records
+
+        usable = rl_checks.references(spec, load_records(file), file, f)
+        ctx.stats["rl_plan"] = rl_checks.samples_per_step(spec, usable, f)  # not "plan": that is the SFT run_plan shape
 
 
 # ---- the other actions -----------------------------------------------------------------------------
@@ -223,7 +320,7 @@ def _evaluate(spec: Any, ctx: Context) -> None:
     media = spec_checks.media_folder("dataset.media_dir", spec.dataset.media_dir, spec.dataset.annotation_path, f)
     if file:
         data = _scan(ctx, "eval", file, ScanOptions(media, decode_sample=ctx.decode_sample))
-        _decode(ctx, data, None)
+        _decode(ctx, data, None, fps=spec.vision.fps, nframes=spec.vision.num_frames)
 
 
 def _inference(spec: Any, ctx: Context) -> None:
@@ -233,7 +330,7 @@ def _inference(spec: Any, ctx: Context) -> None:
         file = spec_checks.dataset_file("annotation_path", spec.annotation_path, f)
         media = spec_checks.media_folder("media_dir", spec.media_dir, spec.annotation_path, f)
         if file:
-            _decode(ctx, _scan(ctx, "inference", file, ScanOptions(media, decode_sample=ctx.decode_sample)), None)
+            _decode(ctx, _scan(ctx, "inference", file, ScanOptions(media, decode_sample=ctx.decode_sample)), None, fps=spec.fps, nframes=spec.num_frames)
     elif spec.video:
         if not Path(spec.video).expanduser().is_file():
             f.error("annotations.media_exists", f"video {spec.video!r} does not exist", "pass the path of an existing video file", "video")
@@ -263,7 +360,7 @@ def _export(spec: Any, ctx: Context) -> None:
             refs.append(env_checks.resolve("base_model_path", spec.base_model_path))
         else:
             ctx.findings.error(
-                "env.model",
+                "spec.model",
                 "source is a LoRA adapter and merge_lora is true, but base_model_path is empty",
                 "set base_model_path to the model the adapter was trained on",
                 "base_model_path",
@@ -280,4 +377,5 @@ ACTIONS: dict[str, Callable[[Any, Context], None]] = {
     "inference": _inference,
     "quantize": _quantize,
     "export": _export,
+    "rl": _rl,
 }

@@ -10,15 +10,15 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from skillbank.data.media import media_root
-from skillbank.data.split import check_val_dataset, train_split_size, uses_train_split
+from skillbank.data.split import check_val_dataset, uses_train_split
 from skillbank.errors import InputError
 from skillbank.preflight.report import Findings
 from skillbank.spec.io import read_spec_file
 from skillbank.spec.registry import spec_model
 from skillbank.spec.validation import problems
+from skillbank.training import steps
 
 DATASET_FIX = "pass --dataset-root DIR to `skillbank spec`, or --set {key}=FILE"
-ZERO_STEPS = "the run trains zero steps and crashes with \"'NoneType' object has no attribute 'state_dict'\""
 
 
 def load(skill: str, action: str, spec_path: str | Path | None, spec: dict[str, Any] | None, findings: Findings) -> BaseModel | None:
@@ -87,36 +87,24 @@ def parallelism(spec: Any, gpus_per_node: int | None, nodes: int | None, finding
         )
 
 
-def steps_per_rank(spec: Any, train_records: int, val_records: int | None, findings: Findings) -> None:
-    p = spec.policy.parallelism
-    ranks = p.dp_shard_size * p.dp_replicate_size
-    batch, mini = spec.train.train_batch_per_replica, spec.train.train_policy.mini_batch
-    split = train_split_size(spec, train_records)
-    left = train_records - split
-    per_rank = max(left, 0) // ranks
-    if per_rank < batch:
-        after = f" after the validation split takes {split:,} (validation.enable with no custom.val_dataset)" if split else ""
-        best = per_rank // mini * mini
-        fix = (
-            f"set train.train_batch_per_replica={best} (a multiple of mini_batch {mini}), add records, or use fewer GPUs"
-            if best >= mini
-            else "add records, use fewer GPUs, or lower train.train_policy.mini_batch and train.train_batch_per_replica"
-        )
-        if split and spec.train.train_policy.dataset.test_size is None:
-            fix += "; or give custom.val_dataset so train is not split"
-        findings.error(
-            "spec.steps_per_rank",
-            f"{train_records:,} train records{after} leave {max(left, 0):,} for {ranks} data-parallel rank(s) "
-            f"(dp_shard_size * dp_replicate_size) = {per_rank:,} per rank, fewer than train.train_batch_per_replica {batch}: {ZERO_STEPS}",
-            fix,
-            "train.train_batch_per_replica",
-        )
-    val = split if split else val_records
-    if spec.validation.enable and val is not None and 0 < val and val // ranks < 1:
+def steps_per_rank(spec: Any, train_records: int, val_records: int | None, findings: Findings, *, backend: str | None = None) -> None:
+    """Optimizer steps as cosmos-rl counts them (skillbank.training.steps): zero is an error, fewer
+    than FEW_STEPS_PER_EPOCH per epoch a warning, each with batches that give useful steps."""
+    count = steps.train_count(spec, train_records)
+    problem = steps.steps_problem(spec, count)
+    if problem is not None:
+        findings.add("spec.steps_per_rank", problem.severity, problem.message, problem.fix, problem.where)
+    val = count.split or val_records
+    if not spec.validation.enable or not val or backend == "local":  # the local backend validates every record
+        return
+    ranks, size = steps.data_parallel_ranks(spec), spec.validation.batch_size
+    per_rank, batches = steps.validation_batches(val, ranks, size)
+    if batches == 0:
         findings.warning(
             "spec.steps_per_rank",
-            f"{val:,} validation records for {ranks} data-parallel rank(s): some ranks get no validation sample",
-            "add validation records or use fewer GPUs",
+            f"{val:,} validation records over {ranks} data-parallel rank(s) give {per_rank:,} per rank, fewer than validation.batch_size {size}: "
+            "cosmos-rl drops the incomplete validation batch too (dataloader_drop_last), validates nothing and logs a validation loss of 0",
+            f"set validation.batch_size={per_rank} or lower, or add validation records",
             "validation.batch_size",
         )
 

@@ -1,18 +1,21 @@
-"""The spec builder: template -> dataset root -> overrides -> validated spec (what `skillbank spec` does)."""
+"""The spec builder: template (or an existing spec file) -> dataset root -> overrides -> validated spec
+(what `skillbank spec` does)."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from skillbank.errors import InputError
 from skillbank.skillinfo import skill_info, template_path
 from skillbank.spec.overrides import apply_overrides, parse_assignment, resolve_key
-from skillbank.spec.registry import spec_model
+from skillbank.spec.keys import find_field
+from skillbank.spec.registry import spec_model, spec_models
 from skillbank.spec.validation import validate
 
 
@@ -61,6 +64,43 @@ def dataset_root_overrides(skill: str, action: str, root: str | Path) -> dict[st
     return out
 
 
+def shorthand_keys(skill: str, action: str) -> dict[str, str]:
+    """{shorthand: dotted key} of one action (skill_info.yaml spec_shorthand_keys.<action>)."""
+    return dict((skill_info(skill).get("spec_shorthand_keys") or {}).get(action) or {})
+
+
+def _paths(data: dict[str, Any], prefix: str = "") -> list[str]:
+    """The dotted keys a spec file names, down to its leaves."""
+    out = []
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        out += _paths(value, f"{path}.") if isinstance(value, dict) and value else [path]
+    return out
+
+
+def infer_action(skill: str, data: dict[str, Any], *, where: str) -> str:
+    """The action whose spec model has every key the file names (and, among several, the one the
+    file validates against)."""
+    models = spec_models(skill)
+    keys = _paths(data)
+    fits = [a for a, m in models.items() if all(find_field(m, k) is not None for k in keys)]
+    if len(fits) > 1:
+        valid = [a for a in fits if _validates(models[a], data)]
+        fits = valid if len(valid) == 1 else fits
+    if len(fits) == 1:
+        return fits[0]
+    what = f"it fits the {' and the '.join(fits)} specs alike" if fits else f"its keys match no spec of {skill} ({', '.join(models)})"
+    raise InputError(f"cannot tell the action of this spec: {what}", where=where, fix=f"pass --action ({', '.join(fits or models)})")
+
+
+def _validates(model: type[BaseModel], data: dict[str, Any]) -> bool:
+    try:
+        model.model_validate(data)
+    except ValidationError:
+        return False
+    return True
+
+
 def build_spec(
     skill: str,
     action: str,
@@ -68,10 +108,13 @@ def build_spec(
     *,
     dataset_root: str | Path | None = None,
     base: dict[str, Any] | None = None,
+    source: str | None = None,
 ) -> BuiltSpec:
+    """`base` (a spec file's dict, `source` its name) or the action's template, with the dataset root
+    and the --set overrides applied (shorthands of this action resolved), validated."""
     model = spec_model(skill, action)
-    data = base if base is not None else load_template(skill, action)
-    shorthands = skill_info(skill).get("spec_shorthand_keys", {}) or {}
+    data = copy.deepcopy(base) if base is not None else load_template(skill, action)
+    shorthands = shorthand_keys(skill, action)
     overrides: dict[str, Any] = {}
     if dataset_root is not None:
         overrides.update(dataset_root_overrides(skill, action, dataset_root))
@@ -79,5 +122,5 @@ def build_spec(
         key, value = parse_assignment(text)
         overrides[resolve_key(model, key, shorthands)] = value
     notes = apply_overrides(model, data, overrides)
-    spec = validate(model, data, source=f"{skill}/{action} spec")
+    spec = validate(model, data, source=source or f"{skill}/{action} spec")
     return BuiltSpec(spec=spec, applied=overrides, notes=notes)

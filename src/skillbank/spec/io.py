@@ -1,7 +1,8 @@
-"""Reading and writing spec files (YAML for specs, TOML for the evaluate config)."""
+"""Reading and writing spec files: YAML, JSON or TOML (the evaluate config), told by the file name."""
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ def read_spec_file(path: str | Path) -> dict[str, Any]:
         raise InputError(f"spec file not found: {p}", where=str(p), fix="pass the path of a spec written by `skillbank spec -o FILE`")
     text = p.read_text(encoding="utf-8")
     try:
-        data = tomllib.loads(text) if p.suffix == ".toml" else yaml.safe_load(text)
+        data = tomllib.loads(text) if p.suffix.lower() == ".toml" else yaml.safe_load(text)
     except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
         raise InputError(f"cannot parse spec: {exc}", where=str(p), fix="fix the syntax") from None
     if data is None:
@@ -51,6 +52,55 @@ def dump_yaml(data: dict[str, Any]) -> str:
     return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True, width=120)
 
 
-def write_spec(path: str | Path, spec: BaseModel | dict[str, Any]) -> Path:
-    data = spec.model_dump(mode="json") if isinstance(spec, BaseModel) else spec
-    return atomic.write_text(path, dump_yaml(data))
+def drop_none(value: Any) -> Any:
+    """TOML has no null: leave unset keys out (the model's default, or cosmos-rl's, applies)."""
+    if isinstance(value, dict):
+        return {k: drop_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, (list, tuple)):
+        return [drop_none(v) for v in value]
+    return value
+
+
+def spec_text(path: str | Path, data: dict[str, Any], model: type[BaseModel] | None = None) -> str:
+    """A spec in the format its file name says: .toml TOML, .json JSON, anything else YAML.
+
+    TOML leaves null keys out; with `model` the result is read back to prove it means the same spec
+    (an exclusive pair's partner reads back as unset), else the key that would change is an InputError."""
+    suffix = Path(path).suffix.lower()
+    if suffix == ".json":
+        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    if suffix != ".toml":
+        return dump_yaml(data)
+    import tomli_w
+
+    kept = drop_none(data)
+    if model is not None:
+        back = validate(model, kept, source=str(path)).model_dump(mode="json")
+        changed = _first_difference(data, back)
+        if changed is not None:
+            key, value = changed
+            raise InputError(
+                f"TOML has no null: {key} = null would read back as {value!r}",
+                where=key,
+                fix=f"write YAML or JSON instead (-o {Path(path).with_suffix('.yaml').name}), or give {key} a value",
+            )
+    return tomli_w.dumps(kept)
+
+
+def _first_difference(a: Any, b: Any, prefix: str = "") -> tuple[str, Any] | None:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in a:
+            found = _first_difference(a[key], b.get(key), f"{prefix}{key}.")
+            if found is not None:
+                return found
+        return None
+    return None if a == b else (prefix.rstrip("."), b)
+
+
+def write_spec(path: str | Path, spec: BaseModel | dict[str, Any], model: type[BaseModel] | None = None) -> Path:
+    """Write a spec atomically in the format of the file's extension (see spec_text)."""
+    if isinstance(spec, BaseModel):
+        model, data = model or type(spec), spec.model_dump(mode="json")
+    else:
+        data = spec
+    return atomic.write_text(path, spec_text(path, data, model))

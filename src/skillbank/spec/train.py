@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import model_validator
+from pydantic import field_validator, model_validator
 
 from skillbank.spec.base import Section
 from skillbank.spec.meta import param, rule_error
@@ -25,11 +25,34 @@ class CheckpointSpec(Section):
     save_mode: Literal["async", "sync"] = param("async", "Write checkpoints in the background (async) or block training (sync).")
     max_keep: int = param(5, "Keep the newest N checkpoints (and safetensors exports); -1 keeps all.", ge=-1)
     export_safetensors: bool = param(True, "Export a Hugging Face safetensors folder with each checkpoint (what evaluate reads).")
+    upload_hf: bool = param(False, "Upload the final safetensors export to the Hugging Face Hub as <token's user>/<hf_repo_name>-<run timestamp> (needs HF_TOKEN with write access).")
+    hf_repo_name: str = param("cosmos-reason-sft", "Hub repository name, without owner: the token's user is put before it and the run's timestamp after it.", depends_on="train.ckpt.upload_hf")
+    upload_s3: Literal[False, True, "final", "all"] = param(False, "Upload to S3: \"final\" (or true) the last checkpoint and export, \"all\" every one, false none. Credentials from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_DEFAULT_REGION (AWS_ENDPOINT_URL for S3-compatible stores).")
+    s3_bucket: str | None = param(None, "S3 bucket the uploads go to (required with upload_s3).", depends_on="train.ckpt.upload_s3")
+    s3_prefix: str = param("outputs", "Key prefix in the bucket: a run's files go to <s3_prefix>/<run timestamp>/{safetensors,checkpoints}/step_N/...", depends_on="train.ckpt.upload_s3")
+
+    @field_validator("upload_s3")
+    @classmethod
+    def _upload_s3_true_is_final(cls, value: bool | str) -> bool | str:
+        return "final" if value is True else value  # cosmos-rl accepts only false, "final" or "all"
 
     @model_validator(mode="after")
     def _max_keep_not_zero(self) -> "CheckpointSpec":
         if self.max_keep == 0:
             raise rule_error("max_keep", "max_keep 0 would delete every checkpoint; use -1 to keep all or N >= 1")
+        return self
+
+    @model_validator(mode="after")
+    def _uploads_have_something_to_upload(self) -> "CheckpointSpec":
+        if (self.upload_hf or self.upload_s3) and not self.enable_checkpoint:
+            key = "upload_hf" if self.upload_hf else "upload_s3"
+            raise rule_error(key, f"{key} uploads checkpoints, but enable_checkpoint is false; set enable_checkpoint true or turn the upload off")
+        if self.upload_hf and not self.export_safetensors:
+            raise rule_error("upload_hf", "upload_hf uploads the safetensors export; set export_safetensors true or upload_hf false")
+        if self.upload_hf and ("/" in self.hf_repo_name or not self.hf_repo_name.strip()):
+            raise rule_error("hf_repo_name", f"hf_repo_name {self.hf_repo_name!r} must be a bare repository name (the token's user is prefixed), e.g. cosmos-reason-sft")
+        if self.upload_s3 and not self.s3_bucket:
+            raise rule_error("s3_bucket", f"upload_s3 {self.upload_s3!r} needs s3_bucket (the bucket name, without s3://)")
         return self
 
 
@@ -48,7 +71,7 @@ class TrainPolicySpec(Section):
 
 class TrainSection(Section):
     epoch: int = param(3, "Passes over the training set. Published recipes overfit after 1-3 epochs: evaluate every checkpoint.", ge=1, le=1000, automl="default", search=(1, 20), popular=True)
-    train_batch_per_replica: int = param(32, "Global batch per data-parallel rank per optimizer step. Must be a multiple of train_policy.mini_batch.", ge=1, automl="disabled", popular=True)
+    train_batch_per_replica: int = param(32, "Records per data-parallel rank per optimizer step (the global batch is this x dp_shard_size x dp_replicate_size). Must be a multiple of train_policy.mini_batch.", ge=1, automl="disabled", popular=True)
     max_num_steps: int | None = param(None, "Stop after this many optimizer steps (smoke tests); null trains all epochs.", ge=1)
     output_dir: str = param("./results/train", "Run folder: checkpoints go to <output_dir>/<timestamp>/checkpoints/step_N, exports to .../safetensors/step_N.")
     seed: int = param(42, "Random seed for model init and training.", ge=0)

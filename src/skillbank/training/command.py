@@ -12,26 +12,35 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from skillbank.automl import DEFAULT_ALGORITHM
+from skillbank.automl.command import add_search_arguments
 from skillbank.errors import InputError
+from skillbank.training.backends import BACKEND_HELP, BACKENDS, DEFAULT_BACKEND
 
 SKILL = "tao-finetune-cosmos-reason"
-BACKENDS = ("cosmos-rl", "local")
 
 DESCRIPTION = """\
 Fine-tune Cosmos-Reason (Qwen2.5-VL / Qwen3-VL) on LLaVA video QA from a validated train spec.
 
-The router decides first: with automl_policy auto (and AutoML packaged for the skill) the request
-goes to AutoML; --automl-policy off trains directly. Preflight then checks every rule and record.
+The router decides first: with automl_policy auto (the default; AutoML packaged for the skill) the
+request goes to AutoML: a study on this spec with the same backend (`skillbank automl`: the base spec
+must pass preflight first, --dry-run prints the study plan and starts nothing; --algorithm, --param,
+--range, --choices, --study and --automl-max-trials narrow it; anything else: call `skillbank automl`).
+--automl-policy off trains directly. Preflight then checks every rule and record.
 Backends: cosmos-rl (production, GPUs, one node to many) and local (torchrun + FSDP2 on this machine,
 CPU or GPUs; what tests and the embedded demo use). Both write
 <output_dir>/<timestamp>/checkpoints/step_N/policy and .../safetensors/step_N.
+SIGTERM / SIGINT stop the whole process tree (torchrun and its ranks, or the cosmos-rl launcher and
+its workers) and mark the job record cancelled.
 """
 
 EPILOG = """\
 examples:
-  skillbank train --spec train.yaml --backend cosmos-rl
-  skillbank train --spec train.yaml --backend local --automl-policy off --dry-run
-  skillbank train --spec train.yaml --backend local --automl-policy off --resume
+  skillbank train --spec train.yaml --automl-policy off --backend cosmos-rl          # direct training
+  skillbank train --spec train.yaml --automl-policy off --backend local --dry-run    # direct: the plan only
+  skillbank train --spec train.yaml --automl-policy off --backend local --resume     # direct: continue a run
+  skillbank train --spec train.yaml --automl-policy auto --dry-run                   # AutoML: the study plan only
+  skillbank train --spec train.yaml --automl-policy auto --param train.optm_lr --automl-max-trials 4
 exit codes: 0 trained; 2 bad input (nothing launched); 1 the run failed (resume with --resume).
 """
 
@@ -45,22 +54,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--spec", required=True, help="train spec (YAML/JSON/TOML) written by `skillbank spec`")
-    p.add_argument("--backend", choices=BACKENDS, default="cosmos-rl", help="cosmos-rl (default, GPUs) or local (torchrun + FSDP2 here)")
-    p.add_argument("--automl-policy", choices=("auto", "off"), default=None, help="auto: AutoML when the skill supports it; off: direct training for this run")
-    p.add_argument("--automl-max-trials", dest="max_trials", type=int, default=8, metavar="N",
-                   help="trials of the AutoML study when the request routes to AutoML (default: %(default)s)")
+    p.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND, help=BACKEND_HELP)
+    p.add_argument("--automl-policy", choices=("auto", "off"), default=None,
+                   help="auto: AutoML when the skill supports it; off: direct training for this run (default: the router's, from --request, else auto)")
     p.add_argument("--request", default=None, help="the user's request in words (the router reads e.g. 'no HPO')")
-    p.add_argument("--dry-run", action="store_true", help="print the plan (command, ranks, run folder) and launch nothing")
-    p.add_argument("--resume", action="store_true", help="continue from the newest complete checkpoint under train.output_dir")
+    p.add_argument("--dry-run", action="store_true", help="print the plan (command, ranks, run folder; on the AutoML route the study plan) and launch nothing; "
+                   "plans for the machine that will train: spec and data must pass, HF_TOKEN / redis-server / GPUs / disk are listed as 'check on the node'")
+    p.add_argument("--resume", action="store_true", help="continue from the newest complete checkpoint under train.output_dir (AutoML route: continue the study)")
+    search = p.add_argument_group("AutoML route (automl_policy auto): narrow the study, as `skillbank automl` does")
+    add_search_arguments(search, trials_flags=("--automl-max-trials",))
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout (progress goes to stderr)")
     p.set_defaults(run=run)
 
 
-def _preflight(args: argparse.Namespace) -> dict[str, Any]:
+def _preflight(args: argparse.Namespace, log: Any) -> dict[str, Any]:
+    """Spec and data must pass wherever this runs; the environment (token, redis-server, GPUs, disk)
+    is this machine's only for a real run: a dry run plans for the machine that will train, so its
+    env findings are listed as "check on the node" instead of stopping the plan."""
     from skillbank.preflight.run import run_preflight
 
-    report = run_preflight(skill=SKILL, action="train", spec_path=args.spec, backend=args.backend, gpus_per_node=None, nodes=None)
+    runs_on = "node" if args.dry_run else "here"
+    report = run_preflight(skill=SKILL, action="train", spec_path=args.spec, backend=args.backend, gpus_per_node=None, nodes=None, runs_on=runs_on)
     report.require_ok(skill=SKILL, action="train", spec_path=args.spec)
+    for line in report.summary()["check_on_node"]:
+        log(f"preflight: check on the node: {line}")
     return report.summary()
 
 
@@ -68,6 +85,15 @@ def _handoff_to_automl(args: argparse.Namespace) -> int:
     from skillbank.automl.run import run_from_train
 
     return int(run_from_train(args) or 0)
+
+
+def _no_search_flags(args: argparse.Namespace, route: str) -> None:
+    """AutoML's search flags on a direct run would be ignored silently: refuse them instead."""
+    given = [flag for flag, value in (("--algorithm", args.algorithm != DEFAULT_ALGORITHM), ("--param", args.param), ("--range", args.range),
+                                      ("--choices", args.choices), ("--study", args.study)) if value]
+    if given:
+        raise InputError(f"{', '.join(given)} narrow an AutoML study, but this request routes {route}", where=given[0],
+                         fix="drop them, or pass --automl-policy auto (or call `skillbank automl`)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -82,13 +108,17 @@ def run(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec, TrainSpec)
     decision = route(skill=SKILL, action="train", request=args.request, automl_policy=args.automl_policy)
+    if decision.action != "train":  # the request asks for RL (GRPO): that is the rl action's spec, not this SFT one
+        raise InputError(f"the request routes to the {decision.action} action: {decision.reason}", where="--request",
+                         fix="write an rl spec (skillbank spec --skill tao-finetune-cosmos-reason --action rl -o rl.yaml) and run `skillbank rl --spec rl.yaml`; or drop RL from the request to run SFT")
     if decision.route == "automl":
         log(f"route: automl ({decision.reason})")
         return _handoff_to_automl(args)
     if not decision.runnable:
         raise InputError(f"the router cannot run this request: {decision.reason}", where="--automl-policy", fix="pass --automl-policy off to train directly")
+    _no_search_flags(args, decision.route)
     log(f"route: {decision.route} ({decision.reason})")
-    preflight = _preflight(args)
+    preflight = _preflight(args, log)
 
     job = None
     if not args.dry_run:
@@ -97,7 +127,9 @@ def run(args: argparse.Namespace) -> int:
         job = JobRecord.start(action="train", backend=args.backend, spec_path=args.spec, argv=sys.argv, results_dir=spec.results_dir,
                               extra={"route": decision.to_dict()})
         log(f"job record: {job.path}")
-    with job.tracking() if job is not None else nullcontext():
+    from skillbank import procs
+
+    with procs.stop_on_signals(), job.tracking() if job is not None else nullcontext():
         if args.backend == "local":
             from skillbank.training.local.launch import train_local
 

@@ -85,7 +85,11 @@ def _skill_info_keys(folder: Path, skill: str, info: dict) -> list[str]:
     for group in ("data_sources", "spec_params"):
         for action, keys in (info.get(group) or {}).items():
             named += [(action, key, f"{group}.{action}") for key in keys]
-    named += [("train", key, f"spec_shorthand_keys.{short}") for short, key in (info.get("spec_shorthand_keys") or {}).items()]
+    for action, keys in (info.get("spec_shorthand_keys") or {}).items():
+        if not isinstance(keys, dict):
+            named.append((action, "", f"spec_shorthand_keys.{action} (must map shorthand -> dotted key per action)"))
+            continue
+        named += [(action, key, f"spec_shorthand_keys.{action}.{short}") for short, key in keys.items()]
     found = []
     for action, key, context in named:
         if action not in models:

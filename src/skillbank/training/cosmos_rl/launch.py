@@ -22,9 +22,11 @@ from skillbank.errors import InputError, RunError
 from skillbank.modelref import HF_SCHEME, download, parse
 from skillbank.spec.train import TrainSpec
 from skillbank.training import layout as run_layout
+from skillbank.training import monitor
 from skillbank.training.cosmos_rl.family import MODEL_KEY, family_of
 from skillbank.training.cosmos_rl.toml import build_toml, train_steps, write_toml
 from skillbank.training.cosmos_rl.watcher import LogWatcher, WatchResult, stop, watch
+from skillbank.training.steps import plan_lines
 from skillbank.redaction import redact
 
 SCRIPT = Path(__file__).with_name("script.py")
@@ -92,6 +94,7 @@ class LaunchPlan:
     train_records: int
     steps_per_epoch: int
     notes: list[str] = field(default_factory=list)
+    plan: dict[str, Any] = field(default_factory=dict)  # skillbank.training.steps.run_plan
 
     def lines(self, *, dry_run: bool) -> list[str]:
         head = "cosmos-rl plan (dry run: nothing launched)" if dry_run else "cosmos-rl launch"
@@ -104,7 +107,7 @@ class LaunchPlan:
             f"  env names  : {', '.join(self.env_names)}",
             f"  model      : {self.model} ({self.family})",
             f"  GPUs       : {self.gpus_per_replica} per replica",
-            f"  data       : {self.train_records} train records, {self.steps_per_epoch} steps per epoch",
+            *(f"  {line}" for line in (plan_lines(self.plan) if self.plan else [])),
             *(f"  note       : {redact(n)}" for n in self.notes),
         ]
 
@@ -119,10 +122,11 @@ def train_cosmos_rl(
     log: Callable[[str], None] = print,
 ) -> int:
     """Run (or, with dry_run, plan) one cosmos-rl SFT run. Returns 0; a failed run raises RunError."""
-    layout = RunLayout.new(spec.train.output_dir)
+    layout = _planned_layout(spec.train.output_dir, log) if dry_run else RunLayout.new(spec.train.output_dir)
     plan = prepare(spec, layout=layout, resume=resume, dry_run=dry_run, log=log)
     for line in plan.lines(dry_run=dry_run):
         log(line)
+    log(f"  {monitor.where_to_look(layout.run_dir)[0]}")  # wandb, when logging.logger has it, is cosmos-rl's own
     fields = {"backend": "cosmos-rl", "spec": str(spec_path), "argv": plan.argv, **layout.paths()}
     if dry_run:
         _update(job, status="dry_run", **fields)
@@ -136,14 +140,29 @@ def train_cosmos_rl(
         launcher_log=layout.launcher_log,
         expect_export=spec.train.ckpt.enable_checkpoint and spec.train.ckpt.export_safetensors,
         log=lambda line: log(redact(line)),
+        monitor=monitor.Monitor(layout.run_dir, log=lambda line: log(redact(line))),  # TensorBoard from the step lines
     )
     try:
         result = watch(process, watcher, interval=POLL_INTERVAL_S)
-    except KeyboardInterrupt:
+    except BaseException as exc:  # Ctrl-C, SIGTERM (skillbank.procs.stop_on_signals) or a watcher error
         stop(process)
-        _update(job, status="cancelled", reason="interrupted", **fields)
+        if isinstance(exc, KeyboardInterrupt):
+            _update(job, status="cancelled", reason="interrupted", **fields)
         raise
     return _report(result, layout=layout, job=job, fields=fields, log=log)
+
+
+def _planned_layout(output_dir: str, log: Callable[[str], None]) -> RunLayout:
+    """A dry run's folder for the TOML it writes: the run folder under output_dir when this machine
+    can create it, else a temporary folder (a plan made for a node whose output_dir is not mounted here)."""
+    try:
+        return RunLayout.new(output_dir)
+    except OSError as exc:
+        import tempfile
+
+        folder = Path(tempfile.mkdtemp(prefix="skillbank-plan-"))
+        log(f"note: train.output_dir {output_dir} cannot be created here ({exc.strerror or exc}); the planned TOML goes to {folder}")
+        return RunLayout(folder.name, folder)
 
 
 def prepare(spec: TrainSpec, *, layout: RunLayout, resume: bool, dry_run: bool, log: Callable[[str], None] = print) -> LaunchPlan:
@@ -170,6 +189,7 @@ def prepare(spec: TrainSpec, *, layout: RunLayout, resume: bool, dry_run: bool, 
         train_records=built.train_records,
         steps_per_epoch=built.steps_per_epoch,
         notes=[*model_notes, *built.notes, *notes],
+        plan=built.plan,
     )
 
 
@@ -219,7 +239,7 @@ def missing_tools(env: dict[str, str]) -> list[str]:
 def _start(plan: LaunchPlan) -> subprocess.Popen[bytes]:
     plan.layout.run_dir.mkdir(parents=True, exist_ok=True)
     with open(plan.layout.launcher_log, "ab") as out:
-        # its own session, so the watcher can stop the launcher with everything it started
+        # its own session: a terminal's Ctrl-C reaches skillbank, which stops the launcher's whole tree (watcher.stop)
         return subprocess.Popen(plan.argv, stdout=out, stderr=subprocess.STDOUT, env=launch_env(), start_new_session=True)
 
 

@@ -75,31 +75,32 @@ def packer_class(fam: ModelFamily) -> type:
     return getattr(importlib.import_module("cosmos_rl.dispatcher.data.packer"), fam.packer)
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """cosmos-rl's worker options (--config, --port, --redis-port, ...) plus ours."""
+def parse_args(argv: Sequence[str] | None = None, *, check: str = "print the first chat as JSON and exit") -> argparse.Namespace:
+    """cosmos-rl's worker options (--config, --port, --redis-port, ...) plus ours (`check`: what
+    --skillbank-check prints; the GRPO script shares this parser)."""
     own = argparse.ArgumentParser(add_help=False)
     own.add_argument("--config")
-    own.add_argument("--skillbank-check", action="store_true", help="print the first chat as JSON and exit")
+    own.add_argument("--skillbank-check", action="store_true", help=check)
     known, _ = own.parse_known_args(argv)
     if known.skillbank_check:  # no cosmos-rl needed (its packer package takes seconds to import)
         return known
     from cosmos_rl.dispatcher.data.packer.base import worker_entry_parser
 
     parser = worker_entry_parser()
-    parser.add_argument("--skillbank-check", action="store_true", help="print the first chat as JSON and exit")
+    parser.add_argument("--skillbank-check", action="store_true", help=check)
     return parser.parse_args(argv)
 
 
-def read_custom(config_path: str) -> dict[str, Any]:
+def read_config(config_path: str) -> dict[str, Any]:
     import toml  # what cosmos-rl itself reads its config with
 
     with open(config_path, encoding="utf-8") as f:
-        return toml.load(f).get("custom", {})
+        return toml.load(f)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-    custom = read_custom(args.config)
+    custom = read_config(args.config).get("custom", {})
     train, val = datasets(custom)
     if args.skillbank_check:
         print(json.dumps({"family": custom["model_family"], "train": len(train), "val": len(val) if val else None, "first": train[0]}))

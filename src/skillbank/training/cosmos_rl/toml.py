@@ -17,12 +17,11 @@ from typing import Any
 import tomli_w
 
 from skillbank import atomic
-from skillbank.errors import InputError
 from skillbank.data.media import media_root
-from skillbank.data.records import load_records
-from skillbank.data.split import check_val_dataset, train_split_size
 from skillbank.data.video import PIXEL_BUDGET_SHARE, default_total_pixels
+from skillbank.spec.io import drop_none as _drop_none
 from skillbank.spec.train import TrainSpec
+from skillbank.training import steps, upload
 from skillbank.training.cosmos_rl.family import ModelFamily
 
 
@@ -35,17 +34,19 @@ class CosmosToml:
     steps_per_epoch: int
     gpus_per_replica: int
     notes: list[str] = field(default_factory=list)
+    plan: dict[str, Any] = field(default_factory=dict)  # skillbank.training.steps.run_plan
 
 
 def build_toml(spec: TrainSpec, *, model: str, family: ModelFamily, run_dir: Path, run_id: str, resume: bool,
-               counts: tuple[int, int] | None = None) -> CosmosToml:
+               counts: steps.TrainCount | None = None) -> CosmosToml:
     """The cosmos-rl config for one run. `model` is what cosmos-rl loads (a local path, or an id);
     `counts` is train_steps(spec) when the caller has it already (it reads the annotations)."""
     notes: list[str] = []
     train = _train(spec, run_dir=run_dir, run_id=run_id, resume=resume)
     policy = _policy(spec, model)
-    records, steps = counts or train_steps(spec)
-    validation = _validation(spec, steps, records, notes)
+    count = counts or train_steps(spec)
+    plan = steps.step_plan(spec, count.train)
+    validation = _validation(spec, plan, notes)
     data: dict[str, Any] = {
         "redis": spec.redis,
         "train": train,
@@ -56,24 +57,11 @@ def build_toml(spec: TrainSpec, *, model: str, family: ModelFamily, run_dir: Pat
     }
     par = spec.policy.parallelism
     gpus = par.tp_size * par.cp_size * par.pp_size * par.dp_shard_size * par.dp_replicate_size
-    return CosmosToml(_drop_none(data), records, steps, gpus, notes)
+    return CosmosToml(_drop_none(data), count.train, plan.steps_per_epoch, gpus, notes, steps.run_plan(spec, count, backend="cosmos-rl"))
 
 
 def write_toml(path: str | Path, data: dict[str, Any]) -> Path:
     return atomic.write_text(path, tomli_w.dumps(_drop_none(data)))
-
-
-def dp_world_size(spec: TrainSpec) -> int:
-    """Data-parallel ranks: cosmos-rl's `dp` mesh is dp_replicate x dp_shard."""
-    par = spec.policy.parallelism
-    return par.dp_shard_size * par.dp_replicate_size
-
-
-def steps_per_epoch(train_records: int, *, batch: int, dp_world: int) -> int:
-    """Optimizer steps per epoch as cosmos-rl counts them: a DistributedSampler that pads each rank to
-    ceil(records / ranks), then a DataLoader over train_batch_per_replica that drops the last partial batch."""
-    per_rank = -(-train_records // dp_world)
-    return per_rank // batch
 
 
 # --- sections -----------------------------------------------------------------------------------
@@ -90,7 +78,7 @@ def _train(spec: TrainSpec, *, run_dir: Path, run_id: str, resume: bool) -> dict
     train["optm_warmup_steps"] = _warmup(spec.train.optm_warmup_steps)
     policy = train["train_policy"]
     policy["type"] = "sft"  # a missing type means GRPO
-    policy["dataloader_drop_last"] = True  # steps_per_epoch() counts with it
+    policy["dataloader_drop_last"] = steps.DATALOADER_DROP_LAST  # skillbank.training.steps counts with it
     test_size = policy["dataset"].get("test_size")
     if test_size is not None and test_size >= 1:
         policy["dataset"]["test_size"] = int(test_size)  # a record count; a float >= 1 would be a ratio
@@ -98,6 +86,9 @@ def _train(spec: TrainSpec, *, run_dir: Path, run_id: str, resume: bool) -> dict
         policy["dataset"].pop("name", None)
     if all(v is None for v in policy["dataset"].values()):
         del policy["dataset"]
+    ckpt = train["ckpt"]
+    if ckpt["upload_s3"]:  # a run's files under <s3_prefix>/<timestamp>/, as the local backend puts them
+        ckpt["s3_prefix"] = upload.s3_run_prefix(ckpt["s3_prefix"], run_id)
     return train
 
 
@@ -116,29 +107,23 @@ def _policy(spec: TrainSpec, model: str) -> dict[str, Any]:
     return policy
 
 
-def train_steps(spec: TrainSpec) -> tuple[int, int]:
-    """(train records after any validation split, optimizer steps per epoch) for the spec's dataset."""
-    path = spec.custom.train_dataset.annotation_path
-    if not path:
-        raise InputError(
-            "no training annotations", where="custom.train_dataset.annotation_path", fix="set it to a LLaVA annotations.json"
-        )
-    check_val_dataset(spec)
-    n = len(load_records(_abs(path)))
-    n -= train_split_size(spec, n)
-    return n, steps_per_epoch(n, batch=spec.train.train_batch_per_replica, dp_world=dp_world_size(spec))
+def train_steps(spec: TrainSpec) -> steps.TrainCount:
+    """The spec's train records (annotated, and after any validation split); the steps follow from
+    skillbank.training.steps.step_plan."""
+    return steps.read_train_count(spec)
 
 
-def _validation(spec: TrainSpec, steps: int, records: int, notes: list[str]) -> dict[str, Any]:
+def _validation(spec: TrainSpec, plan: steps.StepPlan, notes: list[str]) -> dict[str, Any]:
     val = spec.validation
-    freq = max(1, val.freq_in_epoch * steps)
-    if steps == 0:
+    per_epoch = plan.steps_per_epoch
+    freq = max(1, val.freq_in_epoch * per_epoch)
+    if per_epoch == 0:
         notes.append(
-            f"{records} train records over {dp_world_size(spec)} data-parallel ranks give no full batch of "
-            f"{spec.train.train_batch_per_replica}: cosmos-rl would run zero steps (run `skillbank preflight`)"
+            f"{plan.records} train records over {plan.ranks} data-parallel rank(s) give {plan.records_per_rank} per rank, no full batch of "
+            f"{plan.batch_per_rank}: cosmos-rl would run zero steps (run `skillbank preflight`)"
         )
     elif val.enable:
-        notes.append(f"validation.freq_in_epoch {val.freq_in_epoch} -> validation.freq {freq} steps ({steps} steps per epoch)")
+        notes.append(f"validation.freq_in_epoch {val.freq_in_epoch} -> validation.freq {freq} steps ({per_epoch} steps per epoch)")
     return {"enable": val.enable, "freq": freq, "batch_size": val.batch_size}
 
 
@@ -152,15 +137,22 @@ def _logging(spec: TrainSpec, notes: list[str]) -> dict[str, Any]:
     return logging
 
 
-def _custom(spec: TrainSpec, family: ModelFamily, notes: list[str]) -> dict[str, Any]:
-    custom = spec.custom
-    vision = custom.vision.model_dump(mode="json")
+def vision_table(vision_spec: Any, model_max_length: int, family: ModelFamily, notes: list[str]) -> dict[str, Any]:
+    """custom.vision as the dataset scripts read it, a null total_pixels resolved for the family
+    (SFT and GRPO alike)."""
+    vision = vision_spec.model_dump(mode="json")
     if vision["total_pixels"] is None:
-        vision["total_pixels"] = default_total_pixels(spec.policy.model_max_length, family.pixels_per_token)
+        vision["total_pixels"] = default_total_pixels(model_max_length, family.pixels_per_token)
         notes.append(
-            f"custom.vision.total_pixels {vision['total_pixels']} = model_max_length {spec.policy.model_max_length}"
+            f"custom.vision.total_pixels {vision['total_pixels']} = model_max_length {model_max_length}"
             f" x {family.pixels_per_token} pixels per token ({family.model_type}) x {PIXEL_BUDGET_SHARE}"
         )
+    return vision
+
+
+def _custom(spec: TrainSpec, family: ModelFamily, notes: list[str]) -> dict[str, Any]:
+    custom = spec.custom
+    vision = vision_table(custom.vision, spec.policy.model_max_length, family, notes)
     out: dict[str, Any] = {
         "model_family": family.model_type,
         "system_prompt": custom.system_prompt,
@@ -179,12 +171,3 @@ def _dataset_paths(paths: Any) -> dict[str, str]:
 
 def _abs(path: str) -> str:
     return str(Path(path).expanduser().resolve()) if path else ""
-
-
-def _drop_none(value: Any) -> Any:
-    """TOML has no null: leave unset keys out so cosmos-rl's default applies."""
-    if isinstance(value, dict):
-        return {k: _drop_none(v) for k, v in value.items() if v is not None}
-    if isinstance(value, (list, tuple)):
-        return [_drop_none(v) for v in value]
-    return value

@@ -12,7 +12,6 @@ import json
 import math
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -25,6 +24,13 @@ from skillbank.training import layout
 from skillbank.redaction import redact
 
 STEP = re.compile(r"Step: (\d+)/(\d+), Loss: ([0-9.eE+-]+|nan|inf)", re.IGNORECASE)
+# More of the step line, as cosmos-rl 0.4.7 writes it ("Grad norm: g, Iteration time: ts, optimizer/lr_<part>: x")
+# and the local backend does ("Learning rate: x, grad_norm: g"): metrics.jsonl keys of skillbank.training.monitor.SCALARS.
+STEP_FIELDS = {
+    "grad_norm": re.compile(r"(?:Grad norm|grad_norm): ([0-9.eE+-]+|nan|inf)", re.IGNORECASE),
+    "lr": re.compile(r"(?:optimizer/lr_\S*|Learning rate): ([0-9.eE+-]+)"),
+    "iteration_time": re.compile(r"Iteration time: ([0-9.eE+-]+)s"),
+}
 EPOCH = re.compile(r"Training epoch (\d+)/(\d+)")
 VAL_LOSS = re.compile(r"\[SFT\] Validation loss: ([0-9.eE+-]+|nan|inf) for train step (\d+)/(\d+), epoch (\d+)", re.IGNORECASE)
 CHECKPOINT = re.compile(r"checkpoint saved successfully at (\S+?)\.?\s*$")
@@ -111,8 +117,11 @@ class LogWatcher:
         expect_export: bool = True,
         progress: bool = True,
         log: Callable[[str], None] = print,
+        monitor: Any = None,
     ):
+        """monitor: a skillbank.training.monitor.Monitor that gets every metrics row (TensorBoard)."""
         self.log_dir = Path(log_dir)
+        self.monitor = monitor
         self.run_dir = Path(run_dir)
         self.metrics_path = Path(metrics_path) if metrics_path else None
         self.launcher_log = Path(launcher_log) if launcher_log else None
@@ -159,7 +168,7 @@ class LogWatcher:
         if not source.startswith("policy"):
             return  # progress comes from the policy's master rank (the controller may echo it, late)
         if m := STEP.search(text):
-            self._on_step(int(m[1]), int(m[2]), _number(m[3]))
+            self._on_step(int(m[1]), int(m[2]), _number(m[3]), _step_fields(text))
         elif m := EPOCH.search(text):
             if (int(m[1]), int(m[2])) != (self.epoch, self.total_epochs):  # every rank prints it
                 self.epoch, self.total_epochs = int(m[1]), int(m[2])
@@ -175,7 +184,7 @@ class LogWatcher:
                 self.exported.append(m[1])
                 self.log(f"safetensors exported: {m[1]}")
 
-    def _on_step(self, step: int, total: int, loss: float | None) -> None:
+    def _on_step(self, step: int, total: int, loss: float | None, fields: dict[str, float | None] | None = None) -> None:
         self.total_steps = total
         if self.last_step is not None and step <= self.last_step:
             return  # seen already (a rank echoing it)
@@ -183,7 +192,7 @@ class LogWatcher:
         self.last_step, self.last_loss = step, loss
         if loss is None:
             self.warnings.append(f"non-finite loss at step {step}")
-        self._row({"step": step, "epoch": self.epoch, "loss": loss})
+        self._row({"step": step, "epoch": self.epoch, "loss": loss, **(fields or {})})
         bar = self._progress_bar(total, previous)
         if bar is not None:
             bar.update(step - bar.n)
@@ -242,6 +251,8 @@ class LogWatcher:
 
     def _row(self, row: dict[str, Any]) -> None:
         """Append one metrics row (an append-only stream: a reader may see a partial last line)."""
+        if self.monitor is not None:
+            self.monitor.write(row)
         if self.metrics_path is None:
             return
         self.metrics_path.parent.mkdir(parents=True, exist_ok=True)
@@ -272,6 +283,8 @@ class LogWatcher:
                 self._on_exception(f"a traceback in {source} (see that log)", source, rank=3)
         if self._bar is not None:
             self._bar.close()
+        if self.monitor is not None:
+            self.monitor.close()
         final = self.final_safetensors()
         reason = self._failure_reason(launcher_returncode, final)
         return WatchResult(
@@ -303,6 +316,10 @@ class LogWatcher:
         return ""
 
 
+def _step_fields(text: str) -> dict[str, float | None]:
+    return {key: _number(m[1]) for key, pattern in STEP_FIELDS.items() if (m := pattern.search(text))}
+
+
 def _number(text: str) -> float | None:
     value = float(text)
     return value if math.isfinite(value) else None
@@ -316,7 +333,7 @@ def watch(
     fail_grace_s: float = 120.0,
 ) -> WatchResult:
     """Tail the logs until the launcher exits. After a failure, give the run `fail_grace_s` to end by
-    itself (steps still coming restart the wait), then stop the launcher's process group."""
+    itself (steps still coming restart the wait), then stop the launcher's process tree."""
     failed_at: float | None = None
     step_at_failure = None
     while process.poll() is None:
@@ -333,14 +350,9 @@ def watch(
 
 
 def stop(process: subprocess.Popen[Any], *, grace_s: float = 15.0) -> None:
-    """SIGTERM, then SIGKILL, to the launcher's process group (it was started in its own session)."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(timeout=grace_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    """Stop the launcher and everything it started: its workers run in sessions of their own, out of
+    reach of its process group (skillbank.procs: SIGTERM + SIGCONT to the tree, SIGKILL after grace_s)."""
+    from skillbank import procs
+
+    procs.stop(process.pid, grace_s=grace_s)
+    process.wait()

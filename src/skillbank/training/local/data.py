@@ -1,8 +1,10 @@
 """Train / validation records of a spec, and which of them each rank trains on at each step.
 
 The order of an epoch is a pure function of (train_policy.dataloader_seed, epoch): a resumed run
-picks up the very batch the interrupted run would have trained on next. A partial last global
-batch is dropped so every rank takes the same number of steps (FSDP collectives need that).
+picks up the very batch the interrupted run would have trained on next. Each rank's share and
+batches follow cosmos-rl's sampler (skillbank.training.steps): the order padded by wrapping around
+to the same count per rank, every ranks-th record, the last incomplete batch dropped, so every
+rank takes the same number of steps (FSDP collectives need that) and the count is the plan's.
 Without custom.val_dataset, validation takes records from train: how many and when is
 skillbank.data.split (cosmos-rl's rule); which ones is a seeded sample here.
 """
@@ -40,7 +42,7 @@ class DataSplits:
     pad_token_id: int
     seed: int = 0
     max_length: int | None = None
-    _orders: dict[int, list[int]] = field(default_factory=dict)
+    _shares: dict[tuple[int, int], list[int]] = field(default_factory=dict)
 
     @classmethod
     def from_spec(cls, spec, *, processor, model_path: str) -> "DataSplits":
@@ -76,11 +78,12 @@ class DataSplits:
         )
 
     def rank_items(self, epoch: int, step_in_epoch: int, *, rank: int, plan) -> list:
-        if epoch not in self._orders:
-            self._orders = {epoch: epoch_order(len(self.train), self.seed, epoch)}
-        order = self._orders[epoch]
-        start = step_in_epoch * plan.global_batch + rank * plan.batch_per_rank
-        return [self.train[i] for i in order[start : start + plan.batch_per_rank]]
+        """This rank's records at one step: cosmos-rl's sampler (skillbank.training.steps.StepPlan)
+        over this epoch's seeded order, so the run takes exactly the steps the plan counts."""
+        key = (epoch, rank)
+        if key not in self._shares:
+            self._shares = {key: plan.rank_share(epoch_order(len(self.train), self.seed, epoch), rank)}
+        return [self.train[i] for i in plan.rank_batch(self._shares[key], step_in_epoch)]
 
     def batch(self, items: list) -> dict[str, Any]:
         examples = []

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from skillbank import atomic, modelref
+from skillbank import atomic, modelref, procs
 from skillbank.errors import InputError, RunError
 from skillbank.data.examples import pixels_per_token
 from skillbank.data.video import default_total_pixels
-from skillbank.training import layout
+from skillbank.training import layout, monitor, steps, upload
 
 WORKER = "skillbank.training.local.worker"
 MODEL_KEY = "policy.model_name_or_path"
@@ -36,6 +36,7 @@ class LocalPlan:
     steps_per_epoch: int
     total_steps: int
     notes: list[str] = field(default_factory=list)
+    plan: dict[str, Any] = field(default_factory=dict)  # skillbank.training.steps.run_plan
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -48,6 +49,7 @@ class LocalPlan:
             "train_records": self.train_records,
             "steps_per_epoch": self.steps_per_epoch,
             "total_steps": self.total_steps,
+            "plan": self.plan,
             "notes": self.notes,
         }
 
@@ -58,6 +60,7 @@ class LocalPlan:
             f"  model      : {self.model_path}",
             f"  resume from: {self.resume_from or '-'}",
             f"  command    : {' '.join(self.argv)}",
+            *(f"  {line}" for line in (steps.plan_lines(self.plan) if self.plan else [])),
             *(f"  note       : {n}" for n in self.notes),
         ]
 
@@ -70,37 +73,18 @@ def resolve_model(ref: str, *, download: bool) -> tuple[str, list[str]]:
     return path, [f"{ref} would be downloaded with huggingface_hub.snapshot_download before launch"] if hub and not download else []
 
 
-def _steps(spec) -> tuple[int, int, int]:
-    """(train records after a validation split, steps per epoch, total steps) without torch."""
-    from skillbank.data.records import load_records
-    from skillbank.data.split import check_val_dataset, train_split_size
-    from skillbank.training.local.schedule import StepPlan
-
-    paths = spec.custom.train_dataset
-    if not paths.annotation_path:
-        raise InputError("custom.train_dataset.annotation_path is empty", where="custom.train_dataset.annotation_path", fix="point it at a LLaVA annotations.json")
-    check_val_dataset(spec)
-    n = len(load_records(paths.annotation_path))
-    n -= train_split_size(spec, n)
-    par = spec.policy.parallelism
-    plan = StepPlan(n, par.dp_shard_size * par.dp_replicate_size, spec.train.train_batch_per_replica, spec.train.epoch, spec.train.max_num_steps)
-    return n, plan.steps_per_epoch, plan.total_steps
-
-
 def plan_local(spec, *, resume: bool = False, dry_run: bool = False) -> LocalPlan:
     """Everything short of launching (nothing is created or downloaded in a dry run)."""
     par = spec.policy.parallelism
     for key in ("tp_size", "cp_size", "pp_size"):
         if getattr(par, key) != 1:
             raise InputError(f"the local backend shards with FSDP only; policy.parallelism.{key} is {getattr(par, key)}", where=f"policy.parallelism.{key}", fix="set it to 1, or use --backend cosmos-rl")
-    world = par.dp_shard_size * par.dp_replicate_size
-    records, per_epoch, total = _steps(spec)
-    if total == 0:
-        raise InputError(
-            f"zero training steps: {records} train records < train_batch_per_replica ({spec.train.train_batch_per_replica}) x {world} rank(s)",
-            where="train.train_batch_per_replica",
-            fix=f"lower train.train_batch_per_replica to at most {max(1, records // max(1, world))} or policy.parallelism.dp_shard_size",
-        )
+    world = steps.data_parallel_ranks(spec)
+    count = steps.read_train_count(spec)  # without torch
+    plan = steps.step_plan(spec, count.train)
+    problem = steps.steps_problem(spec, count)
+    if problem is not None and problem.severity == "error":
+        raise InputError(f"zero training steps: {problem.message}", where=problem.where, fix=problem.fix)
     model_path, notes = resolve_model(spec.policy.model_name_or_path, download=not dry_run)
     if spec.train.param_dtype != "float32":
         notes.append(f"param_dtype {spec.train.param_dtype} applies on GPU; CPU ranks compute in float32")
@@ -135,7 +119,8 @@ def plan_local(spec, *, resume: bool = False, dry_run: bool = False) -> LocalPla
     ]
     if resume_from is not None:
         argv += ["--resume-from", str(resume_from.resolve())]
-    return LocalPlan(argv, world, run_dir, model_path, resume_from, records, per_epoch, total, notes)
+    return LocalPlan(argv, world, run_dir, model_path, resume_from, count.train, plan.steps_per_epoch, plan.total_steps, notes,
+                     steps.run_plan(spec, count, backend="local"))
 
 
 def _error_summary(run_dir: Path) -> str:
@@ -162,6 +147,8 @@ def summary(run_dir: Path) -> dict[str, Any]:
         "checkpoints": [str(layout.checkpoint_dir(run_dir, s)) for s in layout.list_checkpoint_steps(run_dir)],
         "safetensors": [str(layout.safetensors_dir(run_dir, s)) for s in exports],
         "final_safetensors": str(layout.safetensors_dir(run_dir, exports[-1])) if exports else None,
+        "tensorboard": str(monitor.tensorboard_dir(run_dir)),
+        "uploads": upload.read_uploads(run_dir),
     }
 
 
@@ -194,6 +181,8 @@ def train_local(
     plan = plan_local(spec, resume=resume, dry_run=dry_run)
     for line in plan.lines():
         log(line)
+    for line in [*monitor.where_to_look(plan.run_dir, spec.logging.logger), *(f"upload     : {n}" for n in upload.credential_notes(spec))]:
+        log(f"  {line}")
     if dry_run:
         return {"dry_run": True, **plan.to_dict()}
     run_dir = plan.run_dir
@@ -215,19 +204,19 @@ def train_local(
         if job is not None:
             job.update(pid=proc.pid)
         rc = proc.wait()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM under skillbank.procs.stop_on_signals
         if proc is None:
             raise
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        procs.stop(proc.pid)  # torchrun and its ranks: each rank runs in a session of its own
+        proc.wait()
         raise
     if rc != 0:
         raise RunError(f"local training failed (torchrun exit {rc}): {_error_summary(run_dir)}; resume with --resume")
+    upload.after_run(spec, run_dir, log=log)  # upload_hf: the final export (the ranks ran offline)
     result = summary(run_dir)
     if job is not None:
-        job.update(**{k: v for k, v in result.items() if k in ("last_step", "final_safetensors", "last_loss", "val_loss_last")})
+        job.update(**{k: v for k, v in result.items() if k in ("last_step", "final_safetensors", "last_loss", "val_loss_last", "tensorboard", "uploads")})
     log(f"local training finished: step {result['last_step']}, loss {result['last_loss']}, final export {result['final_safetensors']}")
+    for row in upload.failed_uploads(run_dir):
+        log(f"WARNING: upload of {row['what']} step {row['step']} to {row['destination']} failed ({row['error']}); the local copy is kept: {row['source'] or run_dir}")
     return result

@@ -1,4 +1,5 @@
-"""Step arithmetic and the learning-rate schedule of the local backend (pure functions).
+"""The learning-rate schedule of the local backend (pure functions; its step count is
+skillbank.training.steps, the same arithmetic as cosmos-rl's).
 
 Warm-up is linear from 0 to optm_lr over optm_warmup_steps (a fraction of all steps when < 1);
 then the rate decays to optm_min_lr_factor * optm_lr by `linear`, `sqrt`, `cosine`, or stays (`none`).
@@ -7,34 +8,6 @@ then the rate decays to optm_min_lr_factor * optm_lr by `linear`, `sqrt`, `cosin
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True)
-class StepPlan:
-    records: int
-    world: int
-    batch_per_rank: int
-    epochs: int
-    max_num_steps: int | None
-
-    @property
-    def global_batch(self) -> int:
-        return self.world * self.batch_per_rank
-
-    @property
-    def steps_per_epoch(self) -> int:
-        """Full global batches per epoch (a partial last batch is dropped so all ranks step together)."""
-        return self.records // self.global_batch
-
-    @property
-    def total_steps(self) -> int:
-        total = self.steps_per_epoch * self.epochs
-        return min(total, self.max_num_steps) if self.max_num_steps else total
-
-    def epoch_of(self, step: int) -> int:
-        """Epoch (0-based) of the step after `step` completed steps."""
-        return step // self.steps_per_epoch if self.steps_per_epoch else 0
 
 
 def warmup_steps(warmup: float, total_steps: int) -> int:

@@ -4,7 +4,9 @@ Reads the validated spec the launcher wrote into the run folder and honours: epo
 train_batch_per_replica (per data-parallel rank), mini_batch (gradient accumulation), optm_*,
 param_dtype (GPU only; float32 on CPU), max_num_steps, model_gradient_checkpointing, policy.lora,
 validation (every freq_in_epoch epochs, before training and at the end), train.ckpt, and resume.
-Rank 0 writes metrics.jsonl and train.log (cosmos-rl's log lines) and shows a progress bar.
+Rank 0 writes metrics.jsonl and train.log (cosmos-rl's log lines), TensorBoard events (and wandb,
+skillbank.training.monitor), shows a progress bar, and sends train.ckpt.upload_s3 uploads after each
+save (skillbank.training.upload; the launcher sends upload_hf after the run).
 
 Data order is a pure function of (dataloader_seed, epoch), so a resumed run sees exactly the
 batches the interrupted run would have seen; model, optimizer, scheduler, step and RNG come back
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from skillbank.training import layout
+from skillbank.training import layout, steps, upload
 from skillbank.training.local import checkpoint as ckpt
 from skillbank.training.local import schedule
 from skillbank.training.local.model import compute_dtype, load_policy, make_mesh, shard_model
@@ -105,17 +107,11 @@ class Trainer:
         self.params = [p for p in self.model.parameters() if p.requires_grad]
 
         self.data = local_data.DataSplits.from_spec(spec, processor=self.processor, model_path=model_path)
-        self.plan = schedule.StepPlan(
-            records=len(self.data.train),
-            world=self.d.world,
-            batch_per_rank=train.train_batch_per_replica,
-            epochs=train.epoch,
-            max_num_steps=train.max_num_steps,
-        )
+        self.plan = steps.step_plan(spec, len(self.data.train))
         if self.plan.total_steps == 0:
             raise ValueError(
-                f"zero training steps: {len(self.data.train)} train records < {self.plan.global_batch} per step "
-                f"(train_batch_per_replica {train.train_batch_per_replica} x {self.d.world} ranks)"
+                f"zero training steps: {len(self.data.train)} train records give {self.plan.records_per_rank} per rank, "
+                f"fewer than train_batch_per_replica {train.train_batch_per_replica} ({self.d.world} ranks)"
             )
         optim_cls = torch.optim.AdamW if train.optm_name == "AdamW" else torch.optim.Adam
         self.optimizer = optim_cls(self.params, lr=train.optm_lr, betas=tuple(train.optm_betas), weight_decay=train.optm_weight_decay)
@@ -130,6 +126,7 @@ class Trainer:
             extra = ckpt.load_checkpoint(resume_from, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler, rank=self.d.rank)
             self.step = int(extra["step"])
         self.resumed = resume_from is not None
+        self.monitor: Any = None  # rank 0's TensorBoard / wandb writer, started by run()
 
     # ---- logging (rank 0) -------------------------------------------------------------------------
     def log(self, line: str, *, echo: bool = False) -> None:
@@ -147,6 +144,21 @@ class Trainer:
             with open(self.run_dir / layout.METRICS_FILE, "a", encoding="utf-8") as f:
                 f.write(json.dumps(row) + "\n")
                 f.flush()
+            if self.monitor is not None:
+                self.monitor.write(row)
+
+    def _start_monitor(self) -> None:
+        """TensorBoard events (and wandb when logging.logger has it) on rank 0: skillbank.training.monitor."""
+        self.monitor = None
+        if self.d.main:
+            from skillbank.training.monitor import Monitor
+
+            logging = self.spec.logging
+            self.monitor = Monitor(
+                self.run_dir, loggers=logging.logger, project=logging.project_name, run_name=logging.experiment_name,
+                config=self.spec.model_dump(mode="json"), resume_step=self.step if self.resumed else None,
+                log=lambda line: self.log(line, echo=True),
+            )
 
     def _trim_metrics(self) -> None:
         """On resume, forget rows of steps after the checkpoint (the killed attempt's)."""
@@ -237,7 +249,8 @@ class Trainer:
         ckpt_spec = self.spec.train.ckpt
         if ckpt_spec.export_safetensors:
             self.export(step)
-        if self.d.main:
+        if self.d.main:  # S3 uploads (train.ckpt.upload_s3) before pruning; a failure is recorded, training goes on
+            upload.after_save(self.spec, self.run_dir, step, final=step == self.plan.total_steps, log=lambda line: self.log(line, echo=True))
             removed = layout.prune(self.run_dir, ckpt_spec.max_keep)
             if removed:
                 self.log(f"pruned checkpoints of steps {removed} (max_keep {ckpt_spec.max_keep})")
@@ -262,6 +275,14 @@ class Trainer:
 
     # ---- the loop ---------------------------------------------------------------------------------
     def run(self) -> None:
+        self._start_monitor()
+        try:
+            self._run()
+        finally:
+            if self.monitor is not None:
+                self.monitor.close()
+
+    def _run(self) -> None:
         from tqdm import tqdm
 
         plan, total = self.plan, self.plan.total_steps
@@ -299,6 +320,7 @@ class Trainer:
                 "lr": lr,
                 "grad_norm": grad_norm,
                 "samples_per_s": plan.global_batch / elapsed if elapsed > 0 else None,
+                "iteration_time": elapsed,
                 "time": time.time(),
             }
             self.log(f"Step: {self.step}/{total}, Loss: {loss:.6f}, Learning rate: {lr:.3e}, grad_norm: {grad_norm:.4f}")

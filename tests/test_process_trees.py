@@ -1,0 +1,228 @@
+"""No orphans: pause, continue and stop reach every process a command started, sessions of their own included.
+
+torchrun starts each rank with start_new_session=True and so does the cosmos-rl launcher with its
+workers; the trees here are small Python programs built the same way (real processes, real signals).
+The cosmos-rl launcher is a stand-in script on PATH (the real one needs GPUs), and so is
+`nvidia-smi` (one fake GPU, so that preflight lets the cosmos-rl backend start here).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from helpers import ROOT, SKILL, skillbank
+from skillbank import procs
+
+# A parent that starts two children, each in a session of its own (as torchrun starts its ranks), each
+# of which starts a grandchild; every pid goes to argv[1] once all are up. IGNORE_TERM=1: the
+# grandchildren ignore SIGTERM (only SIGKILL ends them).
+TREE = textwrap.dedent(
+    """\
+    import json, os, signal, subprocess, sys, time
+    pids_file = sys.argv[1]
+    if len(sys.argv) > 2 and sys.argv[2] == "leaf":
+        if os.environ.get("IGNORE_TERM") == "1":
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        time.sleep(600)
+    elif len(sys.argv) > 2 and sys.argv[2] == "rank":
+        leaf = subprocess.Popen([sys.executable, __file__, pids_file, "leaf"])
+        with open(pids_file + f".{os.getpid()}", "w") as f:
+            f.write(str(leaf.pid))
+        time.sleep(600)
+    else:
+        ranks = [subprocess.Popen([sys.executable, __file__, pids_file, "rank"], start_new_session=True) for _ in range(2)]
+        leaves = []
+        for rank in ranks:
+            path = pids_file + f".{rank.pid}"
+            while not os.path.exists(path) or not open(path).read():
+                time.sleep(0.02)
+            leaves.append(int(open(path).read()))
+        with open(pids_file + ".tmp", "w") as f:
+            json.dump([os.getpid(), *[r.pid for r in ranks], *leaves], f)
+        os.replace(pids_file + ".tmp", pids_file)
+        time.sleep(600)
+    """
+)
+
+
+def wait_for(predicate, timeout: float = 60.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def read_pids(path: Path) -> list[int] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def state(pid: int) -> str | None:
+    """psutil's status of pid, None once it is gone (a zombie counts as gone)."""
+    try:
+        status = psutil.Process(pid).status()
+    except psutil.Error:
+        return None
+    return None if status == psutil.STATUS_ZOMBIE else status
+
+
+def kill_all(pids) -> None:
+    for pid in pids or []:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def start_tree(tmp_path: Path, **env) -> tuple[subprocess.Popen, list[int]]:
+    script = tmp_path / "tree.py"
+    script.write_text(TREE)
+    pids_file = tmp_path / "pids.json"
+    proc = subprocess.Popen([sys.executable, str(script), str(pids_file)], env={**os.environ, **env})
+    return proc, wait_for(lambda: read_pids(pids_file), what="the tree to start")
+
+
+def test_pause_resume_and_stop_reach_children_in_sessions_of_their_own(tmp_path):
+    proc, pids = start_tree(tmp_path)
+    try:
+        assert len({os.getsid(p) for p in pids}) == 3  # what os.killpg on the parent's group misses
+        procs.pause(proc.pid)
+        wait_for(lambda: all(state(p) == psutil.STATUS_STOPPED for p in pids), 10, "every process to be stopped")
+        procs.resume(proc.pid)
+        wait_for(lambda: all(state(p) != psutil.STATUS_STOPPED for p in pids), 10, "every process to continue")
+        procs.pause(proc.pid)  # a paused tree is stopped too: SIGTERM is pending until SIGCONT
+        procs.stop(proc.pid, grace_s=10)
+        proc.wait(timeout=10)
+        assert [p for p in pids if state(p)] == []
+    finally:
+        kill_all(pids)
+        proc.kill()
+
+
+def test_stop_kills_what_ignores_sigterm_after_the_grace_period(tmp_path):
+    proc, pids = start_tree(tmp_path, IGNORE_TERM="1")
+    try:
+        started = time.monotonic()
+        procs.stop(proc.pid, grace_s=0.5)
+        proc.wait(timeout=10)
+        assert [p for p in pids if state(p)] == [] and time.monotonic() - started < 10
+    finally:
+        kill_all(pids)
+        proc.kill()
+
+
+SIGNALLED = textwrap.dedent(
+    """\
+    import subprocess, sys, time
+    from skillbank import procs
+    with procs.stop_on_signals(grace_s=5):
+        try:
+            tree = subprocess.Popen([sys.executable, sys.argv[1], sys.argv[2]])
+            time.sleep(600)
+        except KeyboardInterrupt as exc:
+            print("interrupted by", exc.signum, flush=True)
+            raise SystemExit(128 + exc.signum)
+    """
+)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_every_descendant_of_a_command(tmp_path, sig):
+    (tmp_path / "tree.py").write_text(TREE)
+    (tmp_path / "main.py").write_text(SIGNALLED)
+    pids_file = tmp_path / "pids.json"
+    main = subprocess.Popen([sys.executable, str(tmp_path / "main.py"), str(tmp_path / "tree.py"), str(pids_file)],
+                            cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    pids = None
+    try:
+        pids = wait_for(lambda: read_pids(pids_file), what="the tree to start")
+        main.send_signal(sig)
+        out, _ = main.communicate(timeout=30)
+        assert main.returncode == 128 + sig and f"interrupted by {int(sig)}" in out
+        assert [p for p in pids if state(p)] == []
+    finally:
+        kill_all(pids)
+        main.kill()
+
+
+# --- the cosmos-rl launch path ------------------------------------------------------------------
+
+FAKE_COSMOS = textwrap.dedent(
+    """\
+    #!{python}
+    # A stand-in for cosmos-rl: starts its "workers" as the real launcher does (sessions of their own,
+    # each with a child), writes their pids beside the run, then waits for ever.
+    import subprocess, sys, time
+    from pathlib import Path
+    argv = sys.argv[1:]
+    log_dir = Path(argv[argv.index("--log-dir") + 1])
+    tree = subprocess.Popen([sys.executable, {tree!r}, str(log_dir.parent / "pids.json")])
+    time.sleep(600)
+    """
+)
+
+# `skillbank train` with the stand-ins first on the launcher's PATH (launch_env puts this Python's
+# bin folder, where the real cosmos-rl is installed, first).
+TRAIN = textwrap.dedent(
+    """\
+    import os, sys
+    from skillbank.cli import main
+    from skillbank.training.cosmos_rl import launch
+    real_env = launch.launch_env
+    launch.launch_env = lambda base=None: {{**real_env(base), "PATH": {bin!r} + os.pathsep + real_env(base)["PATH"]}}
+    sys.exit(main(sys.argv[1:]))
+    """
+)
+
+
+def test_sigterm_on_train_stops_the_cosmos_rl_launcher_and_its_workers(tmp_path, tiny_model_dir, demo_dataset_dir):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "tree.py").write_text(TREE)
+    (tmp_path / "train.py").write_text(TRAIN.format(bin=str(bin_dir)))
+    (bin_dir / "cosmos-rl").write_text(FAKE_COSMOS.format(python=sys.executable, tree=str(tmp_path / "tree.py")))
+    (bin_dir / "redis-server").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\necho 'GPU 0: Fake GPU (UUID: GPU-0)'\n")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    spec = tmp_path / "train.yaml"
+    made = skillbank("spec", "--skill", SKILL, "--action", "train", "--dataset-root", str(demo_dataset_dir),
+                     "--set", f"model={tiny_model_dir}", "--set", "dp_shard_size=1", "--set", "batch_size=8", "--set", "mini_batch=8",
+                     "--set", f"output_dir={tmp_path / 'train'}", "--set", f"results_dir={tmp_path / 'results'}", "-o", str(spec))
+    assert made.returncode == 0, made.stderr
+    env = {**os.environ, "PATH": os.pathsep.join([str(bin_dir), os.environ["PATH"]])}
+    train = subprocess.Popen([sys.executable, str(tmp_path / "train.py"), "train", "--spec", str(spec), "--automl-policy", "off",
+                              "--backend", "cosmos-rl"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    pids = None
+    try:
+        def started():
+            assert train.poll() is None, train.communicate()[0]
+            found = next((tmp_path / "train").glob("*/pids.json"), None)
+            return found and read_pids(found)
+
+        pids = wait_for(started, 120, "the fake launcher's workers")
+        pids.append(psutil.Process(pids[0]).ppid())  # the launcher
+        train.send_signal(signal.SIGTERM)
+        out, _ = train.communicate(timeout=60)
+        assert train.returncode == 128 + signal.SIGTERM, out
+        assert [p for p in pids if state(p)] == [], out
+        record = json.loads(next((tmp_path / "results" / "jobs").glob("*.json")).read_text())
+        assert record["status"] == "cancelled"
+    finally:
+        kill_all(pids)
+        train.kill()
