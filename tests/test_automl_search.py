@@ -122,6 +122,49 @@ def test_invalid_recommendation_is_pruned_with_the_reason(tmp_path):
     assert pruned and all("too few records" in t.user_attrs["pruned_reason"] for t in pruned)
 
 
+def test_environment_failures_fail_and_are_retried_on_resume_spec_failures_stay_pruned(tmp_path):
+    """A spec reason (the check's answer) prunes for good; an environment reason (TrialFailed from the
+    check, or the trainer crashing) fails the trial, and --resume runs its parameters again, the
+    baseline's included; only COMPLETE and PRUNED count toward max_trials."""
+    from skillbank.automl.study import TrialFailed
+
+    space = build_space(SCHEMA, base_spec(), params=["train.optm_lr"])
+    broken = {"env": True}
+
+    def check(trial_dir, spec):
+        if spec["train"]["optm_lr"] > 3e-4:
+            return "preflight failed: spec.steps_per_rank: zero steps"
+        if broken["env"] and spec["train"]["optm_lr"] > 1e-4:
+            raise TrialFailed("preflight (environment) failed: env.disk: no space left")
+        return None
+
+    def runner(trial_dir, spec, report):
+        if broken["env"] and spec["train"]["optm_lr"] == pytest.approx(1e-5):
+            raise TrialFailed("training failed (exit 1)")  # the baseline crashes the first time
+        return fake_runner(trial_dir, spec, report)
+
+    st = settings(tmp_path, max_trials=6, algorithm="random", seed=3)
+    first = run_study(st, space, base_spec(), tmp_path / "t", runner, check=check)
+    trials = first.get_trials()
+    assert trials[0].user_attrs["baseline"] and trials[0].state.name == "FAIL"
+    assert "exit 1" in trials[0].user_attrs["fail_reason"]
+    failed = {t.number: t.params for t in trials if t.state.name == "FAIL"}
+    pruned = {t.number for t in trials if t.state.name == "PRUNED"}
+    assert len(failed) >= 2 and pruned and all("zero steps" in trials[n].user_attrs["pruned_reason"] for n in pruned)
+
+    broken["env"] = False  # the environment is fixed: resume
+    st.resume = True
+    resumed = run_study(st, space, base_spec(), tmp_path / "t", runner, check=check).get_trials()
+    retries = {t.user_attrs["retry_of"]: t for t in resumed if "retry_of" in t.user_attrs}
+    assert set(retries) == set(failed) and set(retries).isdisjoint(pruned)
+    assert all(retries[n].params == failed[n] and retries[n].state.name in ("COMPLETE", "PRUNED") for n in failed)
+    assert retries[0].user_attrs["baseline"] and retries[0].state.name == "COMPLETE"
+    assert sum(t.state.name in ("COMPLETE", "PRUNED") for t in resumed) == 6
+    rec = write_outputs(optuna.load_study(study_name="s", storage=st.storage), skill=SKILL, algorithm="random",
+                        metric="accuracy", storage=st.storage, out_dir=tmp_path)
+    assert rec["baseline"]["trial_number"] == retries[0].number and rec["baseline"]["metric_value"] is not None
+
+
 def test_existing_study_needs_resume(tmp_path):
     space = build_space(SCHEMA, base_spec(), params=["train.optm_lr"])
     run_study(settings(tmp_path, max_trials=2), space, base_spec(), tmp_path / "t", fake_runner)

@@ -28,7 +28,7 @@ def base_spec(tmp_path, tiny_model_dir, demo_dataset_dir) -> Path:
 
 
 def test_short_study_trains_evaluates_and_recommends(base_spec, tmp_path):
-    proc = skillbank("automl", "--skill", SKILL, "--spec", str(base_spec), "--max-trials", "2", "--algorithm", "random",
+    proc = skillbank("automl", "--skill", SKILL, "--spec", str(base_spec), "--backend", "local", "--max-trials", "2", "--algorithm", "random",
                      "--param", "train.optm_lr", "--range", "train.optm_lr=1e-4:1e-3", "--json", timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rec = json.loads(proc.stdout)
@@ -56,9 +56,13 @@ def test_train_with_automl_policy_auto_hands_over_to_automl(base_spec, tmp_path)
 
 
 def test_a_pruned_trial_stops_training_before_its_last_epoch(base_spec, tmp_path, monkeypatch):
-    """The real runner: pruned after epoch 1 of 3, the trainer is paused, then stopped; no later export appears."""
+    """The real runner: pruned after epoch 1 of 3, the trainer is paused, then stopped; no later export appears
+    and no process of the trial (torchrun's rank included) is left."""
+    import os
+
     import yaml
 
+    from skillbank import procs
     from skillbank.automl import trials
     from skillbank.training import layout
 
@@ -79,3 +83,51 @@ def test_a_pruned_trial_stops_training_before_its_last_epoch(base_spec, tmp_path
     runs = layout.run_dirs(tmp_path / "trial" / "train")
     steps = [s for run in runs for s in layout.list_safetensors_steps(run)]
     assert len(steps) == 1, f"training went on after the prune: exports at steps {steps}"
+    assert [" ".join(p.cmdline()) for p in procs.descendants(os.getpid()) if procs.alive(p)] == []
+
+
+def test_sigterm_while_a_trial_is_paused_stops_every_process_of_it(base_spec, tmp_path):
+    """A real local-backend trial, paused while its first epoch is evaluated (skillbank train, torchrun
+    and the rank, which torchrun starts in a session of its own, all stopped): SIGTERM on `skillbank
+    automl` leaves none of them behind, and the trial is FAIL (run again on --resume), not PRUNED."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    import optuna
+    import psutil
+    import yaml
+
+    from skillbank import procs
+
+    spec = yaml.safe_load(base_spec.read_text())
+    spec["train"]["epoch"] = 2
+    base_spec.write_text(yaml.safe_dump(spec))
+    study = subprocess.Popen([sys.executable, "-m", "skillbank.cli", "automl", "--skill", SKILL, "--spec", str(base_spec),
+                              "--backend", "local", "--max-trials", "1", "--param", "train.optm_lr", "--algorithm", "random"],
+                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    snapshot: list = []
+    try:
+        deadline = time.monotonic() + 300
+        while not any(p.status() == psutil.STATUS_STOPPED for p in snapshot if procs.alive(p)):
+            assert study.poll() is None, study.communicate()[0][-3000:]
+            assert time.monotonic() < deadline, "the trial was never paused"
+            time.sleep(0.05)
+            snapshot = procs.descendants(study.pid)
+        commands = [" ".join(p.cmdline()) for p in snapshot]
+        assert any("torch.distributed.run" in c for c in commands) and any("skillbank.training.local.worker" in c for c in commands)
+        study.send_signal(signal.SIGTERM)
+        out, _ = study.communicate(timeout=120)
+        assert study.returncode == 128 + signal.SIGTERM, out[-3000:]
+        assert [p.pid for p in snapshot if procs.alive(p)] == [], out[-3000:]
+        assert "--resume" in out
+        trials = optuna.load_study(study_name="base", storage=f"sqlite:///{tmp_path / 'automl' / 'base' / 'study.db'}").get_trials()
+        assert [t.state.name for t in trials] == ["FAIL"] and "SIGTERM" in trials[0].user_attrs["fail_reason"]
+    finally:
+        for p in snapshot:
+            try:
+                os.kill(p.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        study.kill()

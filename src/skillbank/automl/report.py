@@ -28,6 +28,8 @@ def trial_rows(study) -> list[dict[str, Any]]:
             "epochs_run": int(t.user_attrs.get("epochs_run", 0) or 0),
             "params": json.dumps(t.user_attrs.get("values", {}), sort_keys=True),
             "pruned_reason": t.user_attrs.get("pruned_reason"),
+            "fail_reason": t.user_attrs.get("fail_reason"),
+            "retry_of": t.user_attrs.get("retry_of"),
             "checkpoint": t.user_attrs.get("checkpoint"),
             "trial_dir": t.user_attrs.get("trial_dir"),
             "duration_s": t.duration.total_seconds() if t.duration else None,
@@ -80,7 +82,8 @@ def best_rec(study, *, skill: str, algorithm: str, metric: str, storage: str, ou
     if not complete:
         return {}
     best = study.best_trial
-    baseline = next((t for t in _trials(study) if t.user_attrs.get("baseline")), None)
+    baselines = [t for t in _trials(study) if t.user_attrs.get("baseline")]  # a failed baseline is run again on --resume
+    baseline = next((t for t in baselines if t.state.name == "COMPLETE"), baselines[-1] if baselines else None)
     base_value = baseline.value if baseline is not None and baseline.state.name == "COMPLETE" else None
     counts = {s: sum(1 for t in _trials(study) if t.state.name == s) for s in ("COMPLETE", "PRUNED", "FAIL")}
     return {

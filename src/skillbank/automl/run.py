@@ -1,14 +1,20 @@
-"""`skillbank automl` and the train command's AutoML handoff: settings, space, study, outputs."""
+"""`skillbank automl` and the train command's AutoML handoff: settings, space, preflight gate, plan, study, outputs.
+
+Nothing is created before the base spec passes preflight for the trials' backend, and a dry run
+creates nothing at all: it prints the plan and the exact start and resume commands.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any, get_args
 
 from skillbank.errors import InputError, RunError
+from skillbank.redaction import redact
 
 
 def _settings(args: argparse.Namespace, base: dict[str, Any], out_dir: Path, study_name: str):
@@ -31,30 +37,151 @@ def _settings(args: argparse.Namespace, base: dict[str, Any], out_dir: Path, stu
                          workers=args.workers, resume=args.resume, max_epochs=max(1, epochs), baseline=not args.no_baseline)
 
 
-def run_automl(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
+def preflight_gate(args: argparse.Namespace) -> dict[str, Any]:
+    """The base spec passes preflight for the trials' backend, or InputError (exit 2) naming the
+    findings: a study on a spec that fails would only fail or prune every trial. Trials run on this
+    machine, so its environment is checked too; a dry run lists environment findings instead
+    ("check before starting"), as `skillbank train --dry-run` does."""
+    from skillbank.preflight.run import run_preflight
 
-    from skillbank.automl.report import write_outputs
+    runs_on = "node" if args.dry_run else "here"
+    report = run_preflight(skill=args.skill, action="train", spec_path=args.spec, backend=args.backend, runs_on=runs_on)
+    report.require_ok(skill=args.skill, action="train", spec_path=args.spec, outcome="no study was created, no trial started")
+    return report.summary()
+
+
+def command_line(args: argparse.Namespace, study_name: str, *, resume: bool) -> str:
+    """The `skillbank automl` command that starts (or resumes) this study, every choice spelled out."""
+    argv = ["skillbank", "automl", "--skill", args.skill, "--spec", str(Path(args.spec).resolve()), "--study", study_name,
+            "--algorithm", args.algorithm, "--max-trials", str(args.max_trials), "--metric", args.metric, "--backend", args.backend]
+    for key in args.param or []:
+        argv += ["--param", key]
+    for key, (low, high) in args.range:
+        argv += ["--range", f"{key}={low:g}:{high:g}"]
+    for key, values in args.choices:
+        argv += ["--choices", f"{key}={','.join(values)}"]
+    for flag, value, default in (("--direction", args.direction, None), ("--storage", args.storage, None), ("--out", args.out, None),
+                                 ("--workers", args.workers, 1), ("--seed", args.seed, 0)):
+        if value != default:
+            argv += [flag, redact(str(value))]
+    if args.no_baseline:
+        argv.append("--no-baseline")
+    if resume:
+        argv.append("--resume")
+    return shlex.join(argv)
+
+
+def study_plan(args: argparse.Namespace, settings, space, out_dir: Path, base: dict[str, Any], preflight: dict[str, Any]) -> dict[str, Any]:
+    """What a study would do (the dry run's output), nothing created: no folder, no storage, no process."""
+    db = out_dir / "study.db"
+    exists = db.is_file() if args.storage is None else None
+    notes = []
+    if exists and not args.resume:
+        notes.append(f"{db} exists: starting would be refused; pass --resume to continue that study")
+    notes += [f"check before starting (trials run on this machine): {line}" for line in preflight.get("check_on_node", [])]
+    return {
+        "ok": True,
+        "dry_run": True,
+        "skill": args.skill,
+        "spec": str(Path(args.spec).resolve()),
+        "study": settings.study_name,
+        "study_dir": str(out_dir.resolve()),
+        "storage": redact(settings.storage),
+        "storage_exists": exists,
+        "backend": args.backend,
+        "algorithm": settings.algorithm,
+        "metric": {"name": args.metric, "direction": settings.direction},
+        "max_trials": settings.max_trials,
+        "baseline": settings.baseline,
+        "workers": settings.workers,
+        "epochs_per_trial": int(base["train"]["epoch"]),
+        "resume": settings.resume,
+        "search_space": [p.to_dict() for p in space.params],
+        "skipped": dict(space.skipped),
+        "preflight": preflight,
+        "commands": {"start": command_line(args, settings.study_name, resume=False),
+                     "resume": command_line(args, settings.study_name, resume=True)},
+        "notes": notes,
+    }
+
+
+def plan_lines(plan: dict[str, Any]) -> list[str]:
+    metric = plan["metric"]
+    exists = {True: "exists", False: "not created yet", None: "not checked"}[plan["storage_exists"]]
+    return [
+        "automl plan (dry run: nothing created, nothing started)",
+        f"  study      : {plan['study']} in {plan['study_dir']}",
+        f"  storage    : {plan['storage']} ({exists})",
+        f"  backend    : {plan['backend']} (each trial: skillbank train --automl-policy off --backend {plan['backend']})",
+        f"  algorithm  : {plan['algorithm']}; metric {metric['name']} ({metric['direction']})",
+        f"  trials     : {plan['max_trials']} finished (complete or pruned), "
+        f"{'baseline first, ' if plan['baseline'] else ''}{plan['workers']} at a time, " + _epochs(plan),
+        *(f"  search     : {p['describe']}" for p in plan["search_space"]),
+        *(f"  skip       : {key}: {why}" for key, why in plan["skipped"].items()),
+        f"  preflight  : {plan['preflight'].get('errors', 0)} error(s), {plan['preflight'].get('warnings', 0)} warning(s)",
+        f"  start      : {plan['commands']['start']}",
+        f"  resume     : {plan['commands']['resume']}",
+        *(f"  note       : {n}" for n in plan["notes"]),
+    ]
+
+
+def _epochs(plan: dict[str, Any]) -> str:
+    searched = any(p["key"] == "train.epoch" for p in plan["search_space"])
+    return f"train.epoch searched (the baseline trains {plan['epochs_per_trial']})" if searched else f"{plan['epochs_per_trial']} epoch(s) each"
+
+
+def run_automl(args: argparse.Namespace) -> int:
     from skillbank.automl.space import build_space, load_schema
-    from skillbank.automl.study import run_study
-    from skillbank.automl.trials import make_check, make_runner
     from skillbank.skillinfo import schema_path
     from skillbank.spec.io import load_spec
     from skillbank.spec.registry import spec_model
 
+    for flag, value in (("--prompts", getattr(args, "prompts", None)), ("--holdout", getattr(args, "holdout", None))):
+        if value:
+            raise InputError(f"{flag} belongs to the prompt search", where=flag, fix="add --action evaluate and pass an evaluate spec")
     model = spec_model(args.skill, "train")
     base = load_spec(args.spec, model).model_dump(mode="json")
     schema = load_schema(schema_path(args.skill, "train"))
     space = build_space(schema, base, params=args.param, ranges=dict(args.range), choices=dict(args.choices))
+    if args.algorithm == "grid":
+        from skillbank.automl.study import grid_points
+
+        grid_points(space)  # a range in the space fails here, before anything is written
     study_name = args.study or Path(args.spec).stem
     out_dir = Path(args.out) if args.out else Path(base["results_dir"]) / "automl" / study_name
     settings = _settings(args, base, out_dir, study_name)  # bad flags fail before anything is written
-    out_dir.mkdir(parents=True, exist_ok=True)
     if settings.algorithm in ("hyperband", "asha") and "train.epoch" in space.keys():
         settings.max_epochs = int(max(p.high for p in space.params if p.key == "train.epoch"))
+    preflight = preflight_gate(args)
+    if args.dry_run:
+        plan = study_plan(args, settings, space, out_dir, base, preflight)
+        if args.json:
+            print(json.dumps(plan, indent=2))
+        else:
+            print("\n".join(plan_lines(plan)))
+        return 0
+    from skillbank import procs
+
+    with procs.stop_on_signals():
+        try:
+            return _run_study(args, settings, space, base, out_dir)
+        except KeyboardInterrupt as exc:
+            print(f"automl: stopped ({exc or 'SIGINT'}); every trial process was stopped. Finished trials are kept; "
+                  f"continue with: {command_line(args, study_name, resume=True)}", file=sys.stderr)
+            raise
+
+
+def _run_study(args: argparse.Namespace, settings, space, base: dict[str, Any], out_dir: Path) -> int:
+    from tqdm import tqdm
+
+    from skillbank.automl.report import write_outputs
+    from skillbank.automl.study import run_study, unretried_failures
+    from skillbank.automl.trials import make_check, make_runner
+
+    out_dir.mkdir(parents=True, exist_ok=True)
     log = sys.stderr
-    print(f"automl: study {study_name} ({settings.algorithm}, {settings.max_trials} trials, metric {args.metric} "
-          f"{settings.direction}) in {out_dir}", file=log)
+    print(f"automl: study {settings.study_name} ({settings.algorithm}, {settings.max_trials} trials, metric {args.metric} "
+          f"{settings.direction}, backend {args.backend}) in {out_dir}", file=log)
     for param in space.params:
         print(f"  search {param.describe()}", file=log)
     for key, why in space.skipped.items():
@@ -62,16 +189,20 @@ def run_automl(args: argparse.Namespace) -> int:
     bar = tqdm(total=settings.max_trials, desc="trials", unit="trial", file=log, disable=None)
 
     def progress(trial: Any) -> None:
-        bar.update(1)
+        if trial.state.name != "FAIL":  # failed trials do not count toward --max-trials
+            bar.update(1)
         bar.set_postfix_str(f"#{trial.number} {trial.state.name} {trial.value if trial.value is not None else ''}")
 
     runner = make_runner(metric=args.metric, backend=args.backend, maximize=settings.direction == "maximize")
-    study = run_study(settings, space, base, out_dir / "trials", runner, check=make_check(args.skill), progress=progress)
-    bar.close()
+    try:
+        study = run_study(settings, space, base, out_dir / "trials", runner, check=make_check(args.skill, args.backend), progress=progress)
+    finally:
+        bar.close()
     rec = write_outputs(study, skill=args.skill, algorithm=settings.algorithm, metric=args.metric,
                         storage=settings.storage, out_dir=out_dir)
     if not rec:
-        raise RunError(f"no trial completed: see {out_dir / 'trials.parquet'} for each trial's reason")
+        raise RunError(f"no trial completed: see {out_dir / 'trials.parquet'} for each trial's reason "
+                       f"(failed trials run again with: {command_line(args, settings.study_name, resume=True)})")
     if args.json:
         print(json.dumps(rec, indent=2))
     else:
@@ -79,17 +210,25 @@ def run_automl(args: argparse.Namespace) -> int:
         print(f"best {args.metric} {rec['metric']['value']:.4f} (trial {rec['trial_number']}), "
               f"baseline {base_value if base_value is not None else 'n/a'}; trial-epochs {rec['trials']['trial_epochs']}")
         print(f"best params: {json.dumps(rec['best_params'])}")
+        failed = unretried_failures(study)
+        if failed:
+            print(f"{len(failed)} trial(s) failed (environment, crash or stop; see fail_reason in trials.parquet): "
+                  f"run them again with {command_line(args, settings.study_name, resume=True)}")
         print(f"wrote {out_dir / 'best_rec.json'}, {out_dir / 'trials.parquet'}, {out_dir / 'history.png'}")
     return 0
 
 
+HANDOFF = ("backend", "max_trials", "algorithm", "param", "range", "choices", "study", "resume", "dry_run", "json")
+
+
 def run_from_train(args: argparse.Namespace) -> int:
-    """The router sent a train request here (automl_policy auto): run a default study on its spec."""
-    parser = argparse.ArgumentParser()
+    """The router sent a train request here (automl_policy auto): a study on its spec, narrowed by the
+    search flags train shares with `skillbank automl`; everything else at automl's defaults."""
     from skillbank.automl.command import add_arguments
 
+    parser = argparse.ArgumentParser()
     add_arguments(parser)
-    argv = ["--spec", str(args.spec), "--backend", args.backend, "--max-trials", str(args.max_trials)]
-    if args.resume:
-        argv.append("--resume")
-    return run_automl(parser.parse_args(argv))
+    automl_args = parser.parse_args(["--spec", str(args.spec)])
+    for name in HANDOFF:
+        setattr(automl_args, name, getattr(args, name))
+    return run_automl(automl_args)

@@ -37,6 +37,12 @@ class Param:
         scale = " log" if self.log else (" powers of 2" if self.pow2 else "")
         return f"{self.key}: {self.kind} {self.low:g}..{self.high:g}{scale}"
 
+    def to_dict(self) -> dict[str, Any]:
+        """The parameter as a dry run's plan shows it (ranges, scale, choices and their weights)."""
+        return {"key": self.key, "kind": self.kind, "low": self.low, "high": self.high, "log": self.log, "pow2": self.pow2,
+                "choices": list(self.choices), "weights": list(self.weights), "depends_on": self.depends_on,
+                "describe": self.describe()}
+
 
 @dataclass
 class SearchSpace:

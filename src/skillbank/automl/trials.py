@@ -1,16 +1,15 @@
 """One real trial: validate + preflight the recommended spec, train it, evaluate each epoch's checkpoint.
 
-Training runs as `skillbank train --automl-policy off` in a subprocess of its own process group.
-When an epoch's `safetensors/step_N` export appears, the group is paused (SIGSTOP) while that
+Training runs as `skillbank train --automl-policy off` in a subprocess. When an epoch's
+`safetensors/step_N` export appears, the trainer's whole process tree (skillbank train, torchrun
+and its ranks, or the cosmos-rl launcher and its workers: skillbank.procs) is paused while that
 export is evaluated on the spec's validation set and the metric reported to the pruner; then it
-continues (SIGCONT) or, when pruned, is terminated. Pausing is what makes pruning save epochs:
-without it a fast trainer finishes every epoch before the first evaluation is done.
+continues or, when pruned, is stopped. Pausing is what makes pruning save epochs: without it a
+fast trainer finishes every epoch before the first evaluation is done.
 """
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -18,32 +17,48 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from skillbank.automl.study import TrialOutcome
+from skillbank import procs
+from skillbank.automl.study import TrialFailed, TrialOutcome
 from skillbank.errors import InputError
 from skillbank.spec.io import write_spec
 
 POLL_S = 0.5
 LOSS_METRICS = ("val_loss", "loss")  # read from the trainer's metrics.jsonl; any other metric from evaluating the export
+# Every trial saves and exports each epoch, keeping all: the study evaluates each epoch's export.
+TRIAL_CKPT = {"enable_checkpoint": True, "export_safetensors": True, "save_freq_in_epoch": 1, "max_keep": -1}
 
 
-def make_check(skill: str) -> Callable[[Path, dict[str, Any]], str | None]:
+def trial_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """The spec a trial trains (checked and run alike): the base spec's values with TRIAL_CKPT."""
+    spec["train"]["ckpt"].update(TRIAL_CKPT)
+    return spec
+
+
+def make_check(skill: str, backend: str | None = None) -> Callable[[Path, dict[str, Any]], str | None]:
+    """Validate and preflight one recommendation: a spec reason prunes it (returned), an environment
+    reason (only env.* errors: token, redis-server, GPUs, disk, model) fails it (TrialFailed), so that
+    --resume runs it again."""
+
     def check(trial_dir: Path, spec: dict[str, Any]) -> str | None:
+        from skillbank.preflight.run import run_preflight
         from skillbank.spec.registry import spec_model
         from skillbank.spec.validation import validate
 
+        spec = trial_spec(spec)
         try:
             validate(spec_model(skill, "train"), spec, source="recommendation")
         except InputError as exc:
             return f"invalid spec: {exc.message}"
         trial_dir.mkdir(parents=True, exist_ok=True)
         write_spec(trial_dir / "spec.yaml", spec)
-        try:
-            from skillbank.preflight.run import run_preflight
-        except ImportError:
-            return None
-        report = run_preflight(skill=skill, action="train", spec_path=trial_dir / "spec.yaml")
-        errors = [f"{f.check}: {f.message}" for f in report.findings if f.severity == "error"]
-        return "preflight failed: " + "; ".join(errors[:3]) if errors else None
+        report = run_preflight(skill=skill, action="train", spec_path=trial_dir / "spec.yaml", backend=backend, runs_on="here")
+        errors = report.errors
+        spec_errors = [f"{f.check}: {f.message}" for f in errors if f.group != "env"]
+        if spec_errors:
+            return "preflight failed: " + "; ".join(spec_errors[:3])
+        if errors:
+            raise TrialFailed("preflight (environment) failed: " + "; ".join(f"{f.check}: {f.message}" for f in errors[:3]))
+        return None
 
     return check
 
@@ -73,17 +88,10 @@ def evaluate_checkpoint(step_dir: Path, results_dir: Path, metric: str) -> float
     return evaluate(spec, model_name=str(step_dir), progress=False)["primary_metric"]["value"]
 
 
-def _signal_group(proc: subprocess.Popen, sig: int) -> None:
-    try:
-        os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        pass
-
-
 def make_runner(*, metric: str, backend: str, maximize: bool):
     def runner(trial_dir: Path, spec: dict[str, Any], report: Callable[[int, float], bool]) -> TrialOutcome:
         trial_dir.mkdir(parents=True, exist_ok=True)
-        spec["train"]["ckpt"].update({"enable_checkpoint": True, "export_safetensors": True, "save_freq_in_epoch": 1, "max_keep": -1})
+        spec = trial_spec(spec)
         spec_path = trial_dir / "spec.yaml"
         write_spec(spec_path, spec)
         output_dir = Path(spec["train"]["output_dir"])
@@ -99,12 +107,15 @@ def make_runner(*, metric: str, backend: str, maximize: bool):
 
         with open(trial_dir / "train.log", "w", encoding="utf-8") as log:
             proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            paused: list[Any] = []  # the tree as it was paused (a stop reaches those even if they left it)
             try:
                 while True:
+                    if procs.STOPPING.is_set():
+                        raise TrialFailed("the study was told to stop")
                     finished = proc.poll() is not None
                     points = new_points()
                     if points and not finished:
-                        _signal_group(proc, signal.SIGSTOP)
+                        paused = procs.pause(proc.pid)
                     for epoch, step_dir, value in points:
                         if value is None:
                             value = evaluate_checkpoint(step_dir, trial_dir / "eval" / step_dir.name, metric)
@@ -112,23 +123,22 @@ def make_runner(*, metric: str, backend: str, maximize: bool):
                         if best is None or (value > best[0] if maximize else value < best[0]):
                             best = (value, str(step_dir) if step_dir else None)
                         if report(epoch, value):
-                            _signal_group(proc, signal.SIGTERM)
-                            _signal_group(proc, signal.SIGCONT)
-                            proc.wait(timeout=60)
+                            procs.stop(proc.pid, also=paused)
+                            proc.wait()
                             trained = points[-1][0]  # epochs the trainer finished, evaluated or not
                             return TrialOutcome(best[0], trained, best[1], pruned=True, history=history)
                     if points and not finished:
-                        _signal_group(proc, signal.SIGCONT)
+                        procs.resume(proc.pid)
+                        paused = []
                     if finished:
                         break
                     time.sleep(POLL_S)
             finally:
                 if proc.poll() is None:
-                    _signal_group(proc, signal.SIGCONT)
-                    _signal_group(proc, signal.SIGKILL)
+                    procs.stop(proc.pid, also=paused)
                     proc.wait()
         if proc.returncode != 0:
-            raise RuntimeError(f"training failed (exit {proc.returncode}); see {trial_dir / 'train.log'}")
+            raise TrialFailed(f"training failed (exit {proc.returncode}); see {trial_dir / 'train.log'}")
         return TrialOutcome(best[0] if best else None, len(history), best[1] if best else None, history=history)
 
     return runner

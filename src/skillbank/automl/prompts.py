@@ -1,0 +1,481 @@
+"""Prompt search (AutoPrompt): `skillbank automl --action evaluate`, a study over the evaluate spec.
+
+A trial evaluates the evaluate spec with the sampled values (system prompt candidates from
+--prompts, any evaluate key through --param / --range / --choices) on the PROXY set, the spec's
+dataset; nothing trains. Values go through the spec's own overrides and validation
+(spec.overrides.apply_overrides: typed, setting vision.num_frames clears vision.fps), so a
+candidate that breaks a rule is PRUNED with the reason. The model loads once per study, in this
+process (ModelPool); a trial whose spec equals one already evaluated here reuses its metric.
+The best trial (and the baseline) is then evaluated once on the HELD-OUT set (--holdout), and
+both numbers go into best_rec.json, beside the same trials.parquet and history.png as training.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from skillbank.errors import InputError, RunError
+from skillbank.redaction import redact
+
+PROMPT_KEY = "dataset.system_prompt"
+EVAL_METRICS = ("accuracy", "f1", "balanced_accuracy")
+TRAIN_ONLY = ("hyperband", "asha")  # prune by epoch: an evaluation has none
+
+
+# ---- the search space --------------------------------------------------------------------------
+
+
+def load_candidates(path: str) -> list[str | None]:
+    """System prompt candidates: a YAML list (null: the answer type's default prompt; multi-line
+    prompts) or a text file with one prompt per non-empty line."""
+    import yaml
+
+    file = Path(path)
+    if not file.is_file():
+        raise InputError(f"prompt file not found: {file}", where="--prompts", fix="a text file, one prompt per line, or a YAML list")
+    text = file.read_text(encoding="utf-8")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        data = None
+    if isinstance(data, list):
+        bad = [i for i, c in enumerate(data) if c is not None and not isinstance(c, str)]
+        if bad:
+            raise InputError(f"item {bad[0]} is not a string or null", where=f"{file}[{bad[0]}]", fix="quote the prompt")
+        candidates: list[str | None] = [c.strip() if isinstance(c, str) else None for c in data]
+    else:
+        candidates = [line.strip() for line in text.splitlines() if line.strip()]
+    if not candidates:
+        raise InputError("no prompt candidates", where=str(file), fix="one prompt per line, or a YAML list of prompts")
+    seen: set[str | None] = set()
+    for i, c in enumerate(candidates):
+        if c in seen:
+            raise InputError(f"candidate {i} repeats an earlier one", where=f"{file}[{i}]", fix="list each prompt once")
+        seen.add(c)
+    return candidates
+
+
+def parse_holdout(text: str) -> tuple[str, str]:
+    """--holdout ANNOTATIONS[:MEDIA] -> (annotation_path, media_dir; empty: the annotation file's folder)."""
+    annotation, _, media = text.partition(":")
+    if not annotation:
+        raise InputError("--holdout wants ANNOTATIONS[:MEDIA]", where="--holdout", fix="e.g. --holdout data/test/annotations.json:data/test")
+    return annotation, media
+
+
+def build_prompt_space(args: argparse.Namespace, base: dict[str, Any], schema: dict[str, Any]):
+    """The evaluate search space: --prompts as choices of dataset.system_prompt, plus --param/--range/
+    --choices of the evaluate schema. Each list of choices gains the base spec's value when it lacks it
+    (the baseline trial must be one of its points); choices stay as given, checked per trial."""
+    from skillbank.automl.space import Param, SearchSpace, build_space
+    from skillbank.spec.evaluate import EvaluateSpec
+    from skillbank.spec.overrides import coerce, get_dotted
+
+    space = SearchSpace(params=[])
+    if args.param or args.range or args.choices:
+        if PROMPT_KEY in (args.param or []):
+            raise InputError(f"{PROMPT_KEY} is searched with --prompts FILE", where=f"--param {PROMPT_KEY}", fix="list the candidates in a file")
+        space = build_space(schema, base, params=args.param, ranges=dict(args.range), choices=dict(args.choices))
+    if args.prompts:
+        if PROMPT_KEY in space.keys():
+            raise InputError(f"{PROMPT_KEY} given twice", where="--prompts", fix=f"drop --choices {PROMPT_KEY}=...")
+        space.params.insert(0, Param(PROMPT_KEY, "categorical", choices=tuple(load_candidates(args.prompts))))
+    if not space.params:
+        raise InputError("nothing to search", where="--prompts",
+                         fix="give --prompts FILE and/or --choices KEY=A,B / --param KEY --range KEY=MIN:MAX (evaluate keys)")
+    for i, p in enumerate(space.params):
+        if p.kind != "categorical":
+            continue
+        choices: list[Any] = []
+        for choice in p.choices:  # typed where the field's type takes it; the rest is PRUNED per trial with the reason
+            try:
+                choice = coerce(EvaluateSpec, p.key, choice)
+            except InputError:
+                pass
+            if choice not in choices:
+                choices.append(choice)
+        base_value = get_dotted(base, p.key)
+        if not args.no_baseline and base_value not in choices:
+            choices.insert(0, base_value)
+            space.skipped[f"{p.key} (baseline)"] = f"the base spec's value {_short(base_value)} joins the candidates (the baseline)"
+        space.params[i] = Param(p.key, p.kind, choices=tuple(choices), depends_on=p.depends_on)
+    return space
+
+
+def _short(value: Any, width: int = 60) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= width else text[: width - 4] + '..."'
+
+
+def apply_values(spec: dict[str, Any], values: dict[str, Any]) -> None:
+    """Put one trial's values into the spec through the spec's own overrides and validation: typed
+    values (written back into `values`), exclusive partners cleared; InputError -> the trial is PRUNED."""
+    from skillbank.spec.evaluate import EvaluateSpec
+    from skillbank.spec.overrides import apply_overrides, get_dotted
+    from skillbank.spec.validation import validate
+
+    apply_overrides(EvaluateSpec, spec, values)
+    for key in values:
+        values[key] = get_dotted(spec, key)
+    validate(EvaluateSpec, spec, source="candidate")
+
+
+# ---- trials: one evaluation each, the model loaded once ----------------------------------------------
+
+
+@dataclass
+class ModelPool:
+    """The loaded model of the study's spec (one at a time), so trials do not each load it."""
+
+    loaded: Any = None
+    key: tuple | None = None
+    loads: int = 0
+
+    def get(self, spec: Any) -> Any:
+        if spec.evaluation.engine != "transformers":
+            return None  # vLLM builds its engine per evaluation
+        m = spec.model
+        key = (m.model_name, m.enable_lora, m.base_model_path, m.dtype, spec.num_gpus)
+        if key != self.key:
+            from skillbank.evaluation.model import load_model
+
+            self.loaded = None  # drop the previous model before loading the next
+            self.loaded = load_model(m.model_name, enable_lora=m.enable_lora, base_model_path=m.base_model_path,
+                                     dtype=m.dtype, num_gpus=spec.num_gpus)
+            self.key, self.loads = key, self.loads + 1
+        return self.loaded
+
+
+@dataclass
+class EvalSession:
+    """What the trials of one process share: the model, record sets, prompt caches, finished specs."""
+
+    pool: ModelPool = field(default_factory=ModelPool)
+    records: dict[tuple, list[dict[str, Any]]] = field(default_factory=dict)
+    caches: dict[str, Any] = field(default_factory=dict)
+    done: dict[str, float] = field(default_factory=dict)
+    evaluations: int = 0
+    samples: int = 0
+    seconds: float = 0.0
+
+    def evaluate(self, spec: Any, results_dir: Path) -> dict[str, Any]:
+        from skillbank.evaluation.evaluate import check_inputs, evaluate, load_eval_records
+        from skillbank.evaluation.generate import PromptCache
+
+        d = spec.dataset
+        data_key = (d.annotation_path, d.media_dir, spec.evaluation.limit, spec.task.type)
+        if data_key not in self.records:
+            records = load_eval_records(spec)
+            check_inputs(records, spec)
+            self.records[data_key] = records
+        records = self.records[data_key]
+        # prepared prompts depend on the data, the system prompt, the answer type (its default prompt) and vision
+        prompt_key = json.dumps([data_key, d.system_prompt, spec.evaluation.answer_type, spec.vision.model_dump()], sort_keys=True)
+        cache = self.caches.setdefault(prompt_key, PromptCache())
+        started = time.perf_counter()
+        doc = evaluate(spec, results_dir=results_dir, records=records, cache=cache, loaded=self.pool.get(spec), progress=False)
+        self.seconds += time.perf_counter() - started
+        self.evaluations += 1
+        self.samples += len(records)
+        return doc
+
+
+def make_eval_runner(session: EvalSession):
+    from skillbank.automl.study import TrialFailed, TrialOutcome
+    from skillbank.spec.evaluate import EvaluateSpec
+    from skillbank.spec.io import write_spec
+
+    def runner(trial_dir: Path, spec: dict[str, Any], report: Any) -> TrialOutcome:
+        trial_dir.mkdir(parents=True, exist_ok=True)
+        write_spec(trial_dir / "spec.yaml", spec)
+        same = json.dumps({k: v for k, v in spec.items() if k != "results_dir"}, sort_keys=True)
+        if same in session.done:  # deterministic for a given spec and seed: no second evaluation
+            return TrialOutcome(session.done[same], 0)
+        try:
+            doc = session.evaluate(EvaluateSpec.model_validate(spec), trial_dir)
+        except Exception as exc:  # an evaluation that crashed (or data it rejects): FAIL with the reason, run again on --resume
+            raise TrialFailed(f"evaluation failed: {type(exc).__name__}: {exc}") from exc
+        value = float(doc["primary_metric"]["value"])
+        session.done[same] = value
+        return TrialOutcome(value, 0)
+
+    return runner
+
+
+# ---- settings, gate, plan -------------------------------------------------------------------------
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    if args.metric not in EVAL_METRICS:
+        raise InputError(f"--metric {args.metric} is not an evaluation metric", where="--metric", fix=f"use one of: {', '.join(EVAL_METRICS)}")
+    if args.algorithm in TRAIN_ONLY:
+        raise InputError(f"{args.algorithm} prunes trials by training epoch; an evaluation has none", where="--algorithm",
+                         fix="use grid, bayesian or random")
+    if args.workers != 1:
+        raise InputError("a prompt search evaluates one trial at a time with the model it loaded once", where="--workers",
+                         fix="drop --workers; to share the work, start another process on the same --storage with --resume")
+
+
+def pick_algorithm(args: argparse.Namespace, space) -> str:
+    """bayesian (the default) over lists of choices only is the grid: each combination once, in order."""
+    from skillbank.automl import DEFAULT_ALGORITHM
+
+    if args.algorithm == DEFAULT_ALGORITHM and all(p.kind in ("categorical", "bool") for p in space.params):
+        return "grid"
+    return args.algorithm
+
+
+def holdout_spec(base: dict[str, Any], holdout: tuple[str, str]) -> dict[str, Any]:
+    spec = copy.deepcopy(base)
+    spec["dataset"]["annotation_path"], spec["dataset"]["media_dir"] = holdout
+    spec["evaluation"]["limit"] = None
+    return spec
+
+
+def preflight_gate(args: argparse.Namespace, base: dict[str, Any], holdout: tuple[str, str] | None) -> dict[str, Any]:
+    """The base spec (and the held-out set in its place) pass evaluate's preflight, or exit 2, nothing created."""
+    from skillbank.preflight.run import run_preflight
+
+    runs_on = "node" if args.dry_run else "here"
+    report = run_preflight(skill=args.skill, action="evaluate", spec_path=args.spec, runs_on=runs_on)
+    report.require_ok(skill=args.skill, action="evaluate", spec_path=args.spec, outcome="no study was created, no trial started")
+    summary = report.summary()
+    if holdout is not None:
+        held = run_preflight(skill=args.skill, action="evaluate", spec=holdout_spec(base, holdout), runs_on=runs_on, only=["spec", "data"])
+        try:
+            held.require_ok(skill=args.skill, action="evaluate", spec_path=args.spec, outcome="no study was created, no trial started")
+        except InputError as exc:  # the held-out set in the base spec's place: name the flag, not the spec
+            raise InputError(exc.message, where=f"--holdout {args.holdout}",
+                             fix="check the held-out annotations, and name the folder their media paths are relative to: --holdout ANNOTATIONS:MEDIA") from None
+        summary["holdout"] = held.summary()
+    return summary
+
+
+def command_line(args: argparse.Namespace, study_name: str, *, resume: bool) -> str:
+    argv = ["skillbank", "automl", "--action", "evaluate", "--skill", args.skill, "--spec", str(Path(args.spec).resolve()),
+            "--study", study_name, "--algorithm", args.algorithm, "--max-trials", str(args.max_trials), "--metric", args.metric]
+    if args.prompts:
+        argv += ["--prompts", str(Path(args.prompts).resolve())]
+    for key in args.param or []:
+        argv += ["--param", key]
+    for key, (low, high) in args.range:
+        argv += ["--range", f"{key}={low:g}:{high:g}"]
+    for key, values in args.choices:
+        argv += ["--choices", f"{key}={','.join(values)}"]
+    if args.holdout:
+        annotation, media = parse_holdout(args.holdout)
+        argv += ["--holdout", str(Path(annotation).resolve()) + (f":{Path(media).resolve()}" if media else "")]
+    for flag, value, default in (("--storage", args.storage, None), ("--out", args.out, None),
+                                 ("--seed", args.seed, 0), ("--direction", args.direction, None)):
+        if value != default:
+            argv += [flag, redact(str(value))]
+    if args.no_baseline:
+        argv.append("--no-baseline")
+    if resume:
+        argv.append("--resume")
+    return shlex.join(argv)
+
+
+def study_plan(args, settings, space, out_dir: Path, holdout, preflight: dict[str, Any]) -> dict[str, Any]:
+    from skillbank.automl.study import grid_points
+
+    db = out_dir / "study.db"
+    exists = db.is_file() if args.storage is None else None
+    notes = [f"{db} exists: starting would be refused; pass --resume to continue that study"] if exists and not args.resume else []
+    if settings.algorithm == "grid":
+        points = len(grid_points(space))
+        notes.append(f"grid: {points} combination(s), each evaluated once" +
+                     (f"; --max-trials {args.max_trials} runs the first {settings.max_trials}" if points > settings.max_trials else ""))
+    notes += list(space.skipped.values())
+    return {
+        "ok": True, "dry_run": True, "action": "evaluate", "skill": args.skill, "spec": str(Path(args.spec).resolve()),
+        "study": settings.study_name, "study_dir": str(out_dir.resolve()), "storage": redact(settings.storage), "storage_exists": exists,
+        "algorithm": settings.algorithm, "metric": {"name": args.metric, "direction": settings.direction},
+        "max_trials": settings.max_trials, "baseline": settings.baseline, "resume": settings.resume,
+        "proxy": {"annotation_path": args.proxy[0], "media_dir": args.proxy[1]},
+        "holdout": None if holdout is None else {"annotation_path": holdout[0], "media_dir": holdout[1]},
+        "search_space": [p.to_dict() for p in space.params], "preflight": preflight,
+        "commands": {"start": command_line(args, settings.study_name, resume=False), "resume": command_line(args, settings.study_name, resume=True)},
+        "notes": notes,
+    }
+
+
+def plan_lines(plan: dict[str, Any]) -> list[str]:
+    held = plan["holdout"]
+    return [
+        "automl prompt search plan (dry run: nothing created, nothing started)",
+        f"  study      : {plan['study']} in {plan['study_dir']}",
+        f"  storage    : {plan['storage']} ({ {True: 'exists', False: 'not created yet', None: 'not checked'}[plan['storage_exists']] })",
+        f"  algorithm  : {plan['algorithm']}; metric {plan['metric']['name']} ({plan['metric']['direction']}) on the proxy set",
+        f"  trials     : {plan['max_trials']} finished (complete or pruned), {'baseline first, ' if plan['baseline'] else ''}"
+        "each one evaluation (no training), the model loaded once",
+        f"  proxy      : {plan['proxy']['annotation_path']} (the spec's dataset)",
+        f"  held-out   : {held['annotation_path'] + ' (the best trial and the baseline, once each)' if held else 'none (pass --holdout ANNOTATIONS[:MEDIA])'}",
+        *(f"  search     : {_describe(p)}" for p in plan["search_space"]),
+        f"  preflight  : {plan['preflight'].get('errors', 0)} error(s), {plan['preflight'].get('warnings', 0)} warning(s)",
+        f"  start      : {plan['commands']['start']}",
+        f"  resume     : {plan['commands']['resume']}",
+        *(f"  note       : {n}" for n in plan["notes"]),
+    ]
+
+
+def _describe(p: dict[str, Any]) -> str:
+    if p["kind"] == "categorical":
+        return f"{p['key']}: one of {len(p['choices'])}: " + " | ".join(_short(c, 48) for c in p["choices"])
+    return p["describe"]
+
+
+# ---- the command ----------------------------------------------------------------------------------
+
+
+def run_prompt_search(args: argparse.Namespace) -> int:
+    from skillbank.automl.space import load_schema
+    from skillbank.automl.study import StudySettings
+    from skillbank.skillinfo import schema_path
+    from skillbank.spec.evaluate import EvaluateSpec
+    from skillbank.spec.io import load_spec
+
+    _check_flags(args)
+    base = load_spec(args.spec, EvaluateSpec).model_dump(mode="json")
+    base["metrics"]["primary"] = args.metric
+    args.proxy = (base["dataset"]["annotation_path"], base["dataset"]["media_dir"])
+    holdout = parse_holdout(args.holdout) if args.holdout else None
+    space = build_prompt_space(args, base, load_schema(schema_path(args.skill, "evaluate")))
+    algorithm = pick_algorithm(args, space)
+    if args.max_trials < 1:
+        raise InputError("--max-trials must be at least 1", where="--max-trials")
+    max_trials = args.max_trials
+    if algorithm == "grid":  # a range in the space fails here, before anything is written
+        from skillbank.automl.study import grid_points
+
+        max_trials = min(max_trials, len(grid_points(space)))
+    study_name = args.study or Path(args.spec).stem
+    out_dir = Path(args.out) if args.out else Path(base["results_dir"]) / "automl" / study_name
+    settings = StudySettings(study_name=study_name, storage=args.storage or f"sqlite:///{(out_dir / 'study.db').resolve()}",
+                             algorithm=algorithm, max_trials=max_trials, direction=args.direction or "maximize",
+                             seed=args.seed, workers=1, resume=args.resume, max_epochs=1, baseline=not args.no_baseline)
+    args.algorithm = algorithm  # the start / resume commands name what runs
+    preflight = preflight_gate(args, base, holdout)
+    if args.dry_run:
+        plan = study_plan(args, settings, space, out_dir, holdout, preflight)
+        print(json.dumps(plan, indent=2) if args.json else "\n".join(plan_lines(plan)))
+        return 0
+    from skillbank import procs
+
+    with procs.stop_on_signals():
+        try:
+            return _run(args, settings, space, base, out_dir, holdout)
+        except KeyboardInterrupt as exc:
+            print(f"automl: stopped ({exc or 'SIGINT'}). Finished trials are kept; continue with: "
+                  f"{command_line(args, study_name, resume=True)}", file=sys.stderr)
+            raise
+
+
+def _run(args, settings, space, base: dict[str, Any], out_dir: Path, holdout) -> int:
+    from tqdm import tqdm
+
+    from skillbank.automl.study import run_study, unretried_failures
+
+    started = time.perf_counter()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    log = sys.stderr
+    print(f"automl: prompt search {settings.study_name} ({settings.algorithm}, {settings.max_trials} trials, metric {args.metric} "
+          f"on {args.proxy[0]}) in {out_dir}", file=log)
+    for p in space.params:
+        print(f"  search {_describe(p.to_dict())}", file=log)
+    bar = tqdm(total=settings.max_trials, desc="trials", unit="trial", file=log, disable=None)
+
+    def progress(trial: Any) -> None:
+        if trial.state.name != "FAIL":
+            bar.update(1)
+        bar.set_postfix_str(f"#{trial.number} {trial.state.name} {trial.value if trial.value is not None else ''}")
+
+    session = EvalSession()
+    try:
+        study = run_study(settings, space, base, out_dir / "trials", make_eval_runner(session), progress=progress, apply=apply_values)
+    finally:
+        bar.close()
+    rec = write_outputs(study, settings, session, out_dir, holdout, args, started)
+    if not rec:
+        raise RunError(f"no trial completed: see {out_dir / 'trials.parquet'} for each trial's reason "
+                       f"(failed trials run again with: {command_line(args, settings.study_name, resume=True)})")
+    if args.json:
+        print(json.dumps(rec, indent=2))
+        return 0
+    base_value = (rec.get("baseline") or {}).get("metric_value")
+    print(f"best {args.metric} {rec['metric']['value']:.4f} on the proxy set (trial {rec['trial_number']}), "
+          f"baseline {base_value if base_value is not None else 'n/a'}")
+    if len(rec["tied_trials"]) > 1:
+        print(f"{len(rec['tied_trials'])} trials tie at the best value (trials {', '.join(map(str, rec['tied_trials']))}): the earliest "
+              "is reported; the proxy set does not tell them apart")
+    held = rec["holdout"]
+    if held:
+        print(f"held-out {args.metric}: best {held['metric_value']:.4f}, baseline "
+              f"{held['baseline_metric_value'] if held['baseline_metric_value'] is not None else 'n/a'} ({held['records']} records)")
+    print(f"best params: {json.dumps(rec['best_params'])}")
+    cost = rec["cost"]
+    print(f"cost (this run): {cost['evaluations']} evaluation(s) of {cost['samples']} sample(s) in {cost['evaluate_s']:.1f}s, "
+          f"model loaded {cost['model_loads']}x, {cost['wall_s']:.1f}s wall")
+    failed = unretried_failures(study)
+    if failed:
+        print(f"{len(failed)} trial(s) failed (see fail_reason in trials.parquet): run them again with "
+              f"{command_line(args, settings.study_name, resume=True)}")
+    print(f"wrote {out_dir / 'best_rec.json'}, {out_dir / 'trials.parquet'}, {out_dir / 'history.png'}")
+    return 0
+
+
+def write_outputs(study, settings, session: EvalSession, out_dir: Path, holdout, args, started: float) -> dict[str, Any]:
+    """trials.parquet, history.png and best_rec.json (training's, plus the evaluate fields), schema-checked."""
+    from skillbank import atomic
+    from skillbank.automl.report import best_rec, validate_best_rec, write_history_plot, write_trials_table
+
+    write_trials_table(study, out_dir / "trials.parquet")
+    write_history_plot(study, out_dir / "history.png", args.metric)
+    rec = best_rec(study, skill=args.skill, algorithm=settings.algorithm, metric=args.metric, storage=settings.storage, out_dir=out_dir)
+    if rec:
+        rec.update(_evaluate_extras(rec, study, session, out_dir, holdout, args, started))
+        validate_best_rec(rec)
+        atomic.write_json(out_dir / "best_rec.json", rec)
+    return rec
+
+
+def _evaluate_extras(rec: dict[str, Any], study, session: EvalSession, out_dir: Path, holdout, args, started: float) -> dict[str, Any]:
+    """best_rec.json's evaluate fields: the proxy set, the held-out numbers (the best trial and the
+    baseline evaluated once each on --holdout), and what this run cost."""
+    from skillbank.spec.evaluate import EvaluateSpec
+    from skillbank.spec.io import read_spec_file
+
+    held = None
+    if holdout is not None:
+        values: dict[int, float | None] = {}
+        base_no = (rec.get("baseline") or {}).get("trial_number") if (rec.get("baseline") or {}).get("metric_value") is not None else None
+        records = 0
+        for number in dict.fromkeys([rec["trial_number"], base_no]):
+            if number is None:
+                continue
+            trial_dir = Path(study.trials[number].user_attrs["trial_dir"])
+            spec = EvaluateSpec.model_validate(holdout_spec(read_spec_file(trial_dir / "spec.yaml"), holdout))
+            doc = session.evaluate(spec, out_dir / "holdout" / trial_dir.name)
+            values[number] = float(doc["primary_metric"]["value"])
+            records = int(doc["num_samples"])
+        held = {"annotation_path": holdout[0], "media_dir": holdout[1], "records": records,
+                "metric_value": values[rec["trial_number"]],
+                "baseline_metric_value": values.get(base_no) if base_no is not None else None,
+                "results_dir": str(out_dir / "holdout")}
+    best = rec["metric"]["value"]
+    return {
+        "action": "evaluate",
+        "proxy": {"annotation_path": args.proxy[0], "media_dir": args.proxy[1]},
+        "tied_trials": [t.number for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE" and t.value == best],
+        "holdout": held,
+        "cost": {"wall_s": round(time.perf_counter() - started, 2), "evaluate_s": round(session.seconds, 2),
+                 "evaluations": session.evaluations, "samples": session.samples, "model_loads": session.pool.loads},
+    }
