@@ -1,12 +1,17 @@
-"""DEFT gap analysis on 1,000,000 results + 1,000,000 annotations: ours vs the public script's method.
+"""DEFT gap analysis on 1,000,000 results + 1,000,000 annotations: ours (DuckDB) vs the previous
+reader vs the public script's method.
 
 Targets: ours <= 1/4 of the public method's wall time and <= 1/3 of its peak memory.
 
-The public tao-skill-bank `analyze_gaps.py` json.loads both files, loops in Python and writes with
-pandas. Ours (`skillbank gaps`) parses the arrays with pyarrow in bounded pieces and looks up only
-the failing ids. Data: json.dump(indent=2)-style files (~160 MB results, ~345 MB LLaVA annotations),
-70% correct, yes/no answers; media paths relative. Each method runs in a fresh interpreter (imports
-included); peak memory is the child's own max RSS at exit (ru_maxrss). Both must find the same failures.
+- ours: `skillbank gaps`: one DuckDB session (read_json of results.json, the answer rules as SQL,
+  read_json of the annotations for the failing ids, COPY TO parquet).
+- previous reader: skillbank's hand-written pyarrow JSON-array streaming (gaps/analyze.py and
+  gaps/jsonarray.py at commit 5063593), loaded from git history into a temporary package.
+- public method: the tao-skill-bank `analyze_gaps.py`: json.load of both files, a Python loop,
+  pandas to write.
+Data: json.dump(indent=2)-style files (~160 MB results, ~345 MB LLaVA annotations), 70% correct,
+yes/no answers; media paths relative. Each method runs in a fresh interpreter (imports included);
+peak memory is the child's own max RSS at exit (ru_maxrss). All must find the same failures.
 
     .venv/bin/python benchmarks/gaps.py [--records 1000000] [--repeat 1] [--keep DIR]
 """
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -133,10 +139,33 @@ WRAP = (
 )
 
 
+PREVIOUS_COMMIT = "5063593"
+PREVIOUS_FILES = ("src/skillbank/gaps/analyze.py", "src/skillbank/gaps/jsonarray.py")
+
+
+def previous_package(folder: Path) -> Path:
+    """The previous reader (git history) as the package `previous_gaps` under folder; returns folder."""
+    root = Path(__file__).resolve().parents[1]
+    package = folder / "previous_gaps"
+    package.mkdir(parents=True, exist_ok=True)
+    (package / "__init__.py").write_text("")
+    for path in PREVIOUS_FILES:
+        text = subprocess.run(["git", "show", f"{PREVIOUS_COMMIT}:{path}"], cwd=root, capture_output=True, text=True, check=True).stdout
+        (package / Path(path).name).write_text(re.sub(r"skillbank\.gaps\.", "previous_gaps.", text))
+    return folder
+
+
 def ours_argv(data: Path) -> list[str]:
     body = "from skillbank.cli import main; rc = main(argv)\n    assert rc == 0, rc"
     return [sys.executable, "-c", WRAP.format(body=body), "gaps", "--results-dir", str(data / "eval"),
             "--out", str(data / "ours.parquet"), "--annotations", str(data / "annotations.json"), "--media-root", str(data), "--json"]
+
+
+def previous_argv(data: Path, package_root: Path) -> list[str]:
+    body = (f"sys.path.insert(0, {str(package_root)!r}); from previous_gaps.analyze import analyze_gaps\n"
+            "    analyze_gaps(argv[0], argv[1], annotations=argv[2], media_root=argv[3], threads=2)")
+    return [sys.executable, "-c", WRAP.format(body=body), str(data / "eval"), str(data / "previous.parquet"),
+            str(data / "annotations.json"), str(data)]
 
 
 def public_argv(data: Path) -> list[str]:
@@ -164,24 +193,35 @@ def main() -> None:
             expected = generate(data, args.records)
             mb = sum((data / p).stat().st_size for p in ("eval/results.json", "annotations.json")) / 1e6
             print(f"generated {args.records:,} results + annotations ({mb:,.0f} MB, {expected:,} failures) in {time.perf_counter() - start:.1f} s")
-        runs: dict[str, list[tuple[float, float, float]]] = {"ours (skillbank gaps)": [], "public method": []}
+        package_root = previous_package(data / "previous")
+        methods = {
+            "public method": public_argv(data),
+            "previous reader": previous_argv(data, package_root),
+            "ours (skillbank gaps)": ours_argv(data),
+        }
+        runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in methods}
         for _ in range(args.repeat):
-            for name, argv in (("public method", public_argv(data)), ("ours (skillbank gaps)", ours_argv(data))):
+            for name, argv in methods.items():
                 runs[name].append(measure(argv))
         import pyarrow.parquet as pq
 
-        n_ours = pq.read_metadata(data / "ours.parquet").num_rows
-        n_public = pq.read_metadata(data / "public.parquet").num_rows
+        rows = {name: pq.read_metadata(data / f"{stem}.parquet").num_rows
+                for name, stem in (("public method", "public"), ("previous reader", "previous"), ("ours (skillbank gaps)", "ours"))}
         best = {name: tuple(min(run[i] for run in r) for i in range(3)) for name, r in runs.items()}
-        (ow, op, oc), (pw, pp, pc) = best["ours (skillbank gaps)"], best["public method"]
         print(f"{'':24}{'wall s':>9}{'peak RSS GiB':>14}{'CPU s':>8}{'failures':>11}")
-        print(f"{'public method':24}{pw:>9.2f}{pp:>14.2f}{pc:>8.2f}{n_public:>11,}")
-        print(f"{'ours (skillbank gaps)':24}{ow:>9.2f}{op:>14.2f}{oc:>8.2f}{n_ours:>11,}")
+        for name in methods:
+            w, p, c = best[name]
+            print(f"{name:24}{w:>9.2f}{p:>14.2f}{c:>8.2f}{rows[name]:>11,}")
+        (ow, op, _), (pw, pp, _), (vw, vp, _) = best["ours (skillbank gaps)"], best["public method"], best["previous reader"]
         time_ok, mem_ok = ow <= pw / 4, op <= pp / 3
         print(f"ours / public: time {ow / pw:.3f} (target <= 0.25: {'met' if time_ok else 'NOT met'}), "
-              f"memory {op / pp:.3f} (target <= 0.333: {'met' if mem_ok else 'NOT met'})")
-        if n_ours != n_public:
-            raise SystemExit(f"the two methods disagree: {n_ours} vs {n_public} failures")
+              f"memory {op / pp:.3f} (target <= 0.333: {'met' if mem_ok else 'NOT met'}); "
+              f"ours / previous reader: time {ow / vw:.3f}, memory {op / vp:.3f}")
+        if len(set(rows.values())) != 1:
+            raise SystemExit(f"the methods disagree on the failures: {rows}")
+        ours_paths = pq.read_table(data / "ours.parquet", columns=["media_path"])["media_path"].to_pylist()
+        if ours_paths != pq.read_table(data / "public.parquet", columns=["video_id"])["video_id"].to_pylist():
+            raise SystemExit("ours lists the failures in another order than results.json")  # the public loop keeps file order
         sys.exit(0 if time_ok and mem_ok else 1)
     finally:
         if tmp:

@@ -79,9 +79,9 @@ def test_evaluate_writes_results_and_metrics(setup, tmp_path, capsys):
     assert code == 0
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     assert len(results) == 9
-    assert set(results[0]) == {"video_id", "question", "gt", "response", "family"}
+    assert set(results[0]) == {"video_id", "question", "gt", "response", "answer", "correct", "family"}
     assert results[0] == {"video_id": "val_00000", "question": setup["records"][0]["conversations"][0]["value"].split("\n", 1)[1],
-                          "gt": "yes", "response": "yes", "family": "yes_no"}
+                          "gt": "yes", "response": "yes", "answer": "yes", "correct": True, "family": "yes_no"}
     assert {r["response"] for r in results} == {"yes"}
     schema = json.loads((ROOT / "schemas" / "results.schema.json").read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
@@ -89,7 +89,8 @@ def test_evaluate_writes_results_and_metrics(setup, tmp_path, capsys):
     for example in schema["examples"]:
         jsonschema.validate(example, schema, cls=jsonschema.Draft202012Validator)
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
-    assert metrics["evaluator"] == "exact_match" and metrics["accuracy"] == pytest.approx(2 / 9)
+    assert metrics["evaluator"] == "mixed" and metrics["accuracy"] == pytest.approx(2 / 9)  # each family by its own rule
+    assert metrics["answer_type"] == "short" and sum(r["correct"] for r in results) == 2
     assert metrics["primary_metric"] == {"name": "accuracy", "value": pytest.approx(2 / 9)}
     fam = metrics["families"]
     assert fam["yes_no"]["evaluator"] == "yes_no" and (fam["yes_no"]["tp"], fam["yes_no"]["fp"]) == (2, 1)

@@ -1,8 +1,8 @@
-"""DEFT gap analysis: the JSON-array reader, the failures parquet, its summary and the public script."""
+"""DEFT gap analysis on DuckDB: the failures parquet, its summary, the same rules as the metrics, the
+public script."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
@@ -14,80 +14,15 @@ import pytest
 
 from helpers import ROOT, json_out, skillbank
 from skillbank.errors import InputError
-from skillbank.gaps.analyze import COLUMNS, analyze_gaps, find_results_json
-from skillbank.gaps.jsonarray import read_array
-
-# --- the reader ------------------------------------------------------------------------------
-
-TRICKY = [
-    {"id": "a", "video": "v/a.mp4", "conversations": [{"id": "nested", "value": "x"}, {"id": "n2"}]},
-    {"id": "b\"q", "video": "v/é.mp4", "note": '}, {"id": "fake", "video": "no"'},
-    {"id": "c", "video": None, "extra": {"deep": [[{"id": 1}]]}},
-    {"video": "only-video.mp4", "id": "d\\"},
-    {"id": 5, "video": ["x"]},
-    {"id": "f", "video": "\u2603 snow.mp4"},
-]
+from skillbank.evaluation.metrics import compute_metrics
+from skillbank.gaps.analyze import COLUMNS, analyze_gaps
+from skillbank.evaluation.results import find_results_json
 
 
-def _read(data: bytes, fields, chunk: int, tmp: Path | None = None) -> list[dict]:
-    """Rows read from an in-memory stream, or from a real file (the memory-mapped path) when tmp is given."""
-    rows = []
-    if tmp is None:
-        for table in read_array(io.BytesIO(data), fields, chunk_bytes=chunk, threads=2):
-            rows += table.to_pylist()
-        return rows
-    path = tmp / "array.json"
-    path.write_bytes(data)
-    with open(path, "rb") as f:
-        for table in read_array(f, fields, chunk_bytes=chunk, threads=2):
-            rows += table.to_pylist()
-    return rows
-
-
-def _expected(records, fields):
-    def text(v):
-        return v if v is None or isinstance(v, str) else json.dumps(v, ensure_ascii=False)
-
-    return [{f: text(r.get(f)) for f in fields} for r in records]
-
-
-@pytest.mark.parametrize("source", ["stream", "file"])
-@pytest.mark.parametrize("indent", [None, 1, 4])
-@pytest.mark.parametrize("chunk", [24, 64, 1 << 20])
-def test_reader_matches_json_load(indent, chunk, source, tmp_path):
-    records = TRICKY * 7 + [{"id": f"r{i}", "video": f"{i}.mp4"} for i in range(50)]
-    data = json.dumps(records, indent=indent, ensure_ascii=indent == 4).encode()
-    got = _read(data, ["id", "video"], chunk, tmp_path if source == "file" else None)
-    assert got == _expected(records, ["id", "video"])
-
-
-def test_reader_many_mapped_pieces(tmp_path):
-    records = [{"id": f"id-{i}", "video": f"videos/{i}.mp4", "conversations": [{"from": "gpt", "value": "x" * (i % 97)}]} for i in range(3000)]
-    for indent in (None, 2):
-        data = json.dumps(records, indent=indent).encode()
-        assert _read(data, ["id", "video"], 4096, tmp_path) == _expected(records, ["id", "video"])
-
-
-def test_reader_empty_array_and_errors():
-    assert _read(b" [ ] ", ["id"], 64) == []
-    assert _read(b'\xef\xbb\xbf[{"id": "x"}]', ["id"], 64) == [{"id": "x"}]
-    with pytest.raises(InputError, match="not a JSON array"):
-        _read(b'{"id": 1}', ["id"], 64)
-    with pytest.raises(InputError, match="closing"):
-        _read(b'[{"id": "a"}, {"id": "b"}', ["id"], 1 << 20)
-    with pytest.raises(InputError, match="not valid JSON near byte"):
-        _read(b'[{"id": "a"}, {"id": "b",, }]', ["id"], 1 << 20)
-    with pytest.raises(InputError, match="not an object"):
-        _read(b'[{"id": "a"}, 3]', ["id"], 1 << 20)
-
-
-# --- the analysis ----------------------------------------------------------------------------
-
-
-def _write_eval(tmp: Path, results: list[dict], annotations: list[dict] | None = None) -> tuple[Path, Path]:
+def _write_eval(tmp: Path, results: list[dict], annotations: list[dict] | None = None, indent: int | None = 2) -> tuple[Path, Path]:
     results_dir = tmp / "eval"
     results_dir.mkdir()
-    (results_dir / "results.json").write_text(json.dumps(results, indent=2))
+    (results_dir / "results.json").write_text(json.dumps(results, indent=indent))
     ann = tmp / "data" / "annotations.json"
     ann.parent.mkdir()
     records = annotations if annotations is not None else [
@@ -100,12 +35,12 @@ def _write_eval(tmp: Path, results: list[dict], annotations: list[dict] | None =
 
 
 YES_NO = [
-    {"video_id": "v1", "question": "Is it red?", "gt": "yes", "response": "Yes "},  # correct after lower/strip
+    {"video_id": "v1", "question": "Is it red?", "gt": "yes", "response": "Yes "},  # correct
     {"video_id": "v2", "question": "Is it red?", "gt": "yes", "response": "no"},  # FN
     {"video_id": "v3", "question": "Is it red?", "gt": "no", "response": "yes"},  # FP
-    {"video_id": "v4", "question": "Is it red?", "gt": "no", "response": None},  # FP (null -> "")
-    {"video_id": "v5", "question": "Is it red?", "gt": "No"},  # missing response: FP
-    {"video_id": "v6", "question": "Is it red?", "gt": "yes", "response": "Yes."},  # strict: a gap
+    {"video_id": "v4", "question": "Is it red?", "gt": "no", "response": None},  # FP, unparseable
+    {"video_id": "v5", "question": "Is it red?", "gt": "No"},  # missing response: FP, unparseable
+    {"video_id": "v6", "question": "Is it red?", "gt": "yes", "response": "Yes, it is red."},  # yes: as the metrics read it
 ]
 
 
@@ -116,21 +51,78 @@ def test_failures_parquet_columns_labels_and_summary(tmp_path):
     table = pq.read_table(out)
     assert table.column_names == list(COLUMNS)
     rows = {r["video_id"]: r for r in table.to_pylist()}
-    assert list(rows) == ["v2", "v3", "v4", "v5", "v6"]
-    assert {k: r["error_type"] for k, r in rows.items()} == {"v2": "FN", "v3": "FP", "v4": "FP", "v5": "FP", "v6": "FN"}
-    assert rows["v4"]["response"] is None and rows["v5"]["response"] is None
-    assert rows["v2"]["media_path"] == f"{ann.parent}/videos/v2.mp4"  # media root defaults to the annotations' folder
-    assert rows["v6"] == {"video_id": "v6", "media_path": f"{ann.parent}/videos/v6.mp4", "question": "Is it red?",
-                          "ground_truth": "yes", "response": "Yes.", "error_type": "FN"}
-    assert summary["total"] == 6 and summary["failures"] == 5
-    assert summary["counts"] == {"FP": 3, "FN": 2}
-    assert summary["task"] == "yes_no"
+    assert list(rows) == ["v2", "v3", "v4", "v5"]  # in results order
+    assert {k: r["error_type"] for k, r in rows.items()} == {"v2": "FN", "v3": "FP", "v4": "FP", "v5": "FP"}
+    assert rows["v4"]["answer"] is None and rows["v5"]["response"] is None  # unparseable: kept, answer null
+    assert rows["v2"] == {"video_id": "v2", "media_path": f"{ann.parent}/videos/v2.mp4", "question": "Is it red?",
+                          "ground_truth": "yes", "response": "no", "answer": "no", "family": None, "error_type": "FN"}
+    assert summary["total"] == 6 and summary["failures"] == 4
+    assert summary["counts"] == {"FP": 3, "FN": 1} and summary["unparseable"] == 2
+    assert summary["task"] == "yes_no" and (summary["task_type"], summary["answer_type"]) == ("", "short")
     on_disk = json.loads((tmp_path / "gaps" / "round1.summary.json").read_text())
     assert on_disk == summary
     assert sorted(p.name for p in out.parent.iterdir()) == ["round1.parquet", "round1.summary.json"]  # no temp files left
 
 
-def test_open_answers_are_mismatches_and_media_root_and_absolute_paths(tmp_path):
+def test_gaps_and_metrics_agree(tmp_path):
+    """One rule for metrics and gaps: the gap counts are the metrics' fp / fn / unparseable."""
+    results_dir, _ = _write_eval(tmp_path, YES_NO)
+    summary = analyze_gaps(str(results_dir), str(tmp_path / "g.parquet"))
+    m = compute_metrics([r["gt"] for r in YES_NO], [r.get("response") for r in YES_NO])
+    assert (summary["counts"]["FP"], summary["counts"]["FN"], summary["unparseable"]) == (m["fp"], m["fn"], m["unparseable"])
+    assert summary["failures"] == m["total"] - m["correct"]
+
+
+MIXED = [
+    {"video_id": "c1", "question": "Is the ball red? Answer yes or no.", "gt": "yes", "response": "No.", "family": "colour_yes_no"},
+    {"video_id": "c2", "question": "Is the ball red? Answer yes or no.", "gt": "no", "response": "maybe", "family": "colour_yes_no"},
+    {"video_id": "c3", "question": "Is the ball red? Answer yes or no.", "gt": "no", "response": "no", "family": "colour_yes_no"},
+    {"video_id": "d1", "question": "Which way? Answer left, right or straight.", "gt": "left", "response": "right", "family": "direction"},
+    {"video_id": "n1", "question": "What colour? One word.", "gt": "red", "response": "Red.", "family": "colour_name"},
+    {"video_id": "n2", "question": "What colour? One word.", "gt": "blue", "response": "green", "family": "colour_name"},
+]
+
+
+def test_mixed_set_types_errors_per_family(tmp_path):
+    """Issue 12 item 8: in a mixed set a yes/no family's failures are FP / FN, not mismatch; a family column."""
+    results_dir, ann = _write_eval(tmp_path, MIXED)
+    summary = analyze_gaps(str(results_dir), str(tmp_path / "g.parquet"), annotations=str(ann))
+    rows = pq.read_table(tmp_path / "g.parquet").to_pylist()
+    assert [(r["video_id"], r["family"], r["error_type"], r["answer"]) for r in rows] == [
+        ("c1", "colour_yes_no", "FN", "no"),
+        ("c2", "colour_yes_no", "FP", None),  # unparseable "maybe" to a "no" question: a false alarm, kept
+        ("d1", "direction", "mismatch", "right"),
+        ("n2", "colour_name", "mismatch", "green"),
+    ]
+    assert summary["task"] == "mixed"
+    assert summary["counts"] == {"FP": 1, "FN": 1, "mismatch": 2}
+    assert summary["families"] == {
+        "colour_name": {"total": 2, "failures": 1, "mismatch": 1, "unparseable": 0},
+        "colour_yes_no": {"total": 3, "failures": 2, "FP": 1, "FN": 1, "unparseable": 1},
+        "direction": {"total": 1, "failures": 1, "mismatch": 1, "unparseable": 0},
+    }
+
+
+def test_reasoning_answers_and_mcq(tmp_path):
+    q = "Which object falls first?\nA) the ball\nB) the cube\nC) the cone"
+    results = [
+        {"video_id": "m1", "question": q, "gt": "B", "response": "<think>\nthe cube is heavier\n</think>\n\n<answer>\nB\n</answer>"},
+        {"video_id": "m2", "question": q, "gt": "the cone", "response": "<think>hmm</think>\n\nThe answer is (A)."},
+        {"video_id": "m3", "question": q, "gt": "A", "response": "<think>I keep thinking and never answer"},
+        {"video_id": "m4", "question": q, "gt": "A", "response": "<think>x</think><answer>the ball</answer>"},
+    ]
+    results_dir, ann = _write_eval(tmp_path, results)
+    (results_dir / "metrics.json").write_text(json.dumps({"task_type": "mcq", "answer_type": "reasoning"}))  # defaults come from it
+    summary = analyze_gaps(str(results_dir), str(tmp_path / "g.parquet"))
+    rows = pq.read_table(tmp_path / "g.parquet").to_pylist()
+    assert [(r["video_id"], r["answer"], r["error_type"]) for r in rows] == [("m2", "A", "mismatch"), ("m3", None, "mismatch")]
+    assert rows[1]["response"].startswith("<think>")  # the raw response
+    assert (summary["task"], summary["task_type"], summary["answer_type"], summary["unparseable"]) == ("mcq", "mcq", "reasoning", 1)
+    short = analyze_gaps(str(results_dir), str(tmp_path / "s.parquet"), answer_type="short")
+    assert short["failures"] == 4  # read as short answers, no response names an option
+
+
+def test_open_answers_media_root_and_absolute_paths(tmp_path):
     results = [
         {"video_id": "a", "question": "Colour?", "gt": "red", "response": "red"},
         {"video_id": "b", "question": "Colour?", "gt": "blue", "response": "green"},
@@ -139,14 +131,13 @@ def test_open_answers_are_mismatches_and_media_root_and_absolute_paths(tmp_path)
     ]
     annotations = [{"id": "b", "video": "clips/b.mp4"}, {"id": "d", "video": "/abs/d.mp4"}, {"id": "a", "video": "a.mp4"}]
     results_dir, ann = _write_eval(tmp_path, results, annotations)
-    out = tmp_path / "g.parquet"
-    summary = analyze_gaps(str(results_dir), str(out), annotations=str(ann), media_root="s3://bucket/media/")
-    rows = pq.read_table(out).to_pylist()
+    summary = analyze_gaps(str(results_dir), str(tmp_path / "g.parquet"), annotations=str(ann), media_root="s3://bucket/media/")
+    rows = pq.read_table(tmp_path / "g.parquet").to_pylist()
     assert [(r["video_id"], r["media_path"], r["error_type"]) for r in rows] == [
         ("b", "s3://bucket/media/clips/b.mp4", "mismatch"),
         ("d", "/abs/d.mp4", "mismatch"),
     ]
-    assert summary["counts"] == {"mismatch": 2} and summary["task"] == "open"
+    assert summary["counts"] == {"mismatch": 2} and summary["task"] == "exact_match"
 
 
 def test_without_annotations_media_path_is_null(tmp_path):
@@ -166,11 +157,31 @@ def test_missing_ids_are_a_clear_input_error_and_nothing_is_written(tmp_path):
     assert not out.exists()
 
 
+def test_bad_json_is_an_input_error_naming_the_file(tmp_path):
+    results_dir = tmp_path / "eval"
+    results_dir.mkdir()
+    for text, expected in (('{"video_id": "a"}', "array"), ('[{"video_id": "a"}, 3]', "OBJECT"), ('[{"video_id": "a",, }]', "Malformed")):
+        (results_dir / "results.json").write_text(text)
+        with pytest.raises(InputError, match=expected) as err:
+            analyze_gaps(str(results_dir), str(tmp_path / "g.parquet"))
+        assert err.value.where.endswith("results.json")
+
+
 def test_empty_results(tmp_path):
     results_dir, ann = _write_eval(tmp_path, [])
     summary = analyze_gaps(str(results_dir), str(tmp_path / "g.parquet"), annotations=str(ann))
     assert (summary["total"], summary["failures"]) == (0, 0)
     assert pq.read_table(tmp_path / "g.parquet").column_names == list(COLUMNS)
+
+
+def test_many_rows_keep_results_order(tmp_path):
+    """DuckDB reads in parallel: the parquet still lists failures in results.json order."""
+    results = [{"video_id": f"r{i:05d}", "question": "Is it red?", "gt": "yes", "response": "no" if i % 3 else "yes"} for i in range(30000)]
+    results_dir, _ = _write_eval(tmp_path, results[::-1], annotations=[], indent=None)
+    summary = analyze_gaps(str(results_dir), str(tmp_path / "g.parquet"), threads=2)
+    ids = pq.read_table(tmp_path / "g.parquet")["video_id"].to_pylist()
+    assert ids == [r["video_id"] for r in results[::-1] if r["response"] == "no"]
+    assert summary["counts"] == {"FP": 0, "FN": 20000}
 
 
 def test_finding_results_json(tmp_path):
@@ -194,11 +205,11 @@ def test_fsspec_urls(tmp_path):
     fs.pipe("/evalrun/results.json", json.dumps(YES_NO).encode())
     fs.pipe("/data/annotations.json", json.dumps([{"id": r["video_id"], "video": f"{r['video_id']}.mp4"} for r in YES_NO]).encode())
     summary = analyze_gaps("memory://evalrun", "memory://out/gaps.parquet", annotations="memory://data/annotations.json")
-    assert summary["failures"] == 5
+    assert summary["failures"] == 4
     assert summary["results_json"] == "memory://evalrun/results.json"
     with fs.open("/out/gaps.parquet", "rb") as f:
         assert pq.read_table(f)["media_path"][0].as_py() == "memory://data/v2.mp4"
-    assert json.loads(fs.cat("/out/gaps.summary.json"))["failures"] == 5
+    assert json.loads(fs.cat("/out/gaps.summary.json"))["failures"] == 4
 
 
 def test_cli_public_flags_json_and_no_torch(tmp_path):
@@ -210,19 +221,19 @@ def test_cli_public_flags_json_and_no_torch(tmp_path):
         f"'--gaps-parquet', {str(out)!r}, '--kpi-ann-path', {str(ann)!r}, '--kpi-media-path', '/media']\n"
         "try:\n    runpy.run_path(sys.argv[0], run_name='__main__')\n"
         "except SystemExit as e:\n    code = e.code\n"
-        "print('HEAVY', sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n"
+        "print('HEAVY', sorted(m for m in ('torch', 'transformers', 'pandas') if m in sys.modules))\n"
         "sys.exit(code)\n"
     )
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, env={**os.environ}, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert "5 of 6 failed" in proc.stdout
+    assert "4 of 6 failed" in proc.stdout
     assert "HEAVY []" in proc.stdout
     assert pq.read_table(out)["media_path"][0].as_py() == "/media/videos/v2.mp4"
 
     proc = skillbank("gaps", "--results-dir", str(results_dir), "--out", str(tmp_path / "b.parquet"), "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json_out(proc)
-    assert doc["ok"] and doc["failures"] == 5 and doc["summary_json"].endswith("b.summary.json")
+    assert doc["ok"] and doc["failures"] == 4 and doc["summary_json"].endswith("b.summary.json")
 
     proc = skillbank("gaps", "--results-dir", str(tmp_path / "nope"), "--out", str(tmp_path / "c.parquet"), "--json")
     assert proc.returncode == 2

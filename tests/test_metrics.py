@@ -1,63 +1,21 @@
-"""Metrics: answer normalisation, the yes/no evaluator, exact match, its_directionality, families."""
+"""Metrics: the yes/no evaluator, exact match, its_directionality, mcq, mixed sets, families and datasets."""
 
 from __future__ import annotations
 
 import pytest
 
 from skillbank.errors import InputError
-from skillbank.evaluation.metrics import (
-    binary_metrics,
-    compute_metrics,
-    evaluation_report,
-    is_yes_no,
-    metric_value,
-    normalize_answer,
-    parse_label,
-)
-
-
-@pytest.mark.parametrize(
-    ("raw", "norm"),
-    [
-        ("Yes.", "yes"),
-        ("  YES!  ", "yes"),
-        ("no", "no"),
-        ("No,", "no"),
-        ("**yes**", "yes"),
-        ('"left"', "left"),
-        ("Turn\n  Left", "turn left"),
-        ("3.5", "3.5"),
-        ("3.", "3"),
-        (None, ""),
-        (7, "7"),
-        ("", ""),
-    ],
-)
-def test_normalize_answer(raw, norm):
-    assert normalize_answer(raw) == norm
-
-
-def test_parse_label_takes_the_whole_answer_or_its_first_word():
-    assert parse_label("Yes, the ball is red.", ("yes", "no")) == "yes"
-    assert parse_label("NO.", ("yes", "no")) == "no"
-    assert parse_label("maybe", ("yes", "no")) is None
-    assert parse_label("yesterday", ("yes", "no")) is None
-    assert parse_label(None, ("yes", "no")) is None
-
-
-def test_yes_no_detection():
-    assert is_yes_no(["Yes", "no."])
-    assert not is_yes_no(["yes", "red"])
-    assert not is_yes_no([])
+from skillbank.evaluation.metrics import check_ground_truths, compute_metrics, evaluation_report, metric_value, score_results
 
 
 def test_binary_confusion_and_ratios():
     gts = ["yes", "yes", "yes", "no", "no", "no"]
     rs = ["Yes.", "no", "???", "no", "yes", "No"]
-    m = binary_metrics(gts, rs)
+    m = compute_metrics(gts, rs)
     # yes: TP, FN, FN (unparseable) ; no: TN, FP, TN
+    assert m["evaluator"] == "yes_no"
     assert (m["tp"], m["fn"], m["tn"], m["fp"]) == (1, 2, 2, 1)
-    assert m["total"] == 6 and m["unparseable"] == 1
+    assert m["total"] == 6 and m["unparseable"] == 1 and m["correct"] == 3
     assert m["accuracy"] == pytest.approx(3 / 6)
     assert m["precision"] == pytest.approx(1 / 2)
     assert m["recall"] == pytest.approx(1 / 3)
@@ -65,18 +23,32 @@ def test_binary_confusion_and_ratios():
     assert m["balanced_accuracy"] == pytest.approx((1 / 3 + 2 / 3) / 2)
 
 
+def test_yes_no_answers_naming_both_are_unparseable_and_wrong():
+    """Issue 14 item 3: "yes or no" was read as yes (its first word); now it is unparseable and wrong."""
+    m = compute_metrics(["yes", "no", "yes"], ["Yes, there is a collision.", "yes or no", "no, yes"])
+    assert (m["tp"], m["fp"], m["fn"], m["unparseable"]) == (1, 1, 1, 2)
+
+
 def test_binary_zero_denominators_are_zero():
-    m = binary_metrics(["no", "no"], ["no", "no"])
+    m = compute_metrics(["no", "no"], ["no", "no"])
     assert m["precision"] == 0.0 and m["recall"] == 0.0 and m["f1"] == 0.0
     assert m["accuracy"] == 1.0 and m["balanced_accuracy"] == 1.0  # only the class present counts
 
 
 def test_general_evaluator_picks_yes_no_or_exact_match():
     assert compute_metrics(["yes", "No"], ["yes", "no"])["evaluator"] == "yes_no"
-    m = compute_metrics(["red", "Blue", "green"], ["Red.", "blue", "yellow"])
+    m = compute_metrics(["red", "Blue", "green"], ["Red.", "blue", ""])
     assert m["evaluator"] == "exact_match"
-    assert (m["correct"], m["total"]) == (2, 3)
+    assert (m["correct"], m["total"], m["unparseable"]) == (2, 3, 1)
     assert m["accuracy"] == pytest.approx(2 / 3)
+
+
+def test_reasoning_answers_are_extracted_before_scoring():
+    gts = ["yes", "no", "yes"]
+    rs = ["<think>\nred, so\n</think>\n\n<answer>\nYes\n</answer>", "<think>hm</think>\n\nNo.", "<think>out of tokens"]
+    m = compute_metrics(gts, rs, answer_type="reasoning")
+    assert (m["tp"], m["tn"], m["fn"], m["unparseable"]) == (1, 1, 1, 1)
+    assert compute_metrics(gts, rs, answer_type="short")["unparseable"] == 3  # the whole response is no yes/no answer
 
 
 def test_directionality_per_class_and_confusion():
@@ -93,22 +65,61 @@ def test_directionality_per_class_and_confusion():
     assert m["unparseable"] == 1
 
 
-def test_directionality_rejects_other_ground_truths():
+def test_mcq_accuracy_confusion_and_unparseable():
+    q = "Which cup?\nA) red\nB) blue\nC) green"
+    gts = ["A", "B", "blue", "C", "C"]
+    rs = ["(A)", "Answer: B", "The answer is C", "green", "I cannot tell"]
+    m = compute_metrics(gts, rs, "mcq", questions=[q] * 5)
+    assert m["evaluator"] == "mcq"
+    assert (m["correct"], m["total"], m["unparseable"]) == (3, 5, 1)
+    assert m["confusion_matrix"]["B"] == {"A": 0, "B": 1, "C": 1, "unparseable": 0}
+    assert m["confusion_matrix"]["C"] == {"A": 0, "B": 0, "C": 1, "unparseable": 1}
+    assert m["per_class"]["C"]["precision"] == pytest.approx(1 / 2)
+
+
+def test_ground_truth_checks_name_the_record():
     with pytest.raises(InputError, match="record 1"):
         compute_metrics(["left", "up"], ["left", "up"], "its_directionality")
+    with pytest.raises(InputError, match="record 1") as err:
+        check_ground_truths(["A", "purple"], "mcq", ["Pick: A) red B) blue", "Pick: A) red B) blue"])
+    assert "option" in err.value.message
+    with pytest.raises(InputError, match="unknown task type"):
+        check_ground_truths(["x"], "vqa")
+    check_ground_truths(["A", "blue"], "mcq", ["Pick: A) red B) blue"] * 2)
 
 
-def test_report_adds_families_and_metric_value_falls_back():
+def test_mixed_families_score_each_family_by_its_own_rule():
+    """Issue 12 item 8: a yes/no family in a mixed set is scored yes/no (FP/FN), the rest exact match."""
     rows = [
-        {"gt": "yes", "response": "yes"},
-        {"gt": "no", "response": "yes"},
-        {"gt": "red", "response": "red"},
+        {"gt": "yes", "response": "Yes, it is.", "family": "yes_no"},
+        {"gt": "no", "response": "yes", "family": "yes_no"},
+        {"gt": "red", "response": "red", "family": "colour"},
     ]
-    report = evaluation_report(rows, "", ["yes_no", "yes_no", "colour"])
-    assert report["evaluator"] == "exact_match"
+    scored, report = score_results(rows)
+    assert report["evaluator"] == "mixed" and report["kinds"] == {"exact_match": 1, "yes_no": 2}
+    assert report["accuracy"] == pytest.approx(2 / 3)
     assert report["families"]["yes_no"]["evaluator"] == "yes_no"
     assert report["families"]["yes_no"]["fp"] == 1
     assert report["families"]["colour"]["accuracy"] == 1.0
-    assert "families" not in evaluation_report(rows, "", [None, None, None])
+    assert [(r["answer"], r["correct"]) for r in scored] == [("yes", True), ("yes", False), ("red", True)]
+    assert scored[0]["response"] == "Yes, it is."  # the raw response stays beside the answer
     assert metric_value(report, "f1") == ("accuracy", pytest.approx(2 / 3))
     assert metric_value(report["families"]["yes_no"], "f1")[0] == "f1"
+
+
+def test_datasets_map_and_answer_type():
+    rows = [
+        {"gt": "yes", "response": "<answer>yes</answer>", "dataset": "av"},
+        {"gt": "no", "response": "<answer>yes</answer>", "dataset": "av"},
+        {"gt": "pick up", "response": "<think>x</think>pick up", "dataset": "robovqa"},
+    ]
+    report = evaluation_report(rows, "", "reasoning")
+    assert report["answer_type"] == "reasoning"
+    assert set(report["datasets"]) == {"av", "robovqa"} and "families" not in report
+    assert report["datasets"]["av"]["fp"] == 1 and report["datasets"]["robovqa"]["accuracy"] == 1.0
+    assert "datasets" not in evaluation_report([{"gt": "a", "response": "a"}])
+
+
+def test_empty_rows():
+    scored, report = score_results([])
+    assert scored == [] and report["total"] == 0 and report["accuracy"] == 0.0

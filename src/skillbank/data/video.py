@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Sequence
 from typing import TypedDict
 
 FRAME_FACTOR = 2  # frames come in temporal patches of 2
@@ -29,8 +30,12 @@ class VideoMeta(TypedDict):
     duration: float
 
 
-def decode_video(path: str | os.PathLike[str]):
-    """Decode every frame: (uint8 tensor [T, 3, H, W], {fps, total_num_frames, duration})."""
+def decode_video(path: str | os.PathLike[str], pick: Callable[[int, float], Sequence[int]] | None = None):
+    """Decode every frame: (uint8 tensor [T, 3, H, W], {fps, total_num_frames, duration}).
+
+    pick(total_num_frames, fps) -> frame indices: only those frames are converted to RGB and returned,
+    in that order (the YUV -> RGB conversion is most of decoding's time when few frames are sampled).
+    """
     import av
     import numpy as np
     import torch
@@ -41,14 +46,17 @@ def decode_video(path: str | os.PathLike[str]):
                 raise DecodeError(f"cannot decode video {path}: it has no video stream")
             stream = container.streams.video[0]
             rate = stream.average_rate or stream.guessed_rate or stream.base_rate
-            frames = [frame.to_ndarray(format="rgb24") for frame in container.decode(stream)]
+            decoded = list(container.decode(stream))
+            fps = float(rate) if rate else 0.0
+            indices = range(len(decoded)) if pick is None else pick(len(decoded), fps) if decoded else []
+            rgb = av.video.reformatter.VideoReformatter()  # one for the clip: a new one per frame costs more than the conversion
+            frames = [rgb.reformat(decoded[i], format="rgb24").to_ndarray() for i in indices]
     except (OSError, av.error.FFmpegError) as exc:
         raise DecodeError(f"cannot decode video {path}: {exc}") from exc
-    if not frames:
+    if not decoded:
         raise DecodeError(f"video {path} has no frames")
-    fps = float(rate) if rate else 0.0
     video = torch.from_numpy(np.stack(frames)).permute(0, 3, 1, 2).contiguous()
-    total = video.shape[0]
+    total = len(decoded)
     duration = total / fps if fps > 0 else 0.0
     return video, VideoMeta(fps=fps, total_num_frames=total, duration=duration)
 

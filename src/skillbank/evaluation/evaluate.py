@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ from skillbank.data import chat
 from skillbank.data.media import media_root
 from skillbank.data.records import load_records
 from skillbank.errors import InputError
-from skillbank.evaluation.metrics import check_ground_truths, evaluation_report, metric_value
+from skillbank.evaluation.metrics import check_ground_truths, metric_value, score_results
 from skillbank.spec.evaluate import EvaluateSpec
 from skillbank.spec.io import read_spec_file
 from skillbank.spec.validation import validate
@@ -49,17 +51,20 @@ def check_inputs(records: list[dict[str, Any]], spec: EvaluateSpec) -> None:
     from skillbank.evaluation.inputs import check_videos
 
     check_videos(records, media_root(spec.dataset.media_dir, spec.dataset.annotation_path), where="dataset.media_dir")
-    check_ground_truths([chat.prompt_and_answer(r)[1] for r in records], spec.task.type)
+    questions, truths = zip(*(chat.prompt_and_answer(r) for r in records)) if records else ((), ())
+    check_ground_truths(list(truths), spec.task.type, list(questions))
 
 
 def result_rows(records: list[dict[str, Any]], responses: list[str]) -> list[dict[str, Any]]:
-    """results.json rows: {video_id, question, gt, response} (+ family when the record has one)."""
+    """results.json rows before scoring: {video_id, question, gt, response (raw)} (+ family, dataset
+    when the record has them); score_results adds answer and correct."""
     rows = []
     for record, response in zip(records, responses, strict=True):
         question, answer = chat.prompt_and_answer(record)
         row = {"video_id": str(record.get("id", "")), "question": question, "gt": answer, "response": response}
-        if record.get("family") is not None:
-            row["family"] = record["family"]
+        for field in ("family", "dataset"):
+            if record.get(field) is not None:
+                row[field] = record[field]
         rows.append(row)
     return rows
 
@@ -75,51 +80,30 @@ def evaluate(
     records: list[dict[str, Any]] | None = None,
     cache: Any = None,
     progress: bool = True,
+    loaded: Any = None,
 ) -> dict[str, Any]:
-    """Evaluate one model; write results.json and metrics.json; return the metrics document."""
-    from skillbank.data.examples import VisionSettings
-    from skillbank.evaluation.generate import GenerationSettings, generate_answers
-    from skillbank.evaluation.inputs import PromptBuilder
-    from skillbank.evaluation.model import load_model
-
+    """Evaluate one model; write results.json and metrics.json; return the metrics document.
+    `loaded` (a LoadedModel of this spec's model) spares the load when one process evaluates many
+    specs of the same model (the prompt search); the transformers engine uses it, vLLM loads its own."""
     model_name = model_name or spec.model.model_name
     out_dir = Path(results_dir or spec.results_dir)
     if records is None:
         records = load_eval_records(spec)
         check_inputs(records, spec)
-    loaded = load_model(
-        model_name, enable_lora=spec.model.enable_lora, base_model_path=spec.model.base_model_path, dtype=spec.model.dtype, num_gpus=spec.num_gpus
-    )
-    if spec.num_gpus > 0 and loaded.device.type == "cpu" and progress:
-        print("note: num_gpus > 0 but no CUDA device is visible; evaluating on CPU", file=sys.stderr)
-    v = spec.vision
-    vision = VisionSettings(fps=v.fps, nframes=v.num_frames, total_pixels=v.total_pixels, max_pixels=v.max_pixels)
-    media = media_root(spec.dataset.media_dir, spec.dataset.annotation_path)
-    builder = PromptBuilder(loaded.processor, vision=vision, system_prompt=spec.dataset.system_prompt, media_path=media)
-    g = spec.generation
-    settings = GenerationSettings(
-        max_new_tokens=g.max_tokens, temperature=g.temperature, top_p=g.top_p, repetition_penalty=g.repetition_penalty, seed=spec.evaluation.seed
-    )
-    started = time.perf_counter()
-    responses = generate_answers(
-        loaded.model, loaded.processor, builder, records,
-        device=loaded.device, batch_size=spec.evaluation.batch_size, settings=settings, cache=cache, progress=progress,
-        desc=f"evaluate {Path(loaded.path).name}",
-    )
-    elapsed = time.perf_counter() - started
-    rows = result_rows(records, responses)
-    report = evaluation_report(rows, spec.task.type, [r.get("family") for r in rows])
+    responses, generation, model_path, elapsed = generate_responses(spec, model_name, records, cache=cache, progress=progress, loaded=loaded)
+    rows, report = score_results(result_rows(records, responses), spec.task.type, spec.evaluation.answer_type)
     name, value = metric_value(report, spec.metrics.primary)
     document = {
         **report,
         "task_type": spec.task.type,
         "primary_metric": {"name": name, "value": value},
         "model": model_name,
-        "model_path": loaded.path,
+        "model_path": model_path,
         "annotation_path": spec.dataset.annotation_path,
         "num_samples": len(rows),
         "elapsed_s": round(elapsed, 3),
         "samples_per_s": round(len(rows) / elapsed, 3) if elapsed > 0 else None,
+        "generation": generation,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     if spec.results.save_individual:
@@ -127,6 +111,107 @@ def evaluate(
     atomic.write_json(out_dir / METRICS, document)
     document["results_dir"] = str(out_dir)
     return document
+
+
+@dataclass
+class _Engine:
+    generate: Callable[[list[int], Any], list[str]]  # (record indices, GenerationSettings) -> responses
+    path: str  # the folder the weights came from
+    model_type: str  # config.json's: picks the reasoning prompt
+    system_prompt: str
+    question_suffix: str
+    close: Callable[[], None] | None = None
+
+
+def _prompt_builder(spec: EvaluateSpec, processor: Any, family: str) -> tuple[Any, str, str]:
+    """The prompt builder, with the system prompt and question suffix of the spec or its answer type's default."""
+    from skillbank.data.examples import VisionSettings
+    from skillbank.evaluation.inputs import PromptBuilder
+    from skillbank.spec.evaluate import default_prompt
+
+    if spec.dataset.system_prompt is not None:
+        system, suffix = spec.dataset.system_prompt, ""
+    else:
+        system, suffix = default_prompt(spec.evaluation.answer_type, family)
+    v = spec.vision
+    vision = VisionSettings(fps=v.fps, nframes=v.num_frames, total_pixels=v.total_pixels, max_pixels=v.max_pixels)
+    media = media_root(spec.dataset.media_dir, spec.dataset.annotation_path)
+    return PromptBuilder(processor, vision=vision, system_prompt=system, media_path=media, question_suffix=suffix), system, suffix
+
+
+def _transformers_engine(spec: EvaluateSpec, model_name: str, records: list[dict[str, Any]], *, cache: Any, progress: bool,
+                         loaded: Any = None) -> _Engine:
+    from skillbank.evaluation.generate import generate_answers
+    from skillbank.evaluation.model import load_model
+
+    loaded = loaded or load_model(model_name, enable_lora=spec.model.enable_lora, base_model_path=spec.model.base_model_path,
+                        dtype=spec.model.dtype, num_gpus=spec.num_gpus)
+    if spec.num_gpus > 0 and loaded.device.type == "cpu" and progress:
+        print("note: num_gpus > 0 but no CUDA device is visible; evaluating on CPU", file=sys.stderr)
+    family = str(getattr(loaded.model.config, "model_type", ""))
+    builder, system, suffix = _prompt_builder(spec, loaded.processor, family)
+    calls = 0
+
+    def generate(indices: list[int], settings: Any) -> list[str]:
+        nonlocal calls
+        desc = f"{'evaluate' if calls == 0 else 'retry'} {Path(loaded.path).name}"
+        calls += 1
+        return generate_answers(loaded.model, loaded.processor, builder, [records[i] for i in indices], device=loaded.device,
+                                batch_size=spec.evaluation.batch_size, settings=settings, cache=cache, keys=indices,
+                                progress=progress, desc=desc)
+
+    return _Engine(generate, loaded.path, family, system, suffix)
+
+
+def _vllm_engine(spec: EvaluateSpec, model_name: str, records: list[dict[str, Any]], *, progress: bool) -> _Engine:
+    from skillbank.evaluation.model import load_processor, model_type, resolve_model_path
+    from skillbank.evaluation.vllm_engine import VllmEngine
+
+    path = resolve_model_path(model_name)
+    processor = load_processor(path)
+    family = model_type(path)
+    builder, system, suffix = _prompt_builder(spec, processor, family)
+    engine = VllmEngine(path, processor=processor, builder=builder, records=records, dtype=spec.model.dtype,
+                        num_gpus=spec.num_gpus, seed=spec.evaluation.seed, model_type=family, progress=progress)
+    return _Engine(engine, path, family, system, suffix, close=engine.close)
+
+
+def generate_responses(spec: EvaluateSpec, model_name: str, records: list[dict[str, Any]], *, cache: Any = None,
+                       progress: bool = True, loaded: Any = None) -> tuple[list[str], dict[str, Any], str, float]:
+    """Every record's raw response with the spec's engine, prompts and decoding settings, and the seed's
+    retries of the responses the scorer cannot read. Returns the responses, the `generation` block of
+    metrics.json (what was used; each retry pass), the folder the weights came from and the seconds
+    generation took (model loading excluded)."""
+    from skillbank.evaluation.answers import unscorable
+    from skillbank.evaluation.generate import GenerationSettings, PromptCache, generate_with_retries
+
+    answer_type = spec.evaluation.answer_type
+    g = spec.generation.resolved(answer_type)
+    settings = GenerationSettings.from_spec(g, seed=spec.evaluation.seed)
+    if cache is None and g["max_retries"]:
+        cache = PromptCache()  # a retry pass reuses the prepared prompts
+    if spec.evaluation.engine == "vllm":
+        engine = _vllm_engine(spec, model_name, records, progress=progress)
+    else:
+        engine = _transformers_engine(spec, model_name, records, cache=cache, progress=progress, loaded=loaded)
+    asked = [chat.prompt_and_answer(r) for r in records]
+
+    def flagged(responses: list[str]) -> list[int]:
+        rows = [{"question": q, "gt": gt, "response": response} for (q, gt), response in zip(asked, responses, strict=True)]
+        return unscorable(rows, spec.task.type, answer_type)
+
+    started = time.perf_counter()
+    try:
+        responses, passes = generate_with_retries(engine.generate, len(records), settings, max_retries=int(g["max_retries"]),
+                                                  unscorable=flagged)
+    finally:
+        if engine.close is not None:
+            engine.close()
+    elapsed = time.perf_counter() - started
+    generation = {"engine": spec.evaluation.engine, "answer_type": answer_type, "model_type": engine.model_type,
+                  "system_prompt": engine.system_prompt, "question_suffix": engine.question_suffix, **g,
+                  "seed": spec.evaluation.seed, "retries": passes, "unscorable": len(flagged(responses))}
+    return responses, generation, engine.path, elapsed
 
 
 # ---- a training run -----------------------------------------------------------------------------
@@ -149,7 +234,8 @@ def find_run_dir(run: str | Path) -> Path:
 def spec_for_training(custom: dict[str, Any], *, results_dir: str | Path, source: str, primary: str = "accuracy",
                       train_if_no_val: bool = False) -> EvaluateSpec:
     """An evaluate spec that sees what training saw: the train spec's validation set (or, with
-    train_if_no_val, its training set when it has none), system prompt and vision settings.
+    train_if_no_val, its training set when it has none), system prompt, vision settings and, where the
+    train spec has them (RL), its answer and task types.
     `custom` is the train spec's custom table (as in a run's spec.json or cosmos_rl.toml)."""
     val = custom.get("val_dataset") or {}
     if not val.get("annotation_path"):
@@ -166,6 +252,8 @@ def spec_for_training(custom: dict[str, Any], *, results_dir: str | Path, source
         "vision": {key: vision.get(train_key) for key, train_key in
                    (("fps", "fps"), ("num_frames", "nframes"), ("total_pixels", "total_pixels"), ("max_pixels", "max_pixels"))},
         "metrics": {"primary": primary},
+        "evaluation": {"answer_type": custom["answer_type"]} if custom.get("answer_type") else {},
+        "task": {"type": custom["task_type"]} if custom.get("task_type") else {},
         "results_dir": str(results_dir),  # num_gpus keeps its default: the GPU when there is one
     }, source=source)
 
@@ -221,5 +309,5 @@ def evaluate_run(run: str | Path, spec: EvaluateSpec | None = None, *, progress:
 
 def _scalars(doc: dict[str, Any]) -> dict[str, Any]:
     """The step's metrics without bookkeeping (model paths, timings)."""
-    skip = {"model", "model_path", "annotation_path", "created", "results_dir", "elapsed_s", "samples_per_s", "primary_metric"}
+    skip = {"model", "model_path", "annotation_path", "created", "results_dir", "elapsed_s", "samples_per_s", "primary_metric", "generation"}
     return {k: v for k, v in doc.items() if k not in skip}

@@ -1,5 +1,6 @@
 """Batched answer generation: records -> prompt tensors (prepared ahead on worker threads) ->
-left-padded `model.generate` -> decoded answers, in record order, with a tqdm bar on stderr.
+left-padded `model.generate` -> decoded answers, in record order, with a tqdm bar on stderr; and the
+seed's retries of the answers the scorer cannot read (any engine).
 """
 
 from __future__ import annotations
@@ -7,10 +8,11 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from skillbank.evaluation.inputs import collate_left
@@ -20,19 +22,60 @@ CACHE_BYTES = 1 << 30  # prepared prompts kept for the next checkpoint of a run 
 
 @dataclass(frozen=True)
 class GenerationSettings:
+    """Decoding settings of one pass, named as in the evaluate spec's generation section."""
+
     max_new_tokens: int = 16
     temperature: float = 0.0  # 0: greedy
     top_p: float = 1.0
+    top_k: int = 0  # 0: off
     repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
     seed: int = 1
 
-    def generate_kwargs(self) -> dict[str, Any]:
+    @classmethod
+    def from_spec(cls, generation: dict[str, Any], seed: int) -> "GenerationSettings":
+        """From `GenerationSpec.resolved(answer_type)`."""
+        keys = ("temperature", "top_p", "top_k", "repetition_penalty", "presence_penalty", "frequency_penalty")
+        return cls(max_new_tokens=int(generation["max_tokens"]), seed=seed, **{k: generation[k] for k in keys})
+
+    def retry(self, k: int) -> "GenerationSettings":
+        """Retry pass k (the seed's evaluator): k * 256 more tokens, temperature + 0.05 * k up to 0.9, seed + k."""
+        from skillbank.spec.evaluate import RETRY_TEMPERATURE_CAP, RETRY_TEMPERATURE_STEP, RETRY_TOKENS
+
+        hotter = min(self.temperature + RETRY_TEMPERATURE_STEP * k, max(self.temperature, RETRY_TEMPERATURE_CAP))
+        return replace(self, max_new_tokens=self.max_new_tokens + RETRY_TOKENS * k, temperature=round(hotter, 6), seed=self.seed + k)
+
+    def generate_kwargs(self, prompt_length: int = 0) -> dict[str, Any]:
+        """`model.generate` keywords; presence / frequency penalties become a logits processor."""
         kwargs: dict[str, Any] = {"max_new_tokens": self.max_new_tokens, "repetition_penalty": self.repetition_penalty}
         if self.temperature > 0:
-            kwargs.update(do_sample=True, temperature=self.temperature, top_p=self.top_p)
+            kwargs.update(do_sample=True, temperature=self.temperature, top_p=self.top_p, top_k=self.top_k)
         else:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        if self.presence_penalty or self.frequency_penalty:
+            from transformers import LogitsProcessorList
+
+            kwargs["logits_processor"] = LogitsProcessorList(
+                [PresenceFrequencyPenalty(self.presence_penalty, self.frequency_penalty, prompt_length)]
+            )
         return kwargs
+
+
+class PresenceFrequencyPenalty:
+    """OpenAI / vLLM presence and frequency penalties, which transformers lacks: each token's logit
+    drops by `presence` if it occurs in the answer so far and by `frequency` per occurrence. Only the
+    generated tokens count (not the prompt), as in vLLM. A transformers LogitsProcessor."""
+
+    def __init__(self, presence: float, frequency: float, prompt_length: int) -> None:
+        self.presence, self.frequency, self.prompt_length = presence, frequency, prompt_length
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        generated = input_ids[:, self.prompt_length :]
+        if generated.shape[1] == 0:
+            return scores
+        counts = scores.new_zeros(scores.shape).scatter_add_(1, generated, scores.new_ones(generated.shape))
+        return scores - self.frequency * counts - self.presence * (counts > 0).to(scores.dtype)
 
 
 class PromptCache:
@@ -56,6 +99,20 @@ class PromptCache:
         return item
 
 
+class _StageClock:
+    """Adds the seconds since the previous lap to `timings[stage]` (nothing when timings is None)."""
+
+    def __init__(self, timings: dict[str, float] | None) -> None:
+        self.timings = timings
+        self.last = time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        if self.timings is not None:
+            now = time.perf_counter()
+            self.timings[stage] = self.timings.get(stage, 0.0) + now - self.last
+            self.last = now
+
+
 def prepare_workers() -> int:
     """Threads that decode videos and run the processor while the model generates (one per core, at most 4)."""
     return max(1, min(4, os.cpu_count() or 2))
@@ -77,12 +134,17 @@ def generate_answers(
     batch_size: int = 8,
     settings: GenerationSettings = GenerationSettings(),
     cache: PromptCache | None = None,
+    keys: Sequence[int] | None = None,
     progress: bool = True,
     desc: str = "generating",
+    timings: dict[str, float] | None = None,
 ) -> list[str]:
     """The model's answer to each record's prompt (special tokens dropped, whitespace stripped).
 
     Prompts are prepared on worker threads, up to two batches ahead of the one generating.
+    keys: each record's key in `cache` (default: its position; a retry pass passes the record indices).
+    timings: when given, seconds of the generating thread are added to it per stage: "wait_prompts"
+    (prompts not prepared yet: decoding and the processor are the bound), "collate", "generate", "decode".
     """
     import torch
     from tqdm import tqdm
@@ -92,7 +154,7 @@ def generate_answers(
     dtype = next(model.parameters()).dtype
 
     def prepare(i: int) -> dict[str, Any]:
-        return cache.get(i, lambda: builder(records[i])) if cache is not None else builder(records[i])
+        return cache.get(keys[i] if keys is not None else i, lambda: builder(records[i])) if cache is not None else builder(records[i])
 
     torch.manual_seed(settings.seed)
     answers: list[str] = []
@@ -107,14 +169,51 @@ def generate_answers(
                 pending.append(pool.submit(prepare, submitted))
                 submitted += 1
 
+        clock = _StageClock(timings)
         for start in range(0, len(records), batch_size):
             submit_until(start + 3 * batch_size)
             items = [pending.popleft().result() for _ in range(min(batch_size, len(records) - start))]
+            clock.lap("wait_prompts")
             batch = {key: value.to(device) for key, value in collate_left(items, pad_id).items()}
             batch["pixel_values_videos"] = batch["pixel_values_videos"].to(dtype)
-            out = model.generate(**batch, **settings.generate_kwargs(), pad_token_id=pad_id)
+            clock.lap("collate")
+            out = model.generate(**batch, **settings.generate_kwargs(batch["input_ids"].shape[1]), pad_token_id=pad_id)
+            clock.lap("generate")
             new_tokens = out[:, batch["input_ids"].shape[1] :]
             answers += [text.strip() for text in tokenizer.batch_decode(new_tokens, skip_special_tokens=True)]
+            clock.lap("decode")
             bar.update(new_tokens.shape[0])
     bar.close()
     return answers
+
+
+Engine = Callable[[list[int], GenerationSettings], list[str]]  # (record indices, settings) -> responses
+
+
+def generate_with_retries(
+    engine: Engine, count: int, settings: GenerationSettings, *, max_retries: int, unscorable: Callable[[list[str]], list[int]]
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """Every record's response, regenerating the ones `unscorable` flags up to `max_retries` passes.
+
+    Pass k regenerates only the records still flagged, with `settings.retry(k)`; a record takes the new
+    response when it is no longer flagged (else it keeps its first one, as the seed's evaluator does).
+    Returns the responses and one {pass, regenerated, fixed, max_new_tokens, temperature} per pass.
+    """
+    responses = engine(list(range(count)), settings)
+    flagged = unscorable(responses)
+    passes: list[dict[str, Any]] = []
+    for k in range(1, max_retries + 1):
+        if not flagged:
+            break
+        retry = settings.retry(k)
+        candidate = list(responses)
+        for i, text in zip(flagged, engine(flagged, retry), strict=True):
+            candidate[i] = text
+        still = set(unscorable(candidate))
+        fixed = [i for i in flagged if i not in still]
+        for i in fixed:
+            responses[i] = candidate[i]
+        passes.append({"pass": k, "regenerated": len(flagged), "fixed": len(fixed),
+                       "max_new_tokens": retry.max_new_tokens, "temperature": retry.temperature})
+        flagged = [i for i in flagged if i in still]
+    return responses, passes

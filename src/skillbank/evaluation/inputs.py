@@ -35,18 +35,44 @@ def check_videos(records: list[dict[str, Any]], media_path: str, *, where: str) 
         )
 
 
-class PromptBuilder:
-    """Turns a record into the tensors of its generation prompt (no batch dimension)."""
+def with_question_suffix(record: dict[str, Any], suffix: str) -> dict[str, Any]:
+    """A copy of the record whose first human turn ends with `suffix` (the input is not modified)."""
+    if not suffix:
+        return record
+    turns = [dict(turn) for turn in record.get("conversations", [])]
+    for turn in turns:
+        if chat.ROLES.get(str(turn.get("from", "")).lower()) == "user":
+            turn["value"] = str(turn.get("value", "")).rstrip() + suffix
+            break
+    return {**record, "conversations": turns}
 
-    def __init__(self, processor: Any, *, vision: VisionSettings, system_prompt: str, media_path: str | os.PathLike[str] = "") -> None:
+
+class PromptBuilder:
+    """Turns a record into the tensors of its generation prompt (no batch dimension).
+
+    question_suffix: appended to each record's question (Cosmos-Reason2's reasoning instruction).
+    """
+
+    def __init__(
+        self, processor: Any, *, vision: VisionSettings, system_prompt: str, media_path: str | os.PathLike[str] = "", question_suffix: str = ""
+    ) -> None:
         # the training builder owns the data path; no cache, nothing kept in memory
         self.examples = ExampleBuilder(
             processor, model_path="", vision=vision, system_prompt=system_prompt, media_path=media_path, cache_root=None, memory=False
         )
+        self.question_suffix = question_suffix
+
+    def parts(self, record: dict[str, Any]) -> tuple[str, Any, Any, dict[str, Any]]:
+        """(chat text, sampled frames, their metadata, the processor's video keywords): an engine that runs
+        the processor itself (vLLM) gets these."""
+        try:
+            return self.examples.prompt_parts(with_question_suffix(record, self.question_suffix), generation=True)
+        except video.DecodeError as exc:
+            raise InputError(str(exc), where=f"record {record.get('id', '?')}", fix="re-encode or remove the video") from None
 
     def __call__(self, record: dict[str, Any]) -> dict[str, Any]:
         try:
-            out = self.examples.model_inputs(record, generation=True)
+            out = self.examples.model_inputs(with_question_suffix(record, self.question_suffix), generation=True)
         except video.DecodeError as exc:
             raise InputError(str(exc), where=f"record {record.get('id', '?')}", fix="re-encode or remove the video") from None
         item = {

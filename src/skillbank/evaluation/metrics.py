@@ -1,66 +1,68 @@
-"""Metrics of a video-QA evaluation, from ground truths and responses (pure Python, no torch).
+"""Metrics of a video-QA evaluation, from the answer rules' counts (skillbank.evaluation.answers scores
+every row; this module only does the arithmetic, so evaluate, `skillbank score` and `skillbank gaps`
+report the same numbers).
 
-Answer normalisation (`normalize_answer`), applied to ground truth and response alike:
-  1. None -> ""; anything else -> str
-  2. lower case
-  3. whitespace runs (spaces, tabs, newlines) -> one space; leading / trailing whitespace dropped
-  4. leading / trailing punctuation `. , ! ? ; : ' " `` ` `` *` dropped (repeatedly, with whitespace)
-So "Yes." / " YES! " / "**yes**" -> "yes"; "3.5" stays "3.5"; "turn left" stays "turn left".
+Every row has a kind (answers.py): "yes_no", "exact_match", "its_directionality" or "mcq". An
+unparseable answer (not extractable, empty, or naming no label of the task) is counted in
+`unparseable` and as wrong: a yes/no FN when the truth is yes, FP when it is no; the "unparseable"
+column of a confusion matrix otherwise. So TP + FP + TN + FN = total and accuracy = correct / total.
 
-Task types (the evaluate spec's task.type):
-- "" (general): when every normalised ground truth is yes / no, a binary task with "yes" positive.
-  A response's label is its normalised text when that is yes / no, else its first word when that
-  is yes / no ("Yes, it is red." -> yes); otherwise it is unparseable and scored as wrong: FN when
-  the truth is yes, FP when it is no. So TP + FP + TN + FN = total and accuracy is exact.
-  Reports tp, fp, tn, fn, accuracy, precision, recall, f1, balanced_accuracy, unparseable.
-  Otherwise: exact match of the normalised strings (accuracy, correct, total).
-- "its_directionality": labels left / right / straight (parsed as above; anything else is
-  "unparseable", a wrong answer). Reports accuracy, per-class precision / recall / f1, macro f1
-  (also under "f1"), balanced_accuracy (mean per-class recall) and the confusion matrix
-  confusion_matrix[truth][prediction].
-A ratio with a zero denominator is 0.0.
+Metrics of a set of rows of one kind:
+- yes_no ("yes" positive): tp, fp, tn, fn, accuracy, precision, recall, f1, balanced_accuracy
+  (mean recall of the classes present), correct, total, unparseable.
+- exact_match: accuracy, correct, total, unparseable.
+- its_directionality / mcq: accuracy, per_class precision / recall / f1 / support, macro f1 (also
+  under "f1"), balanced_accuracy (mean per-class recall of the classes present) and
+  confusion_matrix[truth][prediction] (predictions include "unparseable"); labels left / right /
+  straight, or the option letters seen.
+A set of rows of several kinds (a mixed set, e.g. the demo's families): evaluator "mixed" with
+accuracy, correct, total, unparseable and "kinds" (rows per kind). A ratio with a zero denominator is 0.0.
+
+A report holds the metrics of all rows at the top level, plus "families" / "datasets" maps (metrics
+per `family` / `dataset` value; "(none)" for rows without one) when rows carry those fields.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from skillbank.errors import InputError
-from skillbank.spec.evaluate import TASK_TYPES
+from skillbank.evaluation import answers
+from skillbank.evaluation.answers import DIRECTIONS, NO, TASK_TYPES, UNPARSEABLE, YES
 
-YES, NO = "yes", "no"
-DIRECTIONS = ("left", "right", "straight")
-UNPARSEABLE = "unparseable"
-_PUNCT = ".,!?;:'\"`*"
-_STRIP = _PUNCT + " "
+NONE_KEY = "(none)"  # families / datasets key of rows without the field
+_MAPS = {"family": "families", "dataset": "datasets"}
 
 
-def normalize_answer(text: Any) -> str:
-    """Normalise an answer for comparison (see the module docstring)."""
-    if text is None:
-        return ""
-    return " ".join(str(text).lower().split()).strip(_STRIP)
+@dataclass(frozen=True)
+class Tally:
+    """n rows of one kind with the same truth and prediction (pred None: unparseable)."""
+
+    dataset: str | None
+    family: str | None
+    kind: str
+    truth: str | None
+    pred: str | None
+    correct: bool
+    n: int
 
 
-def parse_label(response: Any, labels: Sequence[str]) -> str | None:
-    """The label a response names: its whole normalised text, else its first word; None if neither."""
-    norm = normalize_answer(response)
-    if norm in labels:
-        return norm
-    first = norm.split(" ", 1)[0].strip(_STRIP) if norm else ""
-    return first if first in labels else None
-
-
-def is_yes_no(ground_truths: Iterable[Any]) -> bool:
-    """True when there is at least one ground truth and every one is yes / no after normalisation."""
-    seen = False
-    for gt in ground_truths:
-        if normalize_answer(gt) not in (YES, NO):
-            return False
-        seen = True
-    return seen
+def tallies(counts: Iterable[answers.Count], task_type: str) -> list[Tally]:
+    """The answer rules' counts (answers.counts_sql rows) resolved to kinds: in task "" a group whose
+    every ground truth is yes / no is scored by its yes/no label, any other by exact match."""
+    counts = list(counts)
+    yes_no = answers.yes_no_groups(counts) if task_type == "" else set()
+    out = []
+    for dataset, family, _truth_yes_no, truth, label, text_correct, text_missing, n in counts:
+        if task_type == "" and (dataset, family) not in yes_no:
+            out.append(Tally(dataset, family, "exact_match", None, None if text_missing else "text", bool(text_correct), n))
+        else:
+            kind = task_type or "yes_no"
+            out.append(Tally(dataset, family, kind, truth, label, label is not None and label == truth, n))
+    return out
 
 
 def _ratio(num: float, den: float) -> float:
@@ -71,26 +73,19 @@ def _f1(precision: float, recall: float) -> float:
     return _ratio(2 * precision * recall, precision + recall)
 
 
-def binary_metrics(ground_truths: Sequence[Any], responses: Sequence[Any]) -> dict[str, Any]:
-    """Yes/no metrics, "yes" positive; an unparseable response is wrong (FN on yes, FP on no)."""
-    tp = fp = tn = fn = unparseable = 0
-    for gt, response in zip(ground_truths, responses, strict=True):
-        truth = normalize_answer(gt)
-        pred = parse_label(response, (YES, NO))
-        if pred is None:
-            unparseable += 1
-            pred = NO if truth == YES else YES
-        if truth == YES:
-            tp, fn = (tp + 1, fn) if pred == YES else (tp, fn + 1)
-        else:
-            tn, fp = (tn + 1, fp) if pred == NO else (tn, fp + 1)
+def binary_metrics(rows: Sequence[Tally]) -> dict[str, Any]:
+    """Yes/no metrics, "yes" positive; an unparseable answer is wrong (FN on yes, FP on no)."""
+    tp = sum(t.n for t in rows if t.truth == YES and t.pred == YES)
+    fn = sum(t.n for t in rows if t.truth == YES and t.pred != YES)
+    tn = sum(t.n for t in rows if t.truth == NO and t.pred == NO)
+    fp = sum(t.n for t in rows if t.truth == NO and t.pred != NO)
     total = tp + fp + tn + fn
     precision, recall = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
-    specificity = _ratio(tn, tn + fp)
-    recalls = [r for r, n in ((recall, tp + fn), (specificity, tn + fp)) if n]
+    recalls = [r for r, n in ((recall, tp + fn), (_ratio(tn, tn + fp), tn + fp)) if n]
     return {
         "evaluator": "yes_no",
         "total": total,
+        "correct": tp + tn,
         "tp": tp,
         "fp": fp,
         "tn": tn,
@@ -100,49 +95,35 @@ def binary_metrics(ground_truths: Sequence[Any], responses: Sequence[Any]) -> di
         "recall": recall,
         "f1": _f1(precision, recall),
         "balanced_accuracy": _ratio(sum(recalls), len(recalls)),
-        "unparseable": unparseable,
+        "unparseable": sum(t.n for t in rows if t.pred is None),
     }
 
 
-def exact_match_metrics(ground_truths: Sequence[Any], responses: Sequence[Any]) -> dict[str, Any]:
-    correct = sum(normalize_answer(g) == normalize_answer(r) for g, r in zip(ground_truths, responses, strict=True))
-    total = len(ground_truths)
-    return {"evaluator": "exact_match", "total": total, "correct": correct, "accuracy": _ratio(correct, total)}
+def exact_match_metrics(rows: Sequence[Tally]) -> dict[str, Any]:
+    total, correct = sum(t.n for t in rows), sum(t.n for t in rows if t.correct)
+    return {"evaluator": "exact_match", "total": total, "correct": correct, "accuracy": _ratio(correct, total),
+            "unparseable": sum(t.n for t in rows if t.pred is None)}
 
 
-def check_ground_truths(ground_truths: Sequence[Any], task_type: str) -> None:
-    """Raise InputError before any generation when the answers cannot be scored as `task_type`."""
-    if task_type not in TASK_TYPES:
-        raise InputError(f"unknown task type {task_type!r}", where="task.type", fix=f"one of {TASK_TYPES}")
-    if task_type == "its_directionality":
-        for i, gt in enumerate(ground_truths):
-            if normalize_answer(gt) not in DIRECTIONS:
-                raise InputError(
-                    f"its_directionality needs every ground truth in {'/'.join(DIRECTIONS)}; record {i} has {gt!r}",
-                    where=f"record {i}",
-                    fix='use task.type = "" (general evaluator) for other answers',
-                )
-
-
-def directionality_metrics(ground_truths: Sequence[Any], responses: Sequence[Any]) -> dict[str, Any]:
-    """left / right / straight: accuracy, per-class precision / recall / f1, confusion_matrix[truth][pred]."""
-    check_ground_truths(ground_truths, "its_directionality")
-    confusion: dict[str, Counter[str]] = {label: Counter() for label in DIRECTIONS}
-    for gt, response in zip(ground_truths, responses, strict=True):
-        confusion[normalize_answer(gt)][parse_label(response, DIRECTIONS) or UNPARSEABLE] += 1
-    total = sum(sum(row.values()) for row in confusion.values())
+def multiclass_metrics(rows: Sequence[Tally], kind: str) -> dict[str, Any]:
+    """Accuracy, per-class precision / recall / f1, macro f1, confusion_matrix[truth][pred] (directions, mcq)."""
+    labels = list(DIRECTIONS) if kind == "its_directionality" else sorted({t.truth for t in rows} | {t.pred for t in rows if t.pred})
+    confusion: dict[str, Counter[str]] = {label: Counter() for label in labels}
+    for t in rows:
+        confusion[t.truth or UNPARSEABLE][t.pred or UNPARSEABLE] += t.n
+    total = sum(t.n for t in rows)
     per_class: dict[str, dict[str, float | int]] = {}
-    for label in DIRECTIONS:
+    for label in labels:
         tp = confusion[label][label]
-        predicted = sum(confusion[t][label] for t in DIRECTIONS)
+        predicted = sum(confusion[t][label] for t in labels)
         support = sum(confusion[label].values())
         precision, recall = _ratio(tp, predicted), _ratio(tp, support)
         per_class[label] = {"precision": precision, "recall": recall, "f1": _f1(precision, recall), "support": support}
-    present = [label for label in DIRECTIONS if per_class[label]["support"]]
-    correct = sum(confusion[label][label] for label in DIRECTIONS)
+    present = [label for label in labels if per_class[label]["support"]]
+    correct = sum(confusion[label][label] for label in labels)
     macro_f1 = _ratio(sum(per_class[c]["f1"] for c in present), len(present))
     return {
-        "evaluator": "its_directionality",
+        "evaluator": kind,
         "total": total,
         "correct": correct,
         "accuracy": _ratio(correct, total),
@@ -150,35 +131,103 @@ def directionality_metrics(ground_truths: Sequence[Any], responses: Sequence[Any
         "macro_f1": macro_f1,
         "balanced_accuracy": _ratio(sum(per_class[c]["recall"] for c in present), len(present)),
         "per_class": per_class,
-        "confusion_matrix": {t: {p: confusion[t][p] for p in (*DIRECTIONS, UNPARSEABLE)} for t in DIRECTIONS},
-        "unparseable": sum(confusion[t][UNPARSEABLE] for t in DIRECTIONS),
+        "confusion_matrix": {t: {p: confusion[t][p] for p in (*labels, UNPARSEABLE)} for t in labels},
+        "unparseable": sum(t.n for t in rows if t.pred is None),
     }
 
 
-def compute_metrics(ground_truths: Sequence[Any], responses: Sequence[Any], task_type: str = "") -> dict[str, Any]:
-    """Metrics of one task type over aligned ground truths and responses."""
+def metrics_of(rows: Sequence[Tally]) -> dict[str, Any]:
+    """Metrics of a set of rows: its kind's when it has one, else the "mixed" summary."""
+    kinds = Counter()
+    for t in rows:
+        kinds[t.kind] += t.n
+    if len(kinds) == 1:
+        (kind,) = kinds
+        if kind == "yes_no":
+            return binary_metrics(rows)
+        if kind == "exact_match":
+            return exact_match_metrics(rows)
+        return multiclass_metrics(rows, kind)
+    total, correct = sum(kinds.values()), sum(t.n for t in rows if t.correct)
+    return {"evaluator": "mixed" if kinds else "exact_match", "total": total, "correct": correct, "accuracy": _ratio(correct, total),
+            "unparseable": sum(t.n for t in rows if t.pred is None), **({"kinds": dict(sorted(kinds.items()))} if kinds else {})}
+
+
+def report_of(rows: Sequence[Tally], answer_type: str) -> dict[str, Any]:
+    """All rows' metrics, plus "families" / "datasets" maps when any row carries that field."""
+    report = {**metrics_of(rows), "answer_type": answer_type}
+    for field in ("family", "dataset"):
+        if any(getattr(t, field) is not None for t in rows):
+            groups: dict[str, list[Tally]] = defaultdict(list)
+            for t in rows:
+                value = getattr(t, field)
+                groups[NONE_KEY if value is None else value].append(t)
+            report[_MAPS[field]] = {k: metrics_of(g) for k, g in sorted(groups.items())}
+    return report
+
+
+# ---- checks and entry points --------------------------------------------------------------------
+
+_LABEL_RULE = {
+    "its_directionality": f"its_directionality needs every ground truth in {'/'.join(DIRECTIONS)}",
+    "mcq": "mcq needs every ground truth to name an option of its question (a letter or the option's text; "
+           "options written A) ..., (A) ... or A. ..., from A in order)",
+}
+_LABEL_FIX = {
+    "its_directionality": 'use task.type = "" (general evaluator) for other answers',
+    "mcq": 'list the options in each question ("A) red  B) blue"), or use task.type = "" for open answers',
+}
+
+
+def check_task_type(task_type: str) -> None:
+    if task_type not in TASK_TYPES:
+        raise InputError(f"unknown task type {task_type!r}", where="task.type", fix=f"one of {TASK_TYPES}")
+
+
+def raise_bad_truths(bad: Sequence[tuple[int, Any]], task_type: str, where: str = "") -> None:
+    """InputError naming the first record whose ground truth names no label of the task."""
+    if bad:
+        idx, gt = bad[0]
+        raise InputError(f"{_LABEL_RULE[task_type]}; record {idx} has {gt!r}", where=f"{where} record {idx}".strip(),
+                         fix=_LABEL_FIX[task_type])
+
+
+def check_ground_truths(ground_truths: Sequence[Any], task_type: str, questions: Sequence[Any] | None = None) -> None:
+    """Raise InputError before any generation when the answers cannot be scored as `task_type`."""
+    check_task_type(task_type)
+    if task_type == "" or not ground_truths:
+        return
+    questions = questions if questions is not None else [""] * len(ground_truths)
+    rows = [{"question": q, "gt": g} for q, g in zip(questions, ground_truths, strict=True)]
+    scored = answers.score_rows(rows, task_type)
+    raise_bad_truths([(i, g) for i, (s, g) in enumerate(zip(scored, ground_truths)) if s.truth is None], task_type)
+
+
+def score_results(rows: Sequence[Mapping[str, Any]], task_type: str = "", answer_type: str = "short") -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Score results rows ({question, gt, response} [+ family, dataset]): the rows with `answer` and
+    `correct` added (answer None when unparseable), and the report."""
+    check_task_type(task_type)
+    if not rows:
+        return [], report_of([], answer_type)
+    scored, source = answers.score_rows_with_counts([dict(r) for r in rows], task_type, answer_type)
+    raise_bad_truths(source.bad_truths, task_type)
+    out = [{**row, "answer": s.answer, "correct": s.correct} for row, s in zip(rows, scored, strict=True)]
+    return out, report_of(tallies(source.counts, task_type), answer_type)
+
+
+def evaluation_report(rows: Sequence[Mapping[str, Any]], task_type: str = "", answer_type: str = "short") -> dict[str, Any]:
+    """The report of results rows (see score_results)."""
+    return score_results(rows, task_type, answer_type)[1]
+
+
+def compute_metrics(ground_truths: Sequence[Any], responses: Sequence[Any], task_type: str = "", answer_type: str = "short",
+                    questions: Sequence[Any] | None = None) -> dict[str, Any]:
+    """Metrics of one task type over aligned ground truths and responses (and questions, for mcq)."""
     if len(ground_truths) != len(responses):
         raise ValueError(f"{len(ground_truths)} ground truths but {len(responses)} responses")
-    check_ground_truths(ground_truths, task_type)
-    if task_type == "its_directionality":
-        return directionality_metrics(ground_truths, responses)
-    if is_yes_no(ground_truths):
-        return binary_metrics(ground_truths, responses)
-    return exact_match_metrics(ground_truths, responses)
-
-
-def evaluation_report(rows: Sequence[Mapping[str, Any]], task_type: str = "", families: Sequence[str | None] | None = None) -> dict[str, Any]:
-    """Overall metrics of results rows ({gt, response}), plus a "families" map when any row has one."""
-    report = compute_metrics([r.get("gt") for r in rows], [r.get("response") for r in rows], task_type)
-    if families is not None and any(f is not None for f in families):
-        groups: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-        for row, family in zip(rows, families, strict=True):
-            groups[str(family) if family is not None else "(none)"].append(row)
-        report["families"] = {
-            name: compute_metrics([r.get("gt") for r in group], [r.get("response") for r in group], task_type)
-            for name, group in sorted(groups.items())
-        }
-    return report
+    questions = questions if questions is not None else [""] * len(ground_truths)
+    rows = [{"question": q, "gt": g, "response": r} for q, g, r in zip(questions, ground_truths, responses, strict=True)]
+    return evaluation_report(rows, task_type, answer_type)
 
 
 def metric_value(metrics: Mapping[str, Any], name: str) -> tuple[str, float]:

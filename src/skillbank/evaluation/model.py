@@ -54,11 +54,12 @@ def load_model(
     num_gpus: int = 1,
 ) -> LoadedModel:
     """Model in eval mode on its device, and its processor (left padding, for batched generation)."""
-    from transformers import AutoModelForImageTextToText, AutoProcessor
+    from transformers import AutoModelForImageTextToText
 
-    from skillbank.compat import qwen25_temporal
+    from skillbank.compat import padded_causal_mask, qwen25_temporal
 
     qwen25_temporal.install()  # frame order at fps > 2 on Qwen2.5-VL, as training saw it
+    padded_causal_mask.install()  # left-padded batches: the same mask without vmap (batched generation's hot spot)
     path = resolve_model_path(model_name)
     device = pick_device(num_gpus)
     torch_dtype = pick_dtype(dtype, device)
@@ -79,9 +80,29 @@ def load_model(
     if not sharded:
         model.to(device)
     model.eval()
-    processor = AutoProcessor.from_pretrained(processor_path)
+    processor = load_processor(processor_path)
+    return LoadedModel(model=model, processor=processor, device=device, path=path, processor_path=processor_path)
+
+
+def load_processor(path: str) -> Any:
+    """The folder's processor, padding on the left (batched generation appends on the right)."""
+    from transformers import AutoProcessor
+
+    processor = AutoProcessor.from_pretrained(path)
     processor.tokenizer.padding_side = "left"
     if processor.tokenizer.pad_token_id is None:
         processor.tokenizer.pad_token = processor.tokenizer.eos_token
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    return LoadedModel(model=model, processor=processor, device=device, path=path, processor_path=processor_path)
+    return processor
+
+
+def model_type(folder: str) -> str:
+    """config.json's model_type of a model folder ("" when it has none): picks the reasoning prompt."""
+    import json
+    from pathlib import Path
+
+    config = Path(folder) / "config.json"
+    try:
+        return str(json.loads(config.read_text(encoding="utf-8")).get("model_type", ""))
+    except (OSError, ValueError):
+        return ""

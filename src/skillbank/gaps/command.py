@@ -4,22 +4,30 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
+
+from skillbank.evaluation.answers import ANSWER_TYPES
 
 DESCRIPTION = """\
 Find the evaluation's results.json under --results-dir (a folder or an fsspec URL such as s3://...),
-count a failure when response.lower().strip() != gt.lower().strip() (a null response counts as ""),
-and write a parquet of the failures with columns video_id, media_path, question, ground_truth,
-response, error_type (FP / FN when every answer is yes/no, yes being positive; else mismatch), plus
-NAME.summary.json next to it. --annotations joins each failing id to its video, under --media-root
-(default: the annotations' folder). The public flags --gaps-parquet, --kpi-ann-path and
---kpi-media-path are accepted as aliases.
+score every row with the evaluation's answer rules (the same as metrics.json and `skillbank score`:
+--answer-format reasoning reads the last <answer> block, else the text after </think>; yes/no,
+directions and multiple choice read the label an answer starts with; else exact match after
+normalisation), and write a parquet of the rows scored wrong, with columns video_id, media_path,
+question, ground_truth, response (raw), answer (as parsed; null when unparseable), family and
+error_type: FP / FN in a family whose answers are all yes/no ("yes" positive; an unparseable answer
+is FN when the truth is yes, FP when it is no), else mismatch. Unparseable answers are failures,
+never dropped. NAME.summary.json beside it counts failures by error type, by family (and dataset)
+and unparseable answers. --task / --answer-format default to those recorded in the metrics.json
+beside results.json, else "" and short. --annotations joins each failing id to its video, under
+--media-root (default: the annotations' folder). The public flags --gaps-parquet, --kpi-ann-path
+and --kpi-media-path are accepted as aliases.
 """
 
 EXAMPLES = """\
 examples:
   skillbank gaps --results-dir results/evaluate --out gaps/round1.parquet \\
       --annotations /data/val/annotations.json --media-root /data/val
+  skillbank gaps --results-dir results/evaluate --out gaps.parquet --answer-format reasoning --task mcq --json
   python scripts/analyze_gaps.py --results-dir s3://bucket/eval --gaps-parquet gaps.parquet \\
       --kpi-ann-path s3://bucket/val/annotations.json --kpi-media-path s3://bucket/val
 """
@@ -42,7 +50,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", "--gaps-parquet", dest="out", required=True, metavar="FILE.parquet", help="failures parquet to write")
     p.add_argument("--annotations", "--kpi-ann-path", dest="annotations", metavar="FILE", help="LLaVA annotations the evaluation read")
     p.add_argument("--media-root", "--kpi-media-path", dest="media_root", metavar="DIR", help="folder the records' video paths are relative to")
-    p.add_argument("--threads", type=int, default=min(4, os.cpu_count() or 2), help="parser threads (default: cores, at most 4)")
+    p.add_argument("--task", choices=("", "its_directionality", "mcq"), default=None,
+                   help='task type (default: metrics.json\'s task_type, else "")')
+    p.add_argument("--answer-format", dest="answer_type", choices=ANSWER_TYPES, default=None,
+                   help="how responses hold the answer (default: metrics.json's answer_type, else short)")
+    p.add_argument("--threads", type=int, default=None, help="DuckDB threads (default: all cores)")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON document")
 
 
@@ -52,10 +64,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.media_root and not args.annotations:
         raise InputError("--media-root needs --annotations", where="--media-root", fix="pass --annotations FILE too")
-    summary = analyze_gaps(args.results_dir, args.out, annotations=args.annotations, media_root=args.media_root, threads=args.threads)
+    summary = analyze_gaps(args.results_dir, args.out, annotations=args.annotations, media_root=args.media_root,
+                           task_type=args.task, answer_type=args.answer_type, threads=args.threads)
     if args.json:
         print(json.dumps({"ok": True, **summary, "summary_json": summary_path(args.out)}, indent=2))
         return 0
     counts = ", ".join(f"{k} {v}" for k, v in summary["counts"].items())
-    print(f"{summary['failures']} of {summary['total']} failed ({counts}); wrote {args.out} and {summary_path(args.out)}")
+    print(f"{summary['failures']} of {summary['total']} failed ({counts}; {summary['unparseable']} unparseable); "
+          f"wrote {args.out} and {summary_path(args.out)}")
     return 0

@@ -7,16 +7,42 @@ from typing import Literal
 
 from pydantic import model_validator
 
+from skillbank.evaluation.answers import ANSWER_TYPES, TASK_TYPES  # the answer rules own both (a light module: duckdb loads inside its queries)
 from skillbank.spec.base import Section
 from skillbank.spec.meta import param, rule_error
 
-TASK_TYPES = ("", "its_directionality")
+
+# Default prompts (dataset.system_prompt null), per evaluation.answer_type and, for reasoning, per model
+# family (config.json model_type): what the models were trained and evaluated with.
+SHORT_SYSTEM_PROMPT = "You are a helpful assistant. Answer the question about the video with a short answer."
+COSMOS_REASON1_REASONING = (  # cosmos-reason1 prompts/reasoning.yaml: the system prompt
+    "Answer the question with provided options in the following format:\n<think>\nyour reasoning\n</think>\n\n"
+    "<answer>\nyour answer\n</answer>."
+)
+COSMOS_REASON2_SYSTEM = "You are a helpful assistant."  # cosmos_reason2_utils.text.SYSTEM_PROMPT
+COSMOS_REASON2_REASONING = (  # cosmos_reason2_utils.text.REASONING_PROMPT: appended to the question after a blank line
+    "Answer the question using the following format:\n\n<think>\nYour reasoning.\n</think>\n\n"
+    "Write your final answer immediately after the </think> tag."
+)
+
+
+def default_prompt(answer_type: str, model_type: str) -> tuple[str, str]:
+    """(system prompt, text appended to each question) when dataset.system_prompt is null.
+
+    Reasoning on Qwen3-VL (Cosmos-Reason2) appends its reasoning instruction to the question, as its
+    evaluator does; every other family (Qwen2.5-VL, Cosmos-Reason1) gets Cosmos-Reason1's system prompt.
+    """
+    if answer_type != "reasoning":
+        return SHORT_SYSTEM_PROMPT, ""
+    if model_type.startswith("qwen3"):
+        return COSMOS_REASON2_SYSTEM, "\n\n" + COSMOS_REASON2_REASONING
+    return COSMOS_REASON1_REASONING, ""
 
 
 class EvalDatasetSpec(Section):
     annotation_path: str = param("", "LLaVA annotations.json of the evaluation set (id, video, video_fps, conversations).")
     media_dir: str = param("", "Folder the records' video paths are relative to (empty: the annotation file's folder).")
-    system_prompt: str = param("You are a helpful assistant. Answer the question about the video with a short answer.", "System prompt; keep answers short and constrained so exact match works.")
+    system_prompt: str | None = param(None, "System prompt; null: the answer type's default (short: a short-answer prompt; reasoning: the prompt the model family was trained with, by config.json model_type). A prompt given here is used as is.")
 
 
 class EvalModelSpec(Section):
@@ -33,12 +59,14 @@ class EvalModelSpec(Section):
 
 
 class EvalTaskSpec(Section):
-    type: Literal[TASK_TYPES] = param("", "\"\": general evaluator (yes/no binary metrics when every answer is yes/no, else exact match); \"its_directionality\": left/right/straight.")
+    type: Literal[TASK_TYPES] = param("", "\"\": general evaluator (yes/no binary metrics per family whose answers are all yes/no, else exact match); \"its_directionality\": left/right/straight; \"mcq\": multiple choice, options A) ... in the question, answer a letter or the option's text.")
 
 
 class EvaluationSpec(Section):
-    batch_size: int = param(8, "Samples per batched generate call.", ge=1)
-    seed: int = param(1, "Seed for sampling (greedy decoding ignores it).", ge=0)
+    answer_type: Literal[ANSWER_TYPES] = param("short", "\"short\": the response is the answer; \"reasoning\": <think>...</think> then the answer, extracted before scoring (the seed's reasoning evaluation). Picks the defaults of dataset.system_prompt and the null generation settings.", popular=True)
+    engine: Literal["transformers", "vllm"] = param("transformers", "Generation engine: transformers (CPU or GPU), or vLLM (GPU, vllm installed; same results format; not run in skillbank's CPU tests).")
+    batch_size: int = param(8, "Samples per batched generate call (transformers engine).", ge=1)
+    seed: int = param(1, "Seed for sampling (greedy decoding ignores it); retry pass k uses seed + k.", ge=0)
     limit: int | None = param(None, "Evaluate only the first N records (smoke tests).", ge=1)
 
 
@@ -51,11 +79,34 @@ class EvalVisionSpec(Section):
 
 
 
+# What the null generation settings become, per evaluation.answer_type: short answers decode greedily
+# in a few tokens; reasoning follows the seed's evaluation config (cosmos-reason's vLLM path: top_p 0.95).
+ANSWER_DEFAULTS: dict[str, dict[str, float | int]] = {
+    "short": {"max_tokens": 16, "temperature": 0.0, "top_p": 1.0, "max_retries": 0},
+    "reasoning": {"max_tokens": 1024, "temperature": 0.6, "top_p": 0.95, "max_retries": 10},
+}
+RETRY_TOKENS = 256  # retry pass k: max_tokens + RETRY_TOKENS * k (the seed's evaluator)
+RETRY_TEMPERATURE_STEP, RETRY_TEMPERATURE_CAP = 0.05, 0.9  # ... and temperature + 0.05 * k, at most 0.9
+
+
+def _by_answer_type(key: str) -> str:
+    return f"null: {ANSWER_DEFAULTS['short'][key]} for short answers, {ANSWER_DEFAULTS['reasoning'][key]} for reasoning"
+
+
 class GenerationSpec(Section):
-    max_tokens: int = param(16, "Max new tokens; short constrained answers need few.", ge=1)
-    temperature: float = param(0.0, "0 is greedy decoding (reproducible).", ge=0, le=2)
-    top_p: float = param(1.0, "Nucleus sampling (temperature > 0).", gt=0, le=1)
-    repetition_penalty: float = param(1.0, "Penalty on repeated tokens.", gt=0)
+    max_tokens: int | None = param(None, f"Max new tokens ({_by_answer_type('max_tokens')}).", ge=1)
+    temperature: float | None = param(None, f"Sampling temperature, 0 is greedy decoding ({_by_answer_type('temperature')}).", ge=0, le=2)
+    top_p: float | None = param(None, f"Nucleus sampling when temperature > 0 ({_by_answer_type('top_p')}).", gt=0, le=1)
+    top_k: int = param(0, "Keep the k most likely tokens when sampling; 0: off (as the seed's vLLM call).", ge=0)
+    repetition_penalty: float = param(1.0, "Divides the logits of tokens already in the prompt or the answer (1: off; transformers and vLLM alike).", gt=0)
+    presence_penalty: float = param(0.0, "Subtracted from the logits of tokens already generated (OpenAI / vLLM semantics; 0: off).", ge=-2, le=2)
+    frequency_penalty: float = param(0.0, "Subtracted once per earlier occurrence of a token in the answer (OpenAI / vLLM semantics; 0: off).", ge=-2, le=2)
+    max_retries: int | None = param(None, f"Regenerate the responses the scorer cannot read (empty, no answer, no label), up to this many passes; pass k adds {RETRY_TOKENS}*k tokens and {RETRY_TEMPERATURE_STEP}*k temperature (at most {RETRY_TEMPERATURE_CAP}) ({_by_answer_type('max_retries')}).", ge=0)
+
+    def resolved(self, answer_type: str) -> dict[str, float | int]:
+        """Every setting with its null replaced by the answer type's default."""
+        values = self.model_dump()
+        return {key: ANSWER_DEFAULTS[answer_type][key] if value is None else value for key, value in values.items()}
 
 
 class MetricsSpec(Section):
@@ -77,5 +128,14 @@ class EvaluateSpec(Section):
     generation: GenerationSpec = param(default_factory=GenerationSpec, description="Decoding.")
     metrics: MetricsSpec = param(default_factory=MetricsSpec, description="Metric selection.")
     results: ResultsSpec = param(default_factory=ResultsSpec, description="What to write.")
-    num_gpus: int = param(1, "GPUs for evaluation (0 runs on CPU).", ge=0)
+    num_gpus: int = param(1, "GPUs for evaluation (0 runs on CPU; the vLLM engine uses them as tensor parallel size).", ge=0)
     results_dir: str = param("./results/evaluate", "Writes results.json and metrics.json here.")
+
+    @model_validator(mode="after")
+    def _vllm_runs_whole_models(self) -> "EvaluateSpec":
+        if self.evaluation.engine == "vllm" and self.model.enable_lora:
+            raise rule_error("evaluation.engine", "the vllm engine evaluates whole models, not LoRA adapters: "
+                             "use engine transformers (merges the adapter in memory) or evaluate the merged export (skillbank export)")
+        if self.evaluation.engine == "vllm" and self.num_gpus == 0:
+            raise rule_error("evaluation.engine", "the vllm engine runs on GPUs: set num_gpus >= 1, or use engine transformers on CPU")
+        return self
