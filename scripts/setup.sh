@@ -1,13 +1,74 @@
 #!/usr/bin/env bash
-# Set up a fresh machine: .venv/ in the checkout with the CPU torch first, then everything else
-# under constraints.txt, cosmos-rl without its CUDA stack, and the torchvision operator shim.
+# Set up a machine.
+#   bash scripts/setup.sh          CPU (what CI runs): .venv/ with the CPU torch first, then everything
+#                                  else under constraints.txt, cosmos-rl without its CUDA stack, and the
+#                                  torchvision operator shim.
+#   bash scripts/setup.sh --gpu    a GPU training node: .venv/ with the CUDA stack of requirements-gpu.txt
+#                                  (CUDA torch, cosmos-rl with its real dependencies) and skillbank,
+#                                  flash-attn built against that torch, redis-server, then a check that
+#                                  torch sees CUDA, cosmos-rl's config imports and redis-server runs.
+#                                  --no-cuda-check: the same without asking for a GPU (image builds).
 set -euo pipefail
+mode=cpu cuda_check=1
+for arg in "$@"; do
+  case "$arg" in
+    --gpu) mode=gpu ;;
+    --no-cuda-check) cuda_check=0 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    *) echo "setup: unknown option $arg (use --gpu, --no-cuda-check)" >&2; exit 2 ;;
+  esac
+done
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "skillbank needs Python >= 3.11")'
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 pip=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 "${pip[@]}" --upgrade pip
+if [ "$mode" = gpu ]; then
+  # 1. The CUDA stack and skillbank, resolved together from the one pin file.
+  site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  rm -f "$site/_skillbank_torchvision_shim.pth" "$site/_skillbank_torchvision_shim.py"  # CPU-only shim
+  "${pip[@]}" -r requirements-gpu.txt -e ".[dev]"
+  # 2. flash-attn against that torch: its setup downloads the matching prebuilt wheel, or compiles
+  #    (needs the nvcc of a CUDA 12.x toolkit, like torch's 12.8 build; can take an hour).
+  "${pip[@]}" setuptools wheel packaging psutil ninja
+  fa=$(sed -n 's/^# after-torch: *//p' requirements-gpu.txt)
+  echo "setup: $fa (built against the torch above)"
+  "${pip[@]}" --no-build-isolation "$fa"
+  # 3. redis-server (cosmos-rl's controller starts it): apt-get where root, else conda.
+  if command -v redis-server >/dev/null 2>&1; then
+    echo "setup: redis-server already on PATH: $(command -v redis-server)"
+  elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: redis-server from apt-get (running as root)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+  elif command -v conda >/dev/null 2>&1; then
+    echo "setup: redis-server from conda-forge into .venv/redis (not root), linked into .venv/bin"
+    conda create -y -q -p .venv/redis -c conda-forge redis-server >/dev/null
+    ln -sf "$PWD/.venv/redis/bin/redis-server" .venv/bin/redis-server
+  else
+    echo "setup: no redis-server on PATH, not root (apt-get) and no conda: install redis-server by hand" >&2
+    exit 1
+  fi
+  # 4. The check: a CUDA torch that sees a GPU (unless --no-cuda-check), cosmos-rl's config, redis-server.
+  SKILLBANK_CUDA_CHECK=$cuda_check .venv/bin/python - <<'PY'
+import importlib.util, os, sys
+import torch
+import cosmos_rl.policy.config  # noqa: F401
+if torch.version.cuda is None:
+    sys.exit(f"setup: torch {torch.__version__} is a CPU build; requirements-gpu.txt asks for the CUDA one")
+print(f"setup: torch {torch.__version__} (CUDA {torch.version.cuda}), cosmos-rl config imports")
+if os.environ["SKILLBANK_CUDA_CHECK"] == "1":
+    if not torch.cuda.is_available():
+        sys.exit("setup: torch cannot see a GPU (driver, CUDA_VISIBLE_DEVICES?); --no-cuda-check skips this")
+    import flash_attn  # noqa: F401
+    print(f"setup: {torch.cuda.device_count()} GPU(s): {torch.cuda.get_device_name(0)}; flash-attn imports")
+elif importlib.util.find_spec("flash_attn") is None:
+    sys.exit("setup: flash-attn is not installed")
+PY
+  PATH="$PWD/.venv/bin:$PATH" redis-server --version
+  echo "setup: ok, GPU stack ($(.venv/bin/skillbank --version))"
+  exit 0
+fi
 "${pip[@]}" torch==2.13.0
 "${pip[@]}" -c constraints.txt -e ".[dev]"
 # cosmos-rl as is would pull a CUDA torch and the NVIDIA stack: take the package alone, then the

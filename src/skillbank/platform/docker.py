@@ -16,7 +16,7 @@ from pathlib import Path
 
 import skillbank
 from skillbank.errors import InputError, RunError
-from skillbank.platform.base import Rendered, call, have, quote_argv, shell_script
+from skillbank.platform.base import FIRST_STEP, Rendered, call, have, quote_argv, shell_script
 from skillbank.platform.context import JobContext
 from skillbank.platform.record import TERMINAL, JobRecord
 
@@ -27,23 +27,55 @@ PASS_ALWAYS = ("HF_TOKEN",)
 PASS_WHEN_SET = ("HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY")
 
 
+def default_image(skill: str) -> str | None:
+    """The skill's container_image: the image the checkout's Dockerfile builds (a pinned tag)."""
+    from skillbank.skillinfo import skill_info
+
+    image = skill_info(skill).get("container_image")
+    return str(image) if image else None
+
+
+def build_command(image: str) -> str:
+    """How to build the skill's image on this host, from the checkout that holds the Dockerfile."""
+    try:
+        from skillbank.paths import bank_root
+
+        root = str(bank_root())
+    except InputError:
+        root = "<the skillbank checkout>"
+    return f"docker build -t {image} {root}"
+
+
 def image_for(ctx: JobContext) -> str:
     if ctx.options.image:
         return ctx.options.image
-    from skillbank.skillinfo import skill_info
-
-    image = skill_info(ctx.skill).get("container_image")
+    image = default_image(ctx.skill)
     if not image:
         raise InputError(
             f"skill {ctx.skill} names no container_image in references/skill_info.yaml",
             where="--image",
             fix="pass --image IMAGE (a cosmos-rl image, e.g. nvcr.io/nvidia/cosmos/cosmos-rl:<tag>)",
         )
-    return str(image)
+    return image
 
 
 def host_hf_home() -> Path:
     return Path(os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface").expanduser()
+
+
+def _spec_folders(ctx: JobContext) -> list[tuple[Path, bool]]:
+    """(folder, read_only) for every folder the spec names: the datasets and a local model read-only,
+    results_dir and train.output_dir read-write."""
+    wanted = [(p, True) for p in ctx.dataset_dirs()]
+    model = ctx.local_model_dir()
+    if model is not None:
+        wanted.append((model, True))
+    return [*wanted, (ctx.results_dir, False), (ctx.train_output_dir, False)]
+
+
+def spec_mounts(ctx: JobContext) -> list[tuple[Path, bool]]:
+    """The spec's folders, nested ones collapsed (what a Slurm container mounts: the image has skillbank)."""
+    return _collapse(_spec_folders(ctx))
 
 
 def mounts(ctx: JobContext) -> list[tuple[Path, Path, bool]]:
@@ -56,12 +88,7 @@ def mounts(ctx: JobContext) -> list[tuple[Path, Path, bool]]:
         wanted.append((bank_root(), True))  # skills/ and config.json: skill_info, templates
     except InputError:
         pass
-    wanted += [(p, True) for p in ctx.dataset_dirs()]
-    model = ctx.local_model_dir()
-    if model is not None:
-        wanted.append((model, True))
-    wanted += [(ctx.results_dir, False), (ctx.train_output_dir, False)]
-    out = [(path, path, ro) for path, ro in _collapse(wanted)]
+    out = [(path, path, ro) for path, ro in _collapse([*wanted, *_spec_folders(ctx)])]
     out.append((host_hf_home(), Path(CONTAINER_HF_HOME), False))
     return out
 
@@ -90,7 +117,8 @@ def env_names() -> list[str]:
 
 def container_script(ctx: JobContext) -> Path:
     """container.sh in the job folder (mounted): install skillbank's light dependencies if the image
-    lacks them, then exec the train command on the spec copy."""
+    lacks them, check the container's environment (a finding exits 2 before training starts), then
+    exec the train command on the spec copy."""
     deps = " ".join(quote_argv([d]) for d in LIGHT_DEPS)
     return shell_script(
         ctx.job_dir / "container.sh",
@@ -98,6 +126,8 @@ def container_script(ctx: JobContext) -> Path:
         [
             "python -c 'import pydantic, yaml, tomli_w, jsonschema, qwen_vl_utils' 2>/dev/null \\",
             f"  || python -m pip install --quiet --disable-pip-version-check {deps}",
+            f"{FIRST_STEP}\n# a finding exits 2 here, before cosmos-rl starts.",
+            quote_argv(ctx.preflight_argv("python")),
             f"exec {quote_argv(ctx.train_argv('python'))}",
         ],
     )
@@ -137,12 +167,29 @@ def render(ctx: JobContext) -> Rendered:
     script = shell_script(
         ctx.job_dir / "command.sh",
         f"docker job {ctx.job_id}: run this on a Docker host with NVIDIA GPUs (credentials pass by name from your shell)",
-        [quote_argv(argv, wrap=2)],
+        [*_build_hint(ctx, image), quote_argv(argv, wrap=2)],
     )
     notes = []
     if ctx.backend == "cosmos-rl":
         notes.append(f"the container runs cosmos-rl on {ctx.gpus_per_node} GPU(s) (policy.parallelism); `--gpus all` exposes every GPU of the host")
     return Rendered(argv=argv, script=script, image=image, env=names, notes=notes)
+
+
+def _build_hint(ctx: JobContext, image: str) -> list[str]:
+    if image != default_image(ctx.skill):
+        return []
+    return [f"# The image is built from skillbank's Dockerfile, once per host: {build_command(image)}"]
+
+
+def require_image(ctx: JobContext, image: str) -> None:
+    """The skill's image is built on this host, never pulled: without it `docker run` would ask a
+    registry for it and fail with an unhelpful 'pull access denied'. Other images may be pulled."""
+    if image != default_image(ctx.skill):
+        return
+    try:
+        call(["docker", "image", "inspect", "--format", "{{.Id}}", image], what="docker image inspect", timeout=60)
+    except RunError:
+        raise RunError(f"the image {image} is not on this Docker host: build it once with `{build_command(image)}`, or pass --image IMAGE") from None
 
 
 def require_engine() -> None:
@@ -163,6 +210,7 @@ def require_engine() -> None:
 
 
 def launch(ctx: JobContext, rendered: Rendered) -> str:
+    require_image(ctx, str(rendered.image))
     return call(rendered.argv, what="docker run", timeout=600).strip().splitlines()[-1]
 
 

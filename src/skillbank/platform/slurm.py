@@ -8,23 +8,30 @@ Shape (docs: shared/docs/cosmos-rl.md; cosmos_rl/launcher/launch_all.py, v0.4.7)
   (the launcher splits the list on ';'); node 0 starts the controller on --port, the other nodes get
   `--url <first node>:<port>` and connect to it (a multi-worker launcher without --url starts its own);
 - each node logs to `--log-dir <run>/cosmos-rl-logs/node_<i>`;
+- the first step runs `skillbank preflight --only env --runs-on here` on every node (HF_TOKEN,
+  redis-server, GPUs, free disk, the model): a finding ends the job before the download and cosmos-rl;
 - `#SBATCH --requeue`: a requeued (or re-submitted) job whose run folder has a checkpoint starts
   from the TOML with `train.resume = true`, so it continues from the newest step;
 - the exit code of cosmos-rl cannot be trusted: after srun the script reads the launcher's
   output and the newest logs for failure lines and exits 1 on one, so sacct shows FAILED.
+- where it runs: with `--image IMAGE`, every srun goes into that container through pyxis/enroot
+  (`--container-image`, `--container-mounts` of the spec's folders and HF_HOME at the same paths);
+  without, the Python environment skillbank was submitted from (SKILLBANK_VENV) comes first on PATH;
+- portable: the script starts with its locations as variables with defaults (HF_HOME, SKILLBANK_WORKDIR,
+  SKILLBANK_JOB_DIR, SKILLBANK_VENV + SKILLBANK_ROOT, or SKILLBANK_IMAGE + SKILLBANK_MOUNTS); every other
+  path in it is one the spec names, and the dataset script is looked up where the job runs.
 The TOML is rendered at submit time by the cosmos-rl backend (`training.cosmos_rl.toml`), from the
 spec copy in the job folder. Credentials are inherited by name (`--export=ALL`), never written.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shlex
 from pathlib import Path
 
 from skillbank.errors import InputError, RunError
-from skillbank.platform.base import Rendered, call, have, tail_file
+from skillbank.platform.base import FIRST_STEP, Rendered, call, have, quote_argv, tail_file
 from skillbank.platform.context import JobContext
 from skillbank.platform.record import TERMINAL, JobRecord
 
@@ -61,21 +68,80 @@ def sbatch_header(ctx: JobContext) -> list[str]:
     return lines
 
 
+def venv_dir(ctx: JobContext) -> Path:
+    """The Python environment skillbank was submitted from (the default of SKILLBANK_VENV)."""
+    return Path(ctx.python).parent.parent
+
+
+def container_mounts(ctx: JobContext) -> str:
+    """pyxis `--container-mounts`: the folders the spec names, each at the same path inside (data and a
+    local model read-only), and HF_HOME (a variable, expanded on the node)."""
+    from skillbank.platform.docker import spec_mounts
+
+    items = [f"{host}:{host}" + (":ro" if ro else "") for host, ro in spec_mounts(ctx)]
+    return ",".join([*items, "$HF_HOME:$HF_HOME"])
+
+
+def environment(ctx: JobContext) -> list[str]:
+    """The variables at the top of the script: where the environment, the bank and the caches live.
+    Their defaults are this machine's; export one before `sbatch` (or edit its line) to run the same
+    script elsewhere. Every other path in the script is one the spec names (results_dir,
+    train.output_dir, the datasets, a local model)."""
+    lines = [
+        "# --- Where things are. Defaults: the submitting machine's; export a variable before sbatch, or edit",
+        "# --- its line, to run this script from another machine. Every other path is one the spec names.",
+        f"export HF_HOME=\"${{HF_HOME:-{_hf_home()}}}\"",
+        f"SKILLBANK_WORKDIR=\"${{SKILLBANK_WORKDIR:-{ctx.cwd}}}\"  # relative spec paths start here",
+        f"JOB_DIR=\"${{SKILLBANK_JOB_DIR:-{ctx.job_dir}}}\"  # the spec copy, the TOMLs, launcher logs",
+    ]
+    if ctx.options.image:
+        lines += [
+            "# The container (pyxis/enroot): the image provides python, skillbank (its SKILLBANK_ROOT), cosmos-rl, redis-server.",
+            f"SKILLBANK_IMAGE=\"${{SKILLBANK_IMAGE:-{ctx.options.image}}}\"  # a registry reference or an .sqsh file",
+            f"SKILLBANK_MOUNTS=\"${{SKILLBANK_MOUNTS:-{container_mounts(ctx)}}}\"",
+            'IN_ENV=(--container-image="$SKILLBANK_IMAGE" --container-mounts="$SKILLBANK_MOUNTS" '
+            '--container-workdir="$SKILLBANK_WORKDIR" --container-env=HF_HOME)',
+        ]
+    else:
+        root = _bank_root()
+        lines += [
+            "# The Python environment with skillbank, cosmos-rl and redis-server (bash scripts/setup.sh --gpu), on a shared filesystem.",
+            f"SKILLBANK_VENV=\"${{SKILLBANK_VENV:-{venv_dir(ctx)}}}\"",
+            *([f"export SKILLBANK_ROOT=\"${{SKILLBANK_ROOT:-{root}}}\"  # the bank: config.json and skills/"] if root else []),
+            'export PATH="$SKILLBANK_VENV/bin:$PATH"',
+            "IN_ENV=()  # srun options; a container job puts pyxis' here",
+        ]
+    return lines
+
+
+def _bank_root() -> str | None:
+    from skillbank.paths import bank_root
+
+    try:
+        return str(bank_root())
+    except InputError:
+        return None
+
+
+def srun(*options: str) -> str:
+    """srun in the job's environment (the container's options when there is one)."""
+    return " ".join(['srun ${IN_ENV[@]+"${IN_ENV[@]}"}', *options])  # empty-array safe under set -u on bash < 4.4
+
+
 def _prelude(ctx: JobContext) -> list[str]:
-    bin_dir = Path(ctx.python).parent
     par = ctx.spec.policy.parallelism
+    where = "in the container SKILLBANK_IMAGE names (pyxis/enroot)" if ctx.options.image else "in the Python environment SKILLBANK_VENV names"
     return [
         f"# skillbank job {ctx.job_id}: {ctx.backend} SFT on {ctx.nodes} node(s) x {ctx.gpus_per_node} GPU(s)",
         f"#   (policy.parallelism: dp_replicate {par.dp_replicate_size}, dp_shard {par.dp_shard_size}, tp {par.tp_size}, cp {par.cp_size}, pp {par.pp_size}).",
         "# Submit: sbatch " + str(ctx.job_dir / SCRIPT_NAME) + "  (or: skillbank submit --platform slurm ...).",
         "# HF_TOKEN / WANDB_API_KEY are inherited from the submitting shell by name (--export=ALL); no value is written here.",
+        f"# Every step runs {where}.",
         "set -euo pipefail",
         "",
-        "# The environment skillbank was submitted from (a venv on the shared filesystem) provides skillbank and cosmos-rl.",
-        f"export PATH={_q(bin_dir)}:$PATH",
-        f"export HF_HOME=\"${{HF_HOME:-{_hf_home()}}}\"",
-        f"cd {_q(ctx.cwd)}",
-        f"JOB_DIR={_q(ctx.job_dir)}",
+        *environment(ctx),
+        "",
+        'cd "$SKILLBANK_WORKDIR"',
         "ATTEMPT=${SLURM_RESTART_COUNT:-0}",
         'echo "skillbank: job ${SLURM_JOB_ID:-?} attempt $ATTEMPT on $(hostname) at $(date -u +%FT%TZ)"',
     ]
@@ -107,30 +173,23 @@ def render_toml(ctx: JobContext, run_dir: Path) -> tuple[Path, Path, list[str]]:
     return fresh, resume, notes
 
 
-def dataset_script() -> Path:
-    """The dataset script cosmos-rl runs (located, not imported: it imports torch)."""
-    found = importlib.util.find_spec("skillbank.training.cosmos_rl.script")
-    if found is None or not found.origin:
-        raise RunError("skillbank.training.cosmos_rl.script is missing from this installation")
-    return Path(found.origin).resolve()
+SCRIPT_MODULE = "skillbank.training.cosmos_rl.script"  # the dataset script cosmos-rl runs, found where the job runs
 
 
 def _cosmos_body(ctx: JobContext) -> tuple[list[str], Path, Path, list[str]]:
     run_dir = ctx.train_output_dir / ctx.job_id
     log_dir = run_dir / "cosmos-rl-logs"
     fresh, resume, notes = render_toml(ctx, run_dir)
-    script = dataset_script()
     lines = [
         f"RUN_DIR={_q(run_dir)}",
         f"LOG_DIR={_q(log_dir)}",
-        f"CONFIG={_q(fresh)}",
-        f"SCRIPT={_q(script)}",
+        f'CONFIG="$JOB_DIR/{fresh.name}"',
         f"PORT={ctx.options.port}",
         f"RDZV_PORT={ctx.options.rdzv_port}",
         "",
         "# Resume-safe: a requeued or re-submitted job continues from this run's newest checkpoint.",
         'if compgen -G "$RUN_DIR/checkpoints/step_*" > /dev/null; then',
-        f"  CONFIG={_q(resume)}",
+        f'  CONFIG="$JOB_DIR/{resume.name}"',
         '  echo "skillbank: resuming from the newest checkpoint under $RUN_DIR/checkpoints"',
         "fi",
     ]
@@ -139,7 +198,7 @@ def _cosmos_body(ctx: JobContext) -> tuple[list[str], Path, Path, list[str]]:
         lines += [
             "",
             "# Download the model once, before any node starts (HF_TOKEN from the environment for gated models).",
-            f"python -c \"from huggingface_hub import snapshot_download; snapshot_download('{hub}')\"",
+            srun("--nodes=1", "--ntasks=1", f"python -c \"from huggingface_hub import snapshot_download; snapshot_download('{hub}')\""),
         ]
     lines += [
         "",
@@ -148,12 +207,14 @@ def _cosmos_body(ctx: JobContext) -> tuple[list[str], Path, Path, list[str]]:
         'HEAD_NODE="${NODES[0]}"',
         "NODE_LIST=$(IFS=';'; echo \"${NODES[*]}\")",
         'echo "skillbank: nodes $NODE_LIST, controller on $HEAD_NODE:$PORT"',
+        "# cosmos-rl runs skillbank's dataset script by path: where it lies in the job's environment.",
+        "SCRIPT=$(" + srun("--nodes=1", "--ntasks=1", "python -c " + _q(f'import importlib.util as u; print(u.find_spec("{SCRIPT_MODULE}").origin)')) + ")",
         "export CONFIG LOG_DIR SCRIPT HEAD_NODE NODE_LIST PORT RDZV_PORT",
         'mkdir -p "$LOG_DIR"',
         'ATTEMPT_LOG="$JOB_DIR/launcher-attempt-$ATTEMPT.log"',
         "set +e",
         "# Node 0 starts the controller on $PORT; the others reach it with --url (without it each would start one).",
-        'srun --nodes="$SLURM_NNODES" --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c \'',
+        srun('--nodes="$SLURM_NNODES"', "--ntasks-per-node=1", "--kill-on-bad-exit=1", "bash -c '"),
         '  url=(); if [ "$SLURM_NODEID" != 0 ]; then url=(--url "$HEAD_NODE:$PORT"); fi',
         '  exec cosmos-rl --config "$CONFIG" --log-dir "$LOG_DIR/node_$SLURM_NODEID" \\',
         '    --num-workers "$SLURM_NNODES" --worker-idx "$SLURM_NODEID" \\',
@@ -173,27 +234,41 @@ def _cosmos_body(ctx: JobContext) -> tuple[list[str], Path, Path, list[str]]:
 
 
 def _local_body(ctx: JobContext) -> list[str]:
-    fresh = " ".join(_q(a) for a in ctx.train_argv())
-    resume = " ".join(_q(a) for a in ctx.train_argv(resume=True))
+    fresh = " ".join(_q(a) for a in ctx.train_argv("python"))
+    resume = " ".join(_q(a) for a in ctx.train_argv("python", resume=True))
     return [
         "# The local backend (torchrun + FSDP2) on one node; a requeued attempt resumes (train --resume).",
         'if [ "$ATTEMPT" -gt 0 ]; then',
-        f"  srun --nodes=1 --ntasks=1 {resume}",
+        "  " + srun("--nodes=1", "--ntasks=1", resume),
         "else",
-        f"  srun --nodes=1 --ntasks=1 {fresh}",
+        "  " + srun("--nodes=1", "--ntasks=1", fresh),
         "fi",
+    ]
+
+
+def first_step(ctx: JobContext) -> list[str]:
+    """The environment checks on every node of the allocation, before anything else runs there."""
+    return [
+        FIRST_STEP,
+        "# on every node; a finding exits 2 and ends the job before the model download and cosmos-rl.",
+        srun('--nodes="$SLURM_NNODES"', "--ntasks-per-node=1", quote_argv(ctx.preflight_argv("python"))),
+        "",
     ]
 
 
 def render(ctx: JobContext) -> Rendered:
     check_options(ctx)
-    lines = [*sbatch_header(ctx), *_prelude(ctx), ""]
+    lines = [*sbatch_header(ctx), *_prelude(ctx), "", *first_step(ctx)]
     run_dir = log_dir = None
     notes: list[str] = []
     if ctx.backend == "cosmos-rl":
         body, run_dir, log_dir, notes = _cosmos_body(ctx)
     else:
         body = _local_body(ctx)
+    if ctx.options.image:
+        notes = [*notes, f"every step runs in the container {ctx.options.image} (pyxis/enroot: srun --container-image); the spec's folders and HF_HOME are mounted at the same paths"]
+    else:
+        notes = [*notes, f"every step runs in the Python environment {venv_dir(ctx)} (SKILLBANK_VENV at the top of the script); --image IMAGE runs it in a container instead"]
     from skillbank import atomic
 
     path = ctx.job_dir / SCRIPT_NAME
@@ -204,6 +279,7 @@ def render(ctx: JobContext) -> Rendered:
         script=path,
         run_dir=run_dir,
         cosmos_log_dir=log_dir,
+        image=ctx.options.image,
         env=["HF_TOKEN", "WANDB_API_KEY"],
         notes=notes,
     )
