@@ -10,7 +10,10 @@ Decide where a request goes. An explicit --automl-policy wins; otherwise the req
 ("turn off AutoML", "no HPO", "plain training" mean off); otherwise auto. Train with auto on an
 AutoML-enabled model with its train schema and template packaged routes to
 tao-skill-bank:tao-run-automl; off trains directly; other actions stay with the model skill.
-The policy applies to this run only: the skill's metadata never changes.
+The policy applies to this run only: the skill's metadata never changes. A train request that asks
+for RL, GRPO or reinforcement learning ("no RL, just SFT" does not) goes to the rl action
+("action": "rl", "action_source": "request"), which trains directly unless its schema marks
+parameters for AutoML.
 """
 
 
@@ -18,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("route", help="decide AutoML handoff vs direct training for a request", description=DESCRIPTION,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--skill", required=True, help="model skill, e.g. tao-finetune-cosmos-reason")
-    p.add_argument("--action", required=True, help="train, evaluate, inference, quantize, export")
+    p.add_argument("--action", required=True, help="train, rl, evaluate, inference, quantize, export")
     p.add_argument("--request", metavar="TEXT", help="the user's words, e.g. 'fine-tune it, no HPO'")
     p.add_argument("--automl-policy", choices=("auto", "off"), help="explicit policy (wins over the request)")
     p.add_argument("--json", action="store_true", help="print one JSON object (the default output is JSON too)")

@@ -1,4 +1,5 @@
-"""Read an AutoML on/off wish from a free-text request ("turn off AutoML", "no HPO", "plain training").
+"""Read an AutoML on/off wish ("turn off AutoML", "no HPO", "plain training") and an RL wish ("GRPO on
+my SFT checkpoint", "no RL, just SFT") from a free-text request.
 
 The request is normalised (case, punctuation, contractions, spelling variants), then every mention
 of AutoML / HPO / hyperparameter search is judged by the words around it, and every "plain
@@ -102,3 +103,60 @@ def policy_from_request(text: str | None) -> str | None:
     if not found:
         return None
     return "off" if found[-1][1] == "off" else "auto"
+
+
+# ---- RL (the rl action: GRPO) ---------------------------------------------------------------------
+
+_RL_REWRITES = (
+    (r"\bcosmos[\s_-]?rl\b", " cosmosrl "),  # the backend's name is no wish for RL
+    (r"\breinforcement[\s_-]+(learning|fine[\s_-]?tun(e|ing)|training)\b", " rl "),
+    (r"\b(grpo|gspo|dapo|rlvr)\b", " rl "),
+)
+_NOT_RL_OBJECTS = {"sft", "plain", "just", "finetune", "supervised", "automl", "hpo"}
+_RL_OFF_AFTER = {"off", "disabled", "skipped", "not", "isn", "aren", "unnecessary", "unneeded", "later"}
+
+
+def rl_signals(text: str) -> list[tuple[int, bool]]:
+    """(position, wants RL) for each mention of RL / GRPO / reinforcement learning, in text order: the
+    nearest verb before it decides, as for AutoML ("no RL", "don't run GRPO", "SFT instead of RL" say no;
+    "then RL", "run GRPO" say yes); a mention with no verb is a wish for it."""
+    t = text.lower()
+    for pattern, repl in _RL_REWRITES:
+        t = re.sub(pattern, repl, t)
+    tokens = normalise(t)
+    found: list[tuple[int, bool]] = []
+    for i, tok in enumerate(tokens):
+        if tok != "rl":
+            continue
+        wants = True
+        for j in range(i - 1, max(-1, i - 5), -1):
+            word = tokens[j]
+            if word in _OFF_BEFORE:
+                wants = word != "no" and _negated(tokens, j, words={"not", "never"})
+                break
+            if word in _ON_BEFORE:
+                wants = not _negated(tokens, j, lookback=1)  # "no AutoML, use GRPO": the "no" is AutoML's
+                break
+            if word in ("not", "never"):
+                wants = False
+                break
+            if word in _OBJECTS or word in ("rl", "sft", "then", "after", "and"):
+                break  # another subject ("no AutoML, GRPO ...") or a sequence ("SFT, then RL")
+        else:
+            for k in range(i + 1, min(len(tokens), i + 3)):
+                if tokens[k] == "not" and k + 1 < len(tokens) and tokens[k + 1] in _NOT_RL_OBJECTS:
+                    break  # "RL instead of SFT" (-> "rl not sft"): the negation is SFT's
+                if tokens[k] in _RL_OFF_AFTER:
+                    wants = False
+                    break
+        found.append((i, wants))
+    return found
+
+
+def rl_from_request(text: str | None) -> bool | None:
+    """True when the request asks for RL (GRPO, reinforcement learning), False when it declines it,
+    None when it says nothing about it. The last mention wins."""
+    if not text:
+        return None
+    found = rl_signals(text)
+    return found[-1][1] if found else None

@@ -1,8 +1,10 @@
 """The train action policy of the seed, as code.
 
-Explicit automl_policy wins; else the request's wording; else "auto". With auto, a model whose
-skill_info says automl_enabled and whose train schema and template are packaged (and parse) goes to
-`tao-skill-bank:tao-run-automl`; otherwise training is direct. Non-train actions stay with the model
+A train request that asks for RL (GRPO, reinforcement learning; "no RL, just SFT" does not) goes to
+the rl action. Explicit automl_policy wins; else the request's wording; else "auto". With auto, a
+model whose skill_info says automl_enabled, whose action schema and template are packaged (and
+parse) and whose schema marks parameters for AutoML (automl_default_parameters) goes to
+`tao-skill-bank:tao-run-automl`; otherwise training is direct. Other actions stay with the model
 skill. The override is for this run only: nothing in the skill changes.
 """
 
@@ -16,11 +18,12 @@ import yaml
 
 from skillbank.errors import InputError
 from skillbank.paths import bank_root, skill_dir
-from skillbank.routing.phrases import policy_from_request
+from skillbank.routing.phrases import policy_from_request, rl_from_request
 from skillbank.skillinfo import schema_path, skill_info, template_path
 
 POLICIES = ("auto", "off")
 NOT_RUNNABLE = "AutoML is enabled but not runnable until schemas are generated"
+TRAINING_ACTIONS = ("train", "rl")  # actions that train, so AutoML may take them
 
 
 @dataclass(frozen=True)
@@ -35,14 +38,15 @@ class RouteDecision:
     reason: str
     skill_dir: str
     automl_enabled: bool
+    action_source: str = "explicit"  # "request": a train request that asked for RL became the rl action
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def _packaged(skill: str) -> str | None:
-    """None when the train schema and template exist and parse, else what is missing."""
-    schema, template = schema_path(skill, "train"), template_path(skill, "train")
+def _packaged(skill: str, action: str = "train") -> str | None:
+    """None when the action's schema and template exist and parse, else what is missing."""
+    schema, template = schema_path(skill, action), template_path(skill, action)
     for path in (schema, template):
         if not path.is_file():
             return f"{path.name} is missing"
@@ -50,8 +54,14 @@ def _packaged(skill: str) -> str | None:
         json.loads(schema.read_text(encoding="utf-8"))
         yaml.safe_load(template.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        return f"a packaged train schema or template does not parse ({exc.__class__.__name__})"
+        return f"a packaged {action} schema or template does not parse ({exc.__class__.__name__})"
     return None
+
+
+def _searched(skill: str, action: str) -> bool:
+    """The action's schema marks parameters AutoML searches by default (read after _packaged)."""
+    schema = json.loads(schema_path(skill, action).read_text(encoding="utf-8"))
+    return bool(schema.get("automl_default_parameters"))
 
 
 def resolve_policy(automl_policy: str | None, request: str | None) -> tuple[str, str]:
@@ -71,22 +81,31 @@ def route(*, skill: str, action: str, request: str | None = None, automl_policy:
     actions = info.get("actions", {})
     if action not in actions:
         raise InputError(f"skill {skill} has no action {action!r}", where="--action", fix=f"one of: {', '.join(actions)}")
+    action_source = "explicit"
+    if action == "train" and "rl" in actions and rl_from_request(request):
+        action, action_source = "rl", "request"
     policy, source = resolve_policy(automl_policy, request)
     enabled = bool(info.get("automl_enabled"))
     common = dict(skill=skill, action=action, automl_policy=policy, policy_source=source,
-                  skill_dir=folder.relative_to(bank_root()).as_posix(), automl_enabled=enabled)
-    if action != "train":
+                  skill_dir=folder.relative_to(bank_root()).as_posix(), automl_enabled=enabled, action_source=action_source)
+    what = "RL (GRPO) training" if action == "rl" else "model training"
+    if action_source == "request":
+        what += " (the request asks for RL: the rl action)"
+    if action not in TRAINING_ACTIONS:
         return RouteDecision(**common, route="model", target=skill, runnable=True,
                              reason=f"{action} is not a train action: it stays with the model skill")
     if policy == "off":
         return RouteDecision(**common, route="direct", target=skill, runnable=True,
-                             reason=f"automl_policy off ({source}): direct model training for this run only")
+                             reason=f"automl_policy off ({source}): direct {what} for this run only")
     if not enabled:
         return RouteDecision(**common, route="direct", target=skill, runnable=True,
-                             reason="automl_enabled is false for this model: direct model training")
-    missing = _packaged(skill)
+                             reason=f"automl_enabled is false for this model: direct {what}")
+    missing = _packaged(skill, action)
     if missing:
         return RouteDecision(**common, route="direct", target=skill, runnable=False,
                              reason=f"{NOT_RUNNABLE} ({missing}; run `skillbank schemas generate`)")
+    if not _searched(skill, action):
+        return RouteDecision(**common, route="direct", target=skill, runnable=True,
+                             reason=f"the {action} schema marks no parameters for AutoML (automl_default_parameters is empty): direct {what}")
     return RouteDecision(**common, route="automl", target=info.get("automl_target", "tao-skill-bank:tao-run-automl"),
-                         runnable=True, reason=f"automl_policy auto ({source}), automl_enabled, train schema and template packaged")
+                         runnable=True, reason=f"automl_policy auto ({source}), automl_enabled, {action} schema and template packaged")
