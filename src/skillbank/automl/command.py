@@ -80,6 +80,14 @@ def add_search_arguments(p: argparse.ArgumentParser, *, trials_flags: tuple[str,
     p.add_argument("--study", metavar="NAME", help="study name (default: the spec file's stem)")
 
 
+DEFAULT_METRIC = "accuracy"
+
+
+def add_metric_argument(p: argparse.ArgumentParser) -> None:
+    """--metric: shared by `skillbank automl` and `skillbank submit --action automl`."""
+    p.add_argument("--metric", default=DEFAULT_METRIC, help="accuracy (default), f1 or balanced_accuracy (of each epoch's export on the validation set), or val_loss")
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--skill", default="tao-finetune-cosmos-reason", help="model skill (default: %(default)s)")
     p.add_argument("--action", choices=("train", "evaluate"), default="train",
@@ -88,7 +96,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompts", metavar="FILE", help="--action evaluate: system prompt candidates, one per line or a YAML list (null: the default)")
     p.add_argument("--holdout", metavar="ANNOTATIONS[:MEDIA]", help="--action evaluate: held-out set the best trial and the baseline are evaluated on once")
     add_search_arguments(p)
-    p.add_argument("--metric", default="accuracy", help="accuracy (default), f1 or balanced_accuracy (of each epoch's export on the validation set), or val_loss")
+    add_metric_argument(p)
     p.add_argument("--direction", choices=("maximize", "minimize"), help="default: maximize accuracy, minimize val_loss")
     p.add_argument("--storage", metavar="URL", help="SQLAlchemy URL (default: sqlite:///<study folder>/study.db)")
     p.add_argument("--out", metavar="DIR", help="study folder (default: <results_dir>/automl/<study>)")

@@ -6,22 +6,29 @@ import argparse
 import json
 from typing import Any
 
+from skillbank.automl import DEFAULT_ALGORITHM, DEFAULT_TRIALS
+from skillbank.automl.command import DEFAULT_METRIC, add_metric_argument, add_search_arguments
 from skillbank.training.backends import BACKENDS
 
 PLATFORMS = ("local", "docker", "slurm")
+ACTIONS = ("train", "automl")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "submit",
-        help="run a train spec on this machine, in Docker, or on Slurm (preflight first; a job record either way)",
-        description="Submit a train spec as a job. Preflight runs first: a spec or data error submits nothing (exit 2). "
+        help="run a train spec (or an AutoML study on it) on this machine, in Docker, or on Slurm (preflight first; a job record either way)",
+        description="Submit a train spec as a job: `skillbank train` (--action train, the default) or an AutoML study "
+        "(--action automl: `skillbank automl --resume --study NAME --out <results_dir>/automl/NAME`; the study name defaults to "
+        "the spec file's stem, so re-submitting the same spec, or a Slurm requeue, continues the same study; `jobs cancel` "
+        "stops every trial). Preflight runs first: a spec or data error submits nothing (exit 2). "
         "The environment (HF_TOKEN, redis-server, GPUs, free disk) is checked here for --platform local; for docker and "
         "slurm its findings are listed as 'check on the node' and the rendered job runs `skillbank preflight --only env` "
         "as its first step there. --dry-run writes the command or sbatch script into <results_dir>/jobs/<id>/ and submits nothing.",
     )
     p.add_argument("--platform", required=True, choices=PLATFORMS)
-    p.add_argument("--spec", required=True, metavar="FILE", help="train spec (YAML) of the model skill")
+    p.add_argument("--spec", required=True, metavar="FILE", help="train spec (YAML) of the model skill (automl: the study's base spec)")
+    p.add_argument("--action", choices=ACTIONS, default="train", help="train (default): one training run; automl: a hyperparameter study on the spec, its trials one after another where the job runs")
     p.add_argument("--backend", choices=BACKENDS, default=None, help="training backend (default: cosmos-rl on every platform; local: torchrun + FSDP2, one node)")
     p.add_argument("--skill", default="tao-finetune-cosmos-reason", help="model skill the spec belongs to")
     p.add_argument("--nodes", type=int, default=None, metavar="N", help="confirm the node count (must equal policy.parallelism.dp_replicate_size)")
@@ -34,6 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--time", default=None, metavar="HH:MM:SS", help="slurm: time limit")
     p.add_argument("--dry-run", action="store_true", help="render into the job folder, print its path, submit nothing")
     p.add_argument("--json", action="store_true", help="print the job record as one JSON document")
+    search = p.add_argument_group("--action automl", "what the study searches (as `skillbank automl`; the job always passes --resume)")
+    add_search_arguments(search)
+    add_metric_argument(search)
     p.set_defaults(run=run_submit)
 
     jobs = sub.add_parser("jobs", help="status, logs or cancel of a submitted job (by id or record path)")
@@ -72,6 +82,8 @@ def _print_record(record: Any, path: Any, as_json: bool, headline: str) -> None:
         print(f"  log:     {record.outputs.log}")
     if record.outputs.run_dir:
         print(f"  run:     {record.outputs.run_dir}")
+    if record.outputs.study_dir:
+        print(f"  study:   {record.outputs.study_dir}  (best_rec.json, trials.parquet when it ends; re-submit the spec to resume)")
     for note in record.notes:
         print(f"  note:    {note}")
     for line in record.preflight.get("check_on_node", []):
@@ -85,15 +97,41 @@ def run_submit(args: argparse.Namespace) -> int:
     options = Options(image=args.image, partition=args.partition, account=args.account, time=args.time, shm_size=args.shm_size)
     record, path = submit(
         platform=args.platform, spec_path=args.spec, backend=args.backend, skill=args.skill,
-        nodes=args.nodes, gpus_per_node=args.gpus_per_node, options=options, dry_run=args.dry_run,
+        nodes=args.nodes, gpus_per_node=args.gpus_per_node, options=options, dry_run=args.dry_run, automl=automl_job(args),
     )
     if args.dry_run:
         headline = f"job {record.id}: rendered for {record.platform} ({record.backend}); nothing was submitted\n{record.script}"
     else:
-        headline = f"job {record.id}: submitted to {record.platform} ({record.backend}), {record.external_kind} {record.external_id}"
+        headline = f"job {record.id}: {record.action} submitted to {record.platform} ({record.backend}), {record.external_kind} {record.external_id}"
         headline += f"\n  next:    skillbank jobs status {record.id}   |   skillbank jobs logs {record.id}"
     _print_record(record, path, args.json, headline)
     return 0
+
+
+def automl_job(args: argparse.Namespace) -> Any:
+    """The study of --action automl (None for train); search flags with --action train are an input error."""
+    from pathlib import Path
+
+    from skillbank.errors import InputError
+    from skillbank.platform.context import AutomlJob
+
+    given = [flag for flag, value, default in (
+        ("--algorithm", args.algorithm, DEFAULT_ALGORITHM), ("--max-trials", args.max_trials, DEFAULT_TRIALS),
+        ("--metric", args.metric, DEFAULT_METRIC), ("--param", args.param, None), ("--range", args.range, []),
+        ("--choices", args.choices, []), ("--study", args.study, None)) if value != default]
+    if args.action != "automl":
+        if given:
+            raise InputError(f"{', '.join(given)} belong(s) to an AutoML study", where=given[0], fix="add --action automl, or drop the flag")
+        return None
+    if args.max_trials < 1:
+        raise InputError("--max-trials must be at least 1", where="--max-trials")
+    study = args.study or Path(args.spec).stem
+    if not study or "/" in study or study in (".", ".."):
+        raise InputError(f"--study {study!r} is not a folder name", where="--study", fix="use a plain name such as lr-sweep")
+    return AutomlJob(
+        study=study, algorithm=args.algorithm, max_trials=args.max_trials, metric=args.metric,
+        params=tuple(args.param or ()), ranges=tuple(args.range), choices=tuple((k, tuple(v)) for k, v in args.choices),
+    )
 
 
 def run_status(args: argparse.Namespace) -> int:

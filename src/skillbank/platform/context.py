@@ -5,6 +5,8 @@ the submit directory as its working directory, so relative spec paths mean what 
 Nodes and GPUs come from the spec's parallelism (cosmos-rl: one replica of
 tp*cp*pp*dp_shard GPUs per node, dp_replicate nodes); flags may only confirm them.
 Every rendered job starts with `preflight_argv`: the environment checks, on the machine that trains.
+A job's action is train (`skillbank train`) or automl (`skillbank automl ... --resume` on the spec
+copy, its study in <results_dir>/automl/<study>): `job_argv` is the command either way.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from skillbank.platform import record as rec
 from skillbank.spec.train import TrainSpec
 
 TRAIN_COMMAND = ("-m", "skillbank.cli", "train")
+AUTOML_COMMAND = ("-m", "skillbank.cli", "automl")
 PREFLIGHT_COMMAND = ("-m", "skillbank.cli", "preflight")
 
 
@@ -34,6 +37,29 @@ class Options:
     shm_size: str = "16g"
     rdzv_port: int = 29345
     port: int = 8000
+
+
+@dataclass(frozen=True)
+class AutomlJob:
+    """What an automl job searches (the flags of `skillbank automl`, automl.command.add_search_arguments)."""
+
+    study: str
+    algorithm: str
+    max_trials: int
+    metric: str
+    params: tuple[str, ...] = ()
+    ranges: tuple[tuple[str, tuple[float, float]], ...] = ()
+    choices: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def argv(self) -> list[str]:
+        out = ["--algorithm", self.algorithm, "--max-trials", str(self.max_trials), "--metric", self.metric]
+        for key in self.params:
+            out += ["--param", key]
+        for key, (low, high) in self.ranges:
+            out += ["--range", f"{key}={low!r}:{high!r}"]
+        for key, values in self.choices:
+            out += ["--choices", f"{key}={','.join(values)}"]
+        return out
 
 
 @dataclass
@@ -53,6 +79,26 @@ class JobContext:
     gpus_per_node: int
     options: Options = field(default_factory=Options)
     python: str = field(default_factory=lambda: sys.executable)
+    action: str = "train"
+    automl: AutomlJob | None = None
+
+    @property
+    def study_dir(self) -> Path | None:
+        """An automl job's study folder: <results_dir>/automl/<study> (the same for every submit of a study)."""
+        return self.results_dir / "automl" / self.automl.study if self.automl else None
+
+    def job_argv(self, python: str | None = None, *, resume: bool = False) -> list[str]:
+        """The job's command: `skillbank train` (resume: a requeued attempt), or `skillbank automl`,
+        which always resumes its study (created by the first run, continued by a requeue or resubmit)."""
+        return self.automl_argv(python) if self.automl else self.train_argv(python, resume=resume)
+
+    def automl_argv(self, python: str | None = None) -> list[str]:
+        """`skillbank automl --resume` on the spec copy, the study named and its folder fixed."""
+        assert self.automl is not None
+        return [
+            python or self.python, *AUTOML_COMMAND, "--skill", self.skill, "--spec", str(self.spec_copy),
+            "--study", self.automl.study, "--out", str(self.study_dir), "--resume", "--backend", self.backend, *self.automl.argv(),
+        ]
 
     def abs(self, path: str) -> Path:
         """A spec path as the job sees it: relative paths are relative to the submit directory."""
@@ -150,6 +196,7 @@ def build_context(
     options: Options,
     job_id: str | None = None,
     cwd: Path | None = None,
+    automl: AutomlJob | None = None,
 ) -> JobContext:
     cwd = (cwd or Path.cwd()).resolve()
     src = Path(spec_path).expanduser()
@@ -167,7 +214,13 @@ def build_context(
             where="--backend",
             fix="use --backend cosmos-rl for multi-node training, or set policy.parallelism.dp_replicate_size=1",
         )
-    job_id = job_id or rec.new_job_id("train")
+    if automl is not None and n_nodes > 1:
+        raise InputError(
+            f"an automl study runs its trials on one machine but the spec asks for {n_nodes} nodes (policy.parallelism.dp_replicate_size)",
+            where="policy.parallelism.dp_replicate_size",
+            fix="set policy.parallelism.dp_replicate_size=1 for the study, or submit a multi-node train job with --action train",
+        )
+    job_id = job_id or rec.new_job_id("automl" if automl else "train")
     results_dir = _abs(spec.results_dir, cwd)
     jdir = rec.job_dir(results_dir, job_id)
     return JobContext(
@@ -185,6 +238,8 @@ def build_context(
         nodes=n_nodes,
         gpus_per_node=n_gpus,
         options=options,
+        action="automl" if automl else "train",
+        automl=automl,
     )
 
 

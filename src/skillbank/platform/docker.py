@@ -118,7 +118,7 @@ def env_names() -> list[str]:
 def container_script(ctx: JobContext) -> Path:
     """container.sh in the job folder (mounted): install skillbank's light dependencies if the image
     lacks them, check the container's environment (a finding exits 2 before training starts), then
-    exec the train command on the spec copy."""
+    exec the job's command (train, or automl --resume) on the spec copy."""
     deps = " ".join(quote_argv([d]) for d in LIGHT_DEPS)
     return shell_script(
         ctx.job_dir / "container.sh",
@@ -128,7 +128,7 @@ def container_script(ctx: JobContext) -> Path:
             f"  || python -m pip install --quiet --disable-pip-version-check {deps}",
             f"{FIRST_STEP}\n# a finding exits 2 here, before cosmos-rl starts.",
             quote_argv(ctx.preflight_argv("python")),
-            f"exec {quote_argv(ctx.train_argv('python'))}",
+            f"exec {quote_argv(ctx.job_argv('python'))}",
         ],
     )
 

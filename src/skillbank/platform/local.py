@@ -1,4 +1,4 @@
-"""Local platform: `skillbank train` as a detached process on this machine, its log in the job folder.
+"""Local platform: `skillbank train` (or `skillbank automl`) as a detached process on this machine, its log in the job folder.
 
 command.sh (for a run by hand) starts with the environment checks, like every rendered job; the
 detached launch needs no such line: submit checked this machine, and `skillbank train` checks it again.
@@ -22,13 +22,13 @@ STATE_NAME = "state.json"
 
 
 def render(ctx: JobContext) -> Rendered:
-    argv = ctx.train_argv()
+    argv = ctx.job_argv()
     script = shell_script(
         ctx.job_dir / "command.sh",
         f"local job {ctx.job_id}",
         [
             f"cd {quote_argv([str(ctx.cwd)])}",
-            f"{FIRST_STEP}\n# a finding exits 2 here, before training starts.",
+            f"{FIRST_STEP}\n# a finding exits 2 here, before training (or the study) starts.",
             quote_argv(ctx.preflight_argv()),
             f"exec {quote_argv(argv)}",
         ],

@@ -48,6 +48,7 @@ class Outputs(BaseModel):
     run_dir: str | None = Field(None, description="The run folder when the platform fixes it (slurm: <train_output_dir>/<job id>).")
     log: str | None = Field(None, description="The job's main log file (local: the train command's output; slurm: the batch output).")
     cosmos_log_dir: str | None = Field(None, description="cosmos-rl's --log-dir (slurm): node_<i>/logs_latest/ per node.")
+    study_dir: str | None = Field(None, description="action automl: the study folder, <results_dir>/automl/<study> (study.db, trials/, best_rec.json); every submit of the same study resumes it.")
 
 
 class JobRecord(BaseModel):
@@ -60,9 +61,9 @@ class JobRecord(BaseModel):
     platform: Platform
     backend: Backend
     skill: str
-    action: Literal["train"] = "train"
+    action: Literal["train", "automl"] = Field("train", description="train: `skillbank train`; automl: `skillbank automl --resume` (a study; its trials run on one machine).")
     spec: SpecRef
-    argv: list[str] = Field(description="What was (or would be) executed: the train command, `docker run ...`, or `sbatch SCRIPT`.")
+    argv: list[str] = Field(description="What was (or would be) executed: the train or automl command, `docker run ...`, or `sbatch SCRIPT`.")
     script: str | None = Field(None, description="The rendered file (docker: command.sh, slurm: job.sbatch).")
     status: Status
     dry_run: bool = False

@@ -131,8 +131,9 @@ def srun(*options: str) -> str:
 def _prelude(ctx: JobContext) -> list[str]:
     par = ctx.spec.policy.parallelism
     where = "in the container SKILLBANK_IMAGE names (pyxis/enroot)" if ctx.options.image else "in the Python environment SKILLBANK_VENV names"
+    what = f"AutoML study {ctx.automl.study} ({ctx.backend} trials)" if ctx.automl else f"{ctx.backend} SFT"
     return [
-        f"# skillbank job {ctx.job_id}: {ctx.backend} SFT on {ctx.nodes} node(s) x {ctx.gpus_per_node} GPU(s)",
+        f"# skillbank job {ctx.job_id}: {what} on {ctx.nodes} node(s) x {ctx.gpus_per_node} GPU(s)",
         f"#   (policy.parallelism: dp_replicate {par.dp_replicate_size}, dp_shard {par.dp_shard_size}, tp {par.tp_size}, cp {par.cp_size}, pp {par.pp_size}).",
         "# Submit: sbatch " + str(ctx.job_dir / SCRIPT_NAME) + "  (or: skillbank submit --platform slurm ...).",
         "# HF_TOKEN / WANDB_API_KEY are inherited from the submitting shell by name (--export=ALL); no value is written here.",
@@ -246,6 +247,15 @@ def _local_body(ctx: JobContext) -> list[str]:
     ]
 
 
+def _automl_body(ctx: JobContext) -> list[str]:
+    """`skillbank automl --resume` on one node: the first attempt creates the study, a requeued or
+    re-submitted one continues it (finished trials kept, failed or stopped ones run again)."""
+    return [
+        "# The AutoML study: its trials run one after another on this node; every attempt resumes the study.",
+        srun("--nodes=1", "--ntasks=1", quote_argv(ctx.job_argv("python"))),
+    ]
+
+
 def first_step(ctx: JobContext) -> list[str]:
     """The environment checks on every node of the allocation, before anything else runs there."""
     return [
@@ -261,7 +271,10 @@ def render(ctx: JobContext) -> Rendered:
     lines = [*sbatch_header(ctx), *_prelude(ctx), "", *first_step(ctx)]
     run_dir = log_dir = None
     notes: list[str] = []
-    if ctx.backend == "cosmos-rl":
+    if ctx.automl is not None:
+        body = _automl_body(ctx)
+        notes = [f"the study runs its trials on one node ({ctx.backend} backend); a requeued or re-submitted job resumes it in {ctx.study_dir}"]
+    elif ctx.backend == "cosmos-rl":
         body, run_dir, log_dir, notes = _cosmos_body(ctx)
     else:
         body = _local_body(ctx)

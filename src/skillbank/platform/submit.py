@@ -1,4 +1,4 @@
-"""Submit one train job to a platform, and query, tail or stop it later through its record.
+"""Submit one train job (or one AutoML study) to a platform, and query, tail or stop it later through its record.
 
 Order of a submit: validate the spec -> preflight (a failure submits nothing: InputError, exit 2) ->
 check the engine (docker info / sbatch; skipped by --dry-run) -> copy the spec into the job folder ->
@@ -8,6 +8,10 @@ Preflight checks spec and data here for every platform. The environment (HF_TOKE
 GPUs, free disk, the model) is checked here for --platform local only; a Docker or Slurm job runs
 elsewhere, so its env findings are "check on the node" (recorded, not errors) and the rendered job
 runs `skillbank preflight --only env --runs-on here` as its first step there (JobContext.preflight_argv).
+
+An automl job (`automl=AutomlJob(...)`) passes the same gate on its base train spec and runs
+`skillbank automl --resume` in <results_dir>/automl/<study>: the first run creates the study, a
+requeued or re-submitted job continues it, and cancel stops the runner, which stops every trial.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Any, Callable
 
 from skillbank.errors import InputError, RunError
 from skillbank.platform import record as rec
-from skillbank.platform.context import JobContext, Options, build_context, copy_spec
+from skillbank.platform.context import AutomlJob, JobContext, Options, build_context, copy_spec
 from skillbank.training.backends import BACKENDS
 
 DEFAULT_SKILL = "tao-finetune-cosmos-reason"
@@ -70,6 +74,24 @@ def preflight_gate(ctx: JobContext, *, gpus_per_node: int | None) -> dict[str, A
     return {"ran": True, **report.summary()}
 
 
+def check_study(automl: AutomlJob, skill: str, spec: Any) -> None:
+    """What `skillbank automl` would refuse on the node, refused here (exit 2, nothing submitted): an
+    unknown metric, a search key or range the skill's train schema does not allow."""
+    from typing import get_args
+
+    from skillbank.automl.space import build_space, load_schema
+    from skillbank.automl.trials import LOSS_METRICS
+    from skillbank.skillinfo import schema_path
+    from skillbank.spec.evaluate import MetricsSpec
+
+    metrics = (*get_args(MetricsSpec.model_fields["primary"].annotation), *LOSS_METRICS)
+    if automl.metric not in metrics:
+        raise InputError(f"unknown metric {automl.metric!r}", where="--metric", fix=f"use one of: {', '.join(metrics)}")
+    schema = load_schema(schema_path(skill, "train"))
+    build_space(schema, spec.model_dump(mode="json"), params=list(automl.params) or None,
+                ranges=dict(automl.ranges), choices={k: list(v) for k, v in automl.choices})
+
+
 def _preflight_gpus(platform: str, flag: int | None, ctx: JobContext) -> int | None:
     """What preflight should assume about GPUs per node: the allocation on Slurm and Docker (the flag,
     else the shape the spec asks for), what the flag says on this machine (None: the env check counts
@@ -87,6 +109,7 @@ def submit(
     gpus_per_node: int | None = None,
     options: Options | None = None,
     dry_run: bool = False,
+    automl: AutomlJob | None = None,
 ) -> tuple[rec.JobRecord, Path]:
     from skillbank.spec.io import load_spec
     from skillbank.spec.registry import spec_model
@@ -96,9 +119,11 @@ def submit(
     if backend not in BACKENDS:
         raise InputError(f"unknown backend {backend!r}", where="--backend", fix=f"one of: {', '.join(BACKENDS)}")
     spec = load_spec(spec_path, spec_model(skill, "train"))
+    if automl is not None:
+        check_study(automl, skill, spec)
     ctx = build_context(
         platform=platform, backend=backend, skill=skill, spec_path=spec_path, spec=spec,  # type: ignore[arg-type]
-        nodes=nodes, gpus_per_node=gpus_per_node, options=options or Options(),
+        nodes=nodes, gpus_per_node=gpus_per_node, options=options or Options(), automl=automl,
     )
     pre = preflight_gate(ctx, gpus_per_node=_preflight_gpus(platform, gpus_per_node, ctx))
     if not dry_run:
@@ -110,6 +135,7 @@ def submit(
         platform=platform,  # type: ignore[arg-type]
         backend=backend,  # type: ignore[arg-type]
         skill=skill,
+        action=ctx.action,  # type: ignore[arg-type]
         spec=rec.SpecRef(path=str(ctx.spec_path), sha256=sha, copy_path=str(ctx.spec_copy)),
         argv=rendered.argv,
         script=str(rendered.script) if rendered.script else None,
@@ -127,6 +153,7 @@ def submit(
             run_dir=str(rendered.run_dir) if rendered.run_dir else None,
             log=str(rendered.log) if rendered.log else None,
             cosmos_log_dir=str(rendered.cosmos_log_dir) if rendered.cosmos_log_dir else None,
+            study_dir=str(ctx.study_dir) if ctx.study_dir else None,
         ),
         preflight=pre,
         notes=rendered.notes,
