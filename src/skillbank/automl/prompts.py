@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import shlex
 import sys
 import time
 from dataclasses import dataclass, field
@@ -260,28 +259,14 @@ def preflight_gate(args: argparse.Namespace, base: dict[str, Any], holdout: tupl
 
 
 def command_line(args: argparse.Namespace, study_name: str, *, resume: bool) -> str:
-    argv = ["skillbank", "automl", "--action", "evaluate", "--skill", args.skill, "--spec", str(Path(args.spec).resolve()),
-            "--study", study_name, "--algorithm", args.algorithm, "--max-trials", str(args.max_trials), "--metric", args.metric]
-    if args.prompts:
-        argv += ["--prompts", str(Path(args.prompts).resolve())]
-    for key in args.param or []:
-        argv += ["--param", key]
-    for key, (low, high) in args.range:
-        argv += ["--range", f"{key}={low:g}:{high:g}"]
-    for key, values in args.choices:
-        argv += ["--choices", f"{key}={','.join(values)}"]
+    """The prompt search's start / resume command (training AutoML's builder with --action evaluate)."""
+    from skillbank.automl.run import command_line as automl_command_line
+
+    extra = ["--prompts", str(Path(args.prompts).resolve())] if args.prompts else []
     if args.holdout:
         annotation, media = parse_holdout(args.holdout)
-        argv += ["--holdout", str(Path(annotation).resolve()) + (f":{Path(media).resolve()}" if media else "")]
-    for flag, value, default in (("--storage", args.storage, None), ("--out", args.out, None),
-                                 ("--seed", args.seed, 0), ("--direction", args.direction, None)):
-        if value != default:
-            argv += [flag, redact(str(value))]
-    if args.no_baseline:
-        argv.append("--no-baseline")
-    if resume:
-        argv.append("--resume")
-    return shlex.join(argv)
+        extra += ["--holdout", str(Path(annotation).resolve()) + (f":{Path(media).resolve()}" if media else "")]
+    return automl_command_line(args, study_name, resume=resume, action=["--action", "evaluate"], extra=extra)
 
 
 def study_plan(args, settings, space, out_dir: Path, holdout, preflight: dict[str, Any]) -> dict[str, Any]:

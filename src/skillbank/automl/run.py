@@ -50,10 +50,15 @@ def preflight_gate(args: argparse.Namespace) -> dict[str, Any]:
     return report.summary()
 
 
-def command_line(args: argparse.Namespace, study_name: str, *, resume: bool) -> str:
-    """The `skillbank automl` command that starts (or resumes) this study, every choice spelled out."""
-    argv = ["skillbank", "automl", "--skill", args.skill, "--spec", str(Path(args.spec).resolve()), "--study", study_name,
-            "--algorithm", args.algorithm, "--max-trials", str(args.max_trials), "--metric", args.metric, "--backend", args.backend]
+def command_line(args: argparse.Namespace, study_name: str, *, resume: bool, action: list[str] = (),
+                 extra: list[str] = ()) -> str:
+    """The `skillbank automl` command that starts (or resumes) this study, every choice spelled out.
+    `action` / `extra`: what a prompt search adds (its --action and its --prompts / --holdout)."""
+    argv = ["skillbank", "automl", *action, "--skill", args.skill, "--spec", str(Path(args.spec).resolve()), "--study", study_name,
+            "--algorithm", args.algorithm, "--max-trials", str(args.max_trials), "--metric", args.metric]
+    if not action:
+        argv += ["--backend", args.backend]
+    argv += list(extra)
     for key in args.param or []:
         argv += ["--param", key]
     for key, (low, high) in args.range:
