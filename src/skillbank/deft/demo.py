@@ -48,14 +48,14 @@ def weak_family_sets(data: Path, out: Path, *, weak: str = WEAK, base_per_family
     records of each family; a pool of the rest, the weak family thinned to `pool_weak_share` of it
     (random selection rarely picks it). Records are copied whole; videos stay relative to the split
     folders. Writes out/{base,pool,proxy,bench}.json; returns {role: {annotation_path, media_dir}}."""
-    from skillbank.deft.sets import content_hash
+    from skillbank.hashing import sha256_file
 
     train = json.loads((data / "train" / "annotations.json").read_text(encoding="utf-8"))
     bench = json.loads((data / "val" / "annotations.json").read_text(encoding="utf-8"))
     # small synthetic clips repeat now and then (a static square at the same rounded place): drop every
     # train record whose video has a benchmark video's content, as the DEFT preflight demands
-    protected = {content_hash(str(data / "val" / r["video"])) for r in bench}
-    train = [r for r in train if content_hash(str(data / "train" / r["video"])) not in protected]
+    protected = {sha256_file(str(data / "val" / r["video"])) for r in bench}
+    train = [r for r in train if sha256_file(str(data / "train" / r["video"])) not in protected]
     base, proxy, rest = [], [], []
     in_base: dict[str, int] = {}
     in_proxy: dict[str, int] = {}

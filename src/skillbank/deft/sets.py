@@ -4,7 +4,6 @@ pool, the proxy set or the base training set)."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from skillbank.data import chat
 from skillbank.data.media import media_root
 from skillbank.data.records import load_records
 from skillbank.errors import InputError
+from skillbank.hashing import sha256_file
 
 SHOWN = 5
 SETS = ("pool", "proxy", "benchmark")
@@ -39,14 +39,6 @@ def load_set(role: str, annotation_path: str, media_dir: str) -> RecordSet:
     return RecordSet(role, annotation_path, media_root(media_dir, annotation_path), load_records(annotation_path))
 
 
-def content_hash(path: str, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
 class ContentIndex:
     """The media files of a protected set by content: other files are hashed only when their size
     matches one of them, so checking a pool of millions costs a stat per file, not a read."""
@@ -55,7 +47,7 @@ class ContentIndex:
         self.by_size: dict[int, set[str]] = defaultdict(set)
         for p in set(paths):
             if os.path.isfile(p):
-                self.by_size[os.path.getsize(p)].add(content_hash(p))
+                self.by_size[os.path.getsize(p)].add(sha256_file(p))
         self._hashes: dict[str, str | None] = {}
 
     def matches(self, path: str) -> bool:
@@ -66,7 +58,7 @@ class ContentIndex:
         if size not in self.by_size:
             return False
         if path not in self._hashes:
-            self._hashes[path] = content_hash(path)
+            self._hashes[path] = sha256_file(path)
         return self._hashes[path] in self.by_size[size]
 
 

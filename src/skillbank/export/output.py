@@ -6,7 +6,6 @@ sees half an export; an existing target is replaced only with overwrite=True.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
@@ -17,6 +16,7 @@ from typing import Any
 
 from skillbank import __version__, atomic
 from skillbank.errors import InputError
+from skillbank.hashing import sha256_file
 
 
 @contextmanager
@@ -42,14 +42,6 @@ def staged_folder(target: str | os.PathLike[str], *, overwrite: bool = False, fl
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-
-
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def file_hashes(folder: Path, *, exclude: tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:

@@ -9,7 +9,6 @@ Records hold names of credentials (`env`), never their values.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import secrets
@@ -23,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from skillbank import atomic
 from skillbank.errors import InputError
 from skillbank.paths import cache_dir
+from skillbank.hashing import sha256_file  # noqa: F401 - jobs and records import it from here
 
 SCHEMA_VERSION = 1
 Platform = Literal["local", "docker", "slurm"]
@@ -88,14 +88,6 @@ def now() -> str:
 
 def new_job_id(action: str = "train") -> str:
     return f"{action}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(3)}"
-
-
-def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def record_path(results_dir: str | Path, job_id: str) -> Path:
