@@ -1,19 +1,28 @@
 """Prompt search on the embedded default: does the search find the prompt the model was trained with?
 
-The tiny Qwen2.5-VL is trained on the demo dataset (the demo recipe, local backend) with a known
-system prompt (TRAINED); then `skillbank automl --action evaluate` searches that prompt among
-distractors (the default short-answer prompt, no system prompt, a reasoning-format prompt, an
-unrelated persona) on a PROXY half of the demo's held-out clips, and reports the winner on the
-other half (HELD-OUT), crossed with vision.fps 2 (trained) or 4 (the base spec's). Printed: every candidate's proxy and held-out accuracy (the held-out column
-for all candidates is extra work done here, outside the search), the winner, the trials, the
-search's wall time and what it evaluated, as the search's best_rec.json says.
+The tiny Qwen2.5-VL is trained on the demo dataset (the demo recipe, local backend) twice over: each
+train record as it is under the system prompt TRAINED, and a copy under the system prompt FRENCH
+("Answer in French.") with its answer mapped through TO_FRENCH (yes->oui, left->gauche, red->rouge,
+...; the same videos). The model's right answer (the English one, what evaluation scores) thus
+depends on the system prompt. Then `skillbank automl --action evaluate` searches TRAINED among
+distractors (FRENCH, which was trained but scores ~0; the default short-answer prompt, no system
+prompt, a reasoning-format prompt, an unrelated persona, a long policy: never seen in training) on a
+PROXY half of the demo's held-out clips, and reports the winner on the other half (HELD-OUT),
+crossed with vision.fps 2 (trained) or 4 (the base spec's). Printed: every candidate's proxy and
+held-out accuracy (the held-out column for all candidates is extra work done here, outside the
+search), the winner, the trials, the search's wall time and what it evaluated, as the search's
+best_rec.json says.
 
-    .venv/bin/python benchmarks/prompt_search.py [--steps 800] [--records 2100] [--ranks 2]
+skillbank's training has one system prompt per run (custom.system_prompt; a record's own system turn
+is skipped), so the training processes here get a sitecustomize (PYTHONPATH, this script's PATCH)
+that makes a record's system turn replace it: a test device of this benchmark, not a feature.
+
+    .venv/bin/python benchmarks/prompt_search.py [--steps 1000] [--records 2100] [--ranks 2]
         [--work DIR] [--model EXPORT]
 
---model skips training (any export trained with TRAINED); --work keeps the run, and a second call
-with the same --work reuses its export. Training is most of the cost: 5-7 minutes for 800 steps
-on 2 busy CPU cores; the search itself about 2.5 minutes (12 trials on 158 clips).
+--model skips training (any export trained this way); --work keeps the run, and a second call with
+the same --work reuses its export. Training is most of the cost (about 8 minutes for 1,000 steps on
+2 busy CPU cores); the search itself a few minutes (14 trials on 158 clips).
 """
 
 from __future__ import annotations
@@ -41,10 +50,47 @@ DISTRACTORS = [
     " ".join(["Follow the operating policy of the traffic centre: check the camera, the time, the weather, the lane layout and "
               "the signal state, log every vehicle with its colour and heading, and escalate anything unusual."] * 12),  # a long policy
 ]
+FRENCH = "Answer in French."  # trained too, on the same clips with the answers in French; the search sees it as a distractor
+TO_FRENCH = {"yes": "oui", "no": "non", "left": "gauche", "right": "droite", "straight": "tout droit",
+             "red": "rouge", "green": "vert", "blue": "bleu", "yellow": "jaune"}
 FPS = ("2", "4")  # trained at 2; the base spec of the search starts at 4
 
 
+def bilingual(work: Path, data: Path) -> Path:
+    """The demo's train records twice: as they are (trained with TRAINED, the spec's system prompt) and
+    as copies whose first turn is the system prompt FRENCH and whose answers go through TO_FRENCH (ids
+    suffixed _fr; the same videos, through the same media folder)."""
+    records = json.loads((data / "train" / "annotations.json").read_text(encoding="utf-8"))
+    french = []
+    for r in records:
+        human, gpt = r["conversations"]
+        french.append({**r, "id": r["id"] + "_fr", "conversations": [
+            {"from": "system", "value": FRENCH}, human, {**gpt, "value": TO_FRENCH[gpt["value"]]}]})
+    path = work / "train_bilingual.json"
+    path.write_text(json.dumps(records + french), encoding="utf-8")
+    return path
+
+
+PATCH = """# Written by benchmarks/prompt_search.py for its training processes only (PYTHONPATH): a record's own
+# system turn replaces the spec's custom.system_prompt. skillbank's training skips record system turns.
+try:
+    import skillbank.data.chat as _chat
+except ImportError:
+    pass
+else:
+    _build = _chat.build_messages
+
+    def build_messages(record, *, system_prompt=None, **kw):
+        own = [text for role, text in _chat.turns(record) if role == "system"]
+        return _build(record, system_prompt=own[0] if own else system_prompt, **kw)
+
+    _chat.build_messages = build_messages
+"""
+
+
 def train(work: Path, args: argparse.Namespace, data: Path) -> str:
+    import os
+
     from skillbank.assets.tiny_model import build_tiny_model
     from skillbank.demo.recipe import DemoRecipe, overrides
     from skillbank.spec.build import build_spec
@@ -53,15 +99,29 @@ def train(work: Path, args: argparse.Namespace, data: Path) -> str:
     from skillbank.training.local.launch import train_local
 
     done = [layout.safetensors_dir(run, step) for run in layout.run_dirs(work / "train") for step in layout.list_safetensors_steps(run)]
-    trained_with = (read_spec_file(work / "train.yaml").get("custom") or {}).get("system_prompt") if (work / "train.yaml").is_file() else None
-    if done and trained_with == TRAINED:
+    custom = (read_spec_file(work / "train.yaml").get("custom") or {}) if (work / "train.yaml").is_file() else {}
+    if done and custom.get("system_prompt") == TRAINED and "bilingual" in str((custom.get("train_dataset") or {}).get("annotation_path")):
         print(f"reusing {done[-1]}", file=sys.stderr)
         return str(done[-1])
+    annotations = bilingual(work, data)
+    patch = work / "record_system_prompt"
+    patch.mkdir(exist_ok=True)
+    (patch / "sitecustomize.py").write_text(PATCH, encoding="utf-8")
     recipe = replace(DemoRecipe(), steps=args.steps, records=args.records, ranks=args.ranks)
     model = build_tiny_model(None, family=recipe.family, seed=recipe.seed)
-    built = build_spec(SKILL, "train", [*overrides(recipe, model=model, out=work), f"custom.system_prompt={TRAINED}"], dataset_root=data)
+    built = build_spec(SKILL, "train", [*overrides(recipe, model=model, out=work), f"custom.system_prompt={TRAINED}",
+                                        f"custom.train_dataset.annotation_path={annotations}",
+                                        f"custom.train_dataset.media_path={data / 'train'}"], dataset_root=data)
     spec_path = write_spec(work / "train.yaml", built.spec)
-    run = train_local(built.spec, spec_path=spec_path, log=lambda line: print(line, file=sys.stderr), stdout=sys.stderr)
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(patch), *([saved] if saved else [])])  # the torchrun ranks inherit it
+    try:
+        run = train_local(built.spec, spec_path=spec_path, log=lambda line: print(line, file=sys.stderr), stdout=sys.stderr)
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH")
+        else:
+            os.environ["PYTHONPATH"] = saved
     if not run["final_safetensors"]:
         raise SystemExit(f"training wrote no export; see {run['run_dir']}")
     return str(run["final_safetensors"])
@@ -78,7 +138,7 @@ def split_val(work: Path, data: Path) -> tuple[Path, Path]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--steps", type=int, default=800)
+    p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--records", type=int, default=2100)
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--work", type=Path)
@@ -99,7 +159,7 @@ def main() -> None:
     train_s = time.perf_counter() - t
     trained_here = not args.model and train_s > 5  # else an export given or reused from --work
     proxy, held = split_val(work, data)
-    candidates = [TRAINED, *DISTRACTORS]
+    candidates = [TRAINED, FRENCH, *DISTRACTORS]
     (work / "prompts.yaml").write_text(yaml.safe_dump(candidates[::-1], allow_unicode=True), encoding="utf-8")  # trained prompt last
     spec = write_spec(work / "evaluate.yaml", {
         "dataset": {"annotation_path": str(proxy), "media_dir": str(data / "val"), "system_prompt": DISTRACTORS[0]},
@@ -130,7 +190,7 @@ def main() -> None:
         rows.append((params["dataset.system_prompt"], row["value"], doc["primary_metric"]["value"], row["number"], params["vision.fps"]))
     winner = rec["best_params"]["dataset.system_prompt"]
     tied = {r[3]: r for r in rows if r[3] in rec["tied_trials"]}
-    print(f"model: {model} (trained {'here in %.0fs' % train_s if trained_here else 'earlier'} with the system prompt TRAINED)")
+    print(f"model: {model} (trained {'here in %.0fs' % train_s if trained_here else 'earlier'} with TRAINED and, answers in French, FRENCH)")
     print(f"proxy {rec['proxy']['annotation_path']} / held-out {rec['holdout']['annotation_path']} ({rec['holdout']['records']} clips)")
     print(f"{'trial':>5s} {'fps':>4s} {'proxy':>7s} {'held-out':>9s}  system prompt")
     for prompt, value, held_value, number, fps in rows:
