@@ -76,12 +76,7 @@ def run(args: argparse.Namespace) -> int:
     stream = sys.stderr if args.json else sys.stdout
     result = run_demo(recipe, Path(args.out or "results/demo").resolve(), log=lambda line: print(line, file=stream, flush=True),
                       progress=not args.json, rank_stdout=sys.stderr if args.json else None)
-    if args.json:
-        print(json.dumps(result, indent=2, default=str))
-    else:
-        print()
-        print(table(result))
-    return 0
+    return _show(result, table, as_json=args.json)
 
 
 def run_deft(args: argparse.Namespace) -> int:
@@ -103,7 +98,12 @@ def run_deft(args: argparse.Namespace) -> int:
     stream = sys.stderr if args.json else sys.stdout
     result = run_deft_demo(recipe, Path(args.out or "results/demo-deft").resolve(), log=lambda line: print(line, file=stream, flush=True),
                            rank_stdout=sys.stderr if args.json else None)
-    if args.json:
+    return _show(result, table, as_json=args.json)
+
+
+def _show(result: dict, table, *, as_json: bool) -> int:
+    """One JSON document under --json, else the before/after table after the progress lines."""
+    if as_json:
         print(json.dumps(result, indent=2, default=str))
     else:
         print()
