@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _child import child_argv, measure  # benchmarks/ is sys.path[0] when run as a script
+
 QUESTIONS = ("Is the ball red? Answer yes or no.", "Is the ball moving left? Answer yes or no.")
 
 RESULT = """  {{
@@ -114,31 +116,6 @@ def generate(folder: Path, records: int, seed: int = 0) -> int:
     return failures
 
 
-def measure(argv: list[str]) -> tuple[float, float, float]:
-    """(wall seconds, peak RSS GiB, CPU seconds) of a fresh child process."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out, err = proc.communicate()
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"a benchmark child failed ({proc.returncode}):\n{err[-3000:]}")
-    cpu, peak_kib = map(float, out.strip().splitlines()[-1].split())
-    return wall, peak_kib / 1024**2, cpu
-
-
-# Each child prints its own CPU seconds and peak RSS (ru_maxrss, KiB) last.
-WRAP = (
-    "import resource, sys\n"
-    "argv = sys.argv[1:]\n"
-    "try:\n"
-    "    {body}\n"
-    "except SystemExit as e:\n"
-    "    if e.code not in (0, None): raise\n"
-    "u = resource.getrusage(resource.RUSAGE_SELF)\n"
-    "print(u.ru_utime + u.ru_stime, u.ru_maxrss)\n"
-)
-
-
 PREVIOUS_COMMIT = "5063593"
 PREVIOUS_FILES = ("src/skillbank/gaps/analyze.py", "src/skillbank/gaps/jsonarray.py")
 
@@ -156,22 +133,22 @@ def previous_package(folder: Path) -> Path:
 
 
 def ours_argv(data: Path) -> list[str]:
-    body = "from skillbank.cli import main; rc = main(argv)\n    assert rc == 0, rc"
-    return [sys.executable, "-c", WRAP.format(body=body), "gaps", "--results-dir", str(data / "eval"),
-            "--out", str(data / "ours.parquet"), "--annotations", str(data / "annotations.json"), "--media-root", str(data), "--json"]
+    body = "from skillbank.cli import main; rc = main(argv)\nassert rc == 0, rc"
+    return child_argv(body, "gaps", "--results-dir", str(data / "eval"),
+                      "--out", str(data / "ours.parquet"), "--annotations", str(data / "annotations.json"), "--media-root", str(data), "--json")
 
 
 def previous_argv(data: Path, package_root: Path) -> list[str]:
     body = (f"sys.path.insert(0, {str(package_root)!r}); from previous_gaps.analyze import analyze_gaps\n"
-            "    analyze_gaps(argv[0], argv[1], annotations=argv[2], media_root=argv[3], threads=2)")
-    return [sys.executable, "-c", WRAP.format(body=body), str(data / "eval"), str(data / "previous.parquet"),
-            str(data / "annotations.json"), str(data)]
+            "analyze_gaps(argv[0], argv[1], annotations=argv[2], media_root=argv[3], threads=2)")
+    return child_argv(body, str(data / "eval"), str(data / "previous.parquet"),
+                      str(data / "annotations.json"), str(data))
 
 
 def public_argv(data: Path) -> list[str]:
     body = "exec(compile(" + repr(PUBLIC) + ", 'public_analyze_gaps', 'exec'), {'__name__': '__main__'})"
-    return [sys.executable, "-c", WRAP.format(body=body), str(data / "eval"), str(data / "public.parquet"),
-            str(data / "annotations.json"), str(data)]
+    return child_argv(body, str(data / "eval"), str(data / "public.parquet"),
+                      str(data / "annotations.json"), str(data))
 
 
 def main() -> None:
@@ -202,7 +179,7 @@ def main() -> None:
         runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in methods}
         for _ in range(args.repeat):
             for name, argv in methods.items():
-                runs[name].append(measure(argv))
+                runs[name].append(measure(argv)[:3])
         import pyarrow.parquet as pq
 
         rows = {name: pq.read_metadata(data / f"{stem}.parquet").num_rows

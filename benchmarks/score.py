@@ -20,11 +20,12 @@ import argparse
 import json
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _child import child_argv, measure  # benchmarks/ is sys.path[0] when run as a script
 
 WORDS = ("the", "car", "ahead", "brakes", "while", "a", "cyclist", "crosses", "from", "right", "lane", "stays", "clear",
          "and", "no", "vehicle", "touches", "another", "camera", "pans", "slowly", "left")
@@ -104,39 +105,18 @@ def generate(path: Path, records: int, seed: int = 0) -> dict[str, int]:
     return expected
 
 
-WRAP = (
-    "import resource, sys\n"
-    "argv = sys.argv[1:]\n"
-    "{body}\n"
-    "u = resource.getrusage(resource.RUSAGE_SELF)\n"
-    "print(u.ru_utime + u.ru_stime, u.ru_maxrss)\n"
-)
-
-
-def measure(argv: list[str]) -> tuple[float, float, float, str]:
-    """(wall seconds, peak RSS GiB, CPU seconds, the child's output before the last line)."""
-    start = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"a benchmark child failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    *head, last = proc.stdout.strip().splitlines()
-    cpu, peak_kib = map(float, last.split())
-    return wall, peak_kib / 1024**2, cpu, "\n".join(head)
-
-
 def ours_argv(data: Path) -> list[str]:
     body = ("import io, contextlib, json\nfrom skillbank.cli import main\nbuf = io.StringIO()\n"
             "with contextlib.redirect_stdout(buf):\n    rc = main(argv)\nassert rc == 0, rc\n"
             "doc = json.loads(buf.getvalue())\n"
             "print(json.dumps({k: doc[k] for k in ('total', 'correct', 'unparseable')}))")
-    return [sys.executable, "-c", WRAP.format(body=body), "score", "--results-dir", str(data), "--answer-format", "reasoning",
-            "--out", str(data / "metrics.json"), "--json"]
+    return child_argv(body, "score", "--results-dir", str(data), "--answer-format", "reasoning",
+            "--out", str(data / "metrics.json"), "--json")
 
 
 def loop_argv(data: Path) -> list[str]:
     body = "sys.argv = [sys.argv[0], *argv]\nexec(compile(" + repr(LOOP) + ", 'json_load_loop', 'exec'), {'__name__': '__main__'})"
-    return [sys.executable, "-c", WRAP.format(body=body), str(data / "results.json")]
+    return child_argv(body, str(data / "results.json"))
 
 
 def main() -> None:
