@@ -34,33 +34,16 @@ import json  # noqa: E402
 from collections.abc import Callable, Mapping, Sequence  # noqa: E402
 from typing import Any  # noqa: E402
 
-from torch.utils.data import Dataset  # noqa: E402
-
 from skillbank.data.chat import build_messages, prompt_and_answer  # noqa: E402
-from skillbank.data.records import load_records  # noqa: E402
 from skillbank.training.cosmos_rl import script as sft_script  # noqa: E402
 
 COSMOS_REWARDS = {"format": "format_reward_fn", "single_choice": "single_choice_reward_fn", "boxed_math": "boxed_math_reward_fn"}
 EXACT_MATCH = "exact_match"
 
 
-class GrpoPromptDataset(Dataset):
-    """LLaVA records as GRPO prompts (the chat up to the first answer) with their reference answers."""
-
-    def __init__(self, records: Sequence[Mapping[str, Any]], *, media_path: str, system_prompt: str, vision: Mapping[str, Any]):
-        self.records = records
-        self.media_path = media_path
-        self.system_prompt = system_prompt
-        self.vision = dict(vision)
-
-    @classmethod
-    def from_custom(cls, custom: Mapping[str, Any]) -> GrpoPromptDataset:
-        paths = custom["train_dataset"]
-        return cls(load_records(paths["annotation_path"]), media_path=paths.get("media_path", ""),
-                   system_prompt=custom.get("system_prompt", ""), vision=custom.get("vision", {}))
-
-    def __len__(self) -> int:
-        return len(self.records)
+class GrpoPromptDataset(sft_script.LlavaChatDataset):
+    """LLaVA records as GRPO prompts (the chat up to the first answer) with their reference answers;
+    read from the TOML's `custom` table as the SFT dataset is (from_custom, its train_dataset)."""
 
     def __getitem__(self, idx: int) -> list[dict[str, Any]]:
         return build_messages(self.records[idx], media_path=self.media_path, system_prompt=self.system_prompt, with_answer=False, **self.vision)
