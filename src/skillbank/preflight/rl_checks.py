@@ -35,6 +35,18 @@ def gpus(spec: RlSpec, gpus_per_node: int | None, nodes: int | None, f: Findings
                   "(an 8B policy under FSDP beside a vLLM rollout engine)", "give policy and rollout 2 GPUs or more each", "rollout.num_gpus")
 
 
+def local_batch(spec: RlSpec, f: Findings) -> None:
+    """The local backend takes whole prompts per policy step: the batch must hold n_generation samples of
+    each (cosmos-rl buffers samples across steps; one process does not)."""
+    batch, g = spec.train.train_batch_per_replica, spec.rollout.n_generation
+    if batch % g:
+        below, above = max(g, batch - batch % g), batch - batch % g + g
+        f.error("spec.batch", f"train.train_batch_per_replica ({batch}) is not a multiple of rollout.n_generation ({g}): the local backend "
+                f"takes train_batch_per_replica / n_generation whole prompts per policy step",
+                f"set train.train_batch_per_replica={below} or {above} (keep it a multiple of train.train_policy.mini_batch x "
+                "policy.parallelism.dp_shard_size too)", "train.train_batch_per_replica")
+
+
 def visible_gpus(spec: RlSpec, f: Findings) -> dict[str, int]:
     """On the machine that trains: cosmos-rl starts every policy and rollout rank on this node's GPUs."""
     from skillbank.preflight.env_checks import visible_gpus as count_gpus

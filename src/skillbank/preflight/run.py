@@ -262,12 +262,17 @@ def _scan(ctx: Context, role: str, file: str, options: ScanOptions) -> Dataset:
 
 def _rl(spec: Any, ctx: Context) -> None:
     """GRPO through cosmos-rl: GPUs for policy plus rollout, the start (an SFT export), the answer
-    format against the rewards, every record's reference, samples per policy step (preflight.rl_checks)."""
+    format against the rewards, every record's reference, samples per policy step (preflight.rl_checks).
+    With the local backend, the batch holds whole prompt groups instead of the GPU split."""
     from skillbank.preflight import rl_checks
     from skillbank.training.cosmos_rl.grpo import system_prompt
 
     f = ctx.findings
-    rl_checks.gpus(spec, ctx.gpus_per_node, ctx.nodes, f)
+    local = ctx.backend == "local"  # one process on this machine samples its own rollouts: no GPU split, no redis
+    if local:
+        rl_checks.local_batch(spec, f)
+    else:
+        rl_checks.gpus(spec, ctx.gpus_per_node, ctx.nodes, f)
     prompt = system_prompt(spec)
     rl_checks.answer_format(spec, prompt, f)
     model = env_checks.resolve("policy.model_name_or_path", spec.policy.model_name_or_path) if spec.policy.model_name_or_path.strip() else None
@@ -277,8 +282,9 @@ def _rl(spec: Any, ctx: Context) -> None:
     if ctx.wants("env"):
         if model is not None:
             env_checks.check_hf_token([model], f)
-        env_checks.check_redis("cosmos-rl", f)
-        ctx.stats["gpus"] = rl_checks.visible_gpus(spec, f)
+        if not local:
+            env_checks.check_redis("cosmos-rl", f)
+            ctx.stats["gpus"] = rl_checks.visible_gpus(spec, f)
     patch = env_checks.patch_size(model, f) if model is not None else 16
     custom = spec.custom
     # the token estimate reads the train spec's shape: the same vision table, with the prompt the rollouts get

@@ -1,33 +1,58 @@
-"""`skillbank rl`: prepare a GRPO run (the rl action) for cosmos-rl: preflight, the TOML, the command."""
+"""`skillbank rl`: GRPO after SFT (the rl action): the cosmos-rl TOML and launch command, or a run on this machine (--backend local)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
+from skillbank.errors import InputError
+from skillbank.training.backends import BACKENDS, DEFAULT_BACKEND
+
 SKILL = "tao-finetune-cosmos-reason"
 DESCRIPTION = """\
-Prepare reinforcement learning (GRPO) after SFT, from an rl spec
-(skillbank spec --skill tao-finetune-cosmos-reason --action rl --set start=<SFT run>/safetensors/step_N ...):
-preflight (spec and data must pass; GPUs, redis-server and the token are listed as "check on the node"),
-then a run folder <train.output_dir>/<YYYYmmddHHMMSS>/ with cosmos_rl.toml, and the command that
-launches it on the training machine:
+Reinforcement learning (GRPO) after SFT, from an rl spec
+(skillbank spec --skill tao-finetune-cosmos-reason --action rl --set start=<SFT run>/safetensors/step_N ...).
+
+--backend cosmos-rl (default; production, GPUs): preflight (spec and data must pass; GPUs, redis-server
+and the token are listed as "check on the node"), then a run folder <train.output_dir>/<YYYYmmddHHMMSS>/
+with cosmos_rl.toml, and the command that launches it on the training machine:
 
   cosmos-rl --config <run>/cosmos_rl.toml --log-dir <run>/logs <skillbank>/training/cosmos_rl/grpo_script.py
 
 Nothing is launched. hf_model://owner/repo is written as the bare id (cosmos-rl downloads it).
-Checkpoints land in <run>/checkpoints/step_N and exports in <run>/safetensors/step_N (evaluate reads those).
+
+--backend local (this machine, CPU or one GPU): preflight, then GRPO in one process whose policy samples
+its own rollouts: train_batch_per_replica / rollout.n_generation prompts per policy step (the batch must
+be a multiple of n_generation), n_generation samples each at train_policy.temperature, the rewards,
+group-normalised advantages, cosmos-rl's clipped token-mean loss with kl_beta x KL to the starting
+weights, one optimizer step per policy step. A progress bar shows reward and KL; metrics.jsonl has
+reward_mean, reward_<name>, correct, kl, response_length, samples_per_s per step; a job record lands in
+<results_dir>/jobs/. --dry-run prints the plan and creates nothing; --resume continues the newest run.
+
+Both backends write checkpoints to <run>/checkpoints/step_N and exports to <run>/safetensors/step_N
+(evaluate reads those).
+
+examples:
+  skillbank rl --spec rl.yaml                                   # cosmos-rl: the TOML and the launch command
+  skillbank rl --spec rl.yaml --backend local --dry-run         # local: the plan only
+  skillbank rl --spec rl.yaml --backend local                   # local: train
+  skillbank evaluate --run <train.output_dir>                   # then: every export of the newest run
 """
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("rl", help="prepare a GRPO (RL) run after SFT: preflight, cosmos-rl TOML, launch command",
+    p = sub.add_parser("rl", help="GRPO (RL) after SFT: the cosmos-rl TOML and launch command, or --backend local runs it here",
                        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--spec", required=True, help="rl spec file (YAML or JSON)")
-    p.add_argument("--gpus-per-node", type=int, help="GPUs the training machine has (policy + rollout GPUs must fit)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
+                   help=f"cosmos-rl: prepare the TOML and print the launch command (GPUs); local: run GRPO here, CPU or one GPU (default: {DEFAULT_BACKEND})")
+    p.add_argument("--gpus-per-node", type=int, help="GPUs the training machine has (policy + rollout GPUs must fit; cosmos-rl)")
+    p.add_argument("--dry-run", action="store_true", help="local: print the plan (steps, prompts per step, run folder) and create nothing")
+    p.add_argument("--resume", action="store_true", help="local: continue the newest run of train.output_dir from its newest complete checkpoint")
+    p.add_argument("--json", action="store_true", help="print one JSON object (progress goes to stderr)")
     p.set_defaults(run=run)
 
 
@@ -67,7 +92,47 @@ def prepare(spec_path: str | Path, *, gpus_per_node: int | None = None) -> dict[
     }
 
 
+def run_local(args: argparse.Namespace) -> int:
+    """Preflight (spec, data, and this machine), then GRPO here with a job record."""
+    from contextlib import nullcontext
+
+    from skillbank import procs
+    from skillbank.preflight.run import run_preflight
+    from skillbank.spec.io import load_spec
+    from skillbank.spec.rl import RlSpec
+    from skillbank.training.local.grpo_launch import rl_local
+
+    log_stream = sys.stderr if args.json else sys.stdout
+
+    def log(line: str) -> None:
+        print(line, file=log_stream, flush=True)
+
+    spec = load_spec(args.spec, RlSpec)
+    report = run_preflight(skill=SKILL, action="rl", spec_path=args.spec, backend="local", runs_on="here")
+    report.require_ok(skill=SKILL, action="rl", spec_path=args.spec)
+    for finding in report.warnings:
+        log(f"preflight warning: {finding.where}: {finding.message}")
+    job = None
+    if not args.dry_run:
+        from skillbank.training.jobrecord import JobRecord
+
+        job = JobRecord.start(action="rl", backend="local", spec_path=args.spec, argv=sys.argv, results_dir=spec.results_dir)
+        log(f"job record: {job.path}")
+    with procs.stop_on_signals(), job.tracking() if job is not None else nullcontext():
+        result = rl_local(spec, resume=args.resume, dry_run=args.dry_run, job=job, log=log, stdout=sys.stderr if args.json else None)
+    if args.json:
+        print(json.dumps({"ok": True, "backend": "local", "dry_run": args.dry_run, "job_record": str(job.path) if job else None,
+                          "warnings": [f"{f.where}: {f.message}" for f in report.warnings], "result": result}, default=str))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.backend == "local":
+        return run_local(args)
+    if args.dry_run or args.resume:
+        raise InputError("--dry-run and --resume belong to --backend local: with cosmos-rl, skillbank rl launches nothing "
+                         "(it writes the TOML and prints the command; cosmos-rl resumes with train.resume in the TOML)",
+                         where="--dry-run" if args.dry_run else "--resume", fix="drop the flag, or add --backend local")
     out = prepare(args.spec, gpus_per_node=args.gpus_per_node)
     if args.json:
         print(json.dumps(out))

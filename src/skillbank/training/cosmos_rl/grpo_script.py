@@ -5,15 +5,9 @@
 Prompts are the LLaVA records through the same path as SFT (skillbank.data.chat, stopping before
 the answer); each record's first answer is its reference. The rewards named in the TOML's
 `train.train_policy.reward_function` become (callable, weight) pairs handed to cosmos-rl's
-`worker_entry.main(reward_fns=...)`, which uses them instead of its names:
-
-- exact_match: skillbank.evaluation.answers, the evaluator's rules (extraction by custom.answer_type,
-  labels by custom.task_type): 1.0 when the sample's answer is correct, else 0.0. One rule: the
-  reward and `skillbank evaluate` score a response the same way.
-- format, single_choice, boxed_math: cosmos-rl's own functions, on the reference text.
-
-The reference cosmos-rl passes around is a JSON text {"gt", "question"} (mcq answers need the
-question's options); `reference_text` reads it back. `--skillbank-check` prints the first prompt,
+`worker_entry.main(reward_fns=...)`, which uses them instead of its names: skillbank.training.rewards
+(exact_match by the evaluator's answer rules; format, single_choice, boxed_math by cosmos-rl's own
+functions), the same rewards the local backend scores with. `--skillbank-check` prints the first prompt,
 its reference and the rewards of the reference answer itself, and exits (no cosmos-rl needed).
 """
 
@@ -28,17 +22,13 @@ if __name__ == "__main__":
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
 import argparse  # noqa: E402
-import functools  # noqa: E402
-import importlib  # noqa: E402
 import json  # noqa: E402
-from collections.abc import Callable, Mapping, Sequence  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
 from typing import Any  # noqa: E402
 
 from skillbank.data.chat import build_messages, prompt_and_answer  # noqa: E402
 from skillbank.training.cosmos_rl import script as sft_script  # noqa: E402
-
-COSMOS_REWARDS = {"format": "format_reward_fn", "single_choice": "single_choice_reward_fn", "boxed_math": "boxed_math_reward_fn"}
-EXACT_MATCH = "exact_match"
+from skillbank.training.rewards import COSMOS_REWARDS, exact_match_reward, reference_json, reference_text, reward_fns  # noqa: E402,F401
 
 
 class GrpoPromptDataset(sft_script.LlavaChatDataset):
@@ -51,48 +41,7 @@ class GrpoPromptDataset(sft_script.LlavaChatDataset):
     def get_reference_answer(self, idx: int) -> str:
         """What cosmos-rl hands every reward with the samples of this prompt."""
         question, answer = prompt_and_answer(dict(self.records[idx]))
-        return json.dumps({"gt": answer, "question": question})
-
-
-def reference_text(reference: Any) -> tuple[str, str]:
-    """(ground truth, question) of a reference; a plain text is the ground truth alone."""
-    if isinstance(reference, str):
-        try:
-            parsed = json.loads(reference)
-        except ValueError:
-            parsed = None
-        if isinstance(parsed, dict) and "gt" in parsed:
-            return str(parsed["gt"]), str(parsed.get("question", ""))
-    return ("" if reference is None else str(reference)), ""
-
-
-def exact_match_reward(to_be_evaluated: str, reference: Any, *, answer_type: str = "reasoning", task_type: str = "", **_: Any) -> float:
-    """1.0 when skillbank's answer rules score the response correct against the reference, else 0.0."""
-    from skillbank.evaluation.answers import score_rows
-
-    gt, question = reference_text(reference)
-    scored = score_rows([{"question": question, "gt": gt, "response": to_be_evaluated}], task_type, answer_type)
-    return 1.0 if scored[0].correct else 0.0
-
-
-def _cosmos_reward(name: str, to_be_evaluated: str, reference: Any, **kwargs: Any) -> float:
-    fn = getattr(importlib.import_module("cosmos_rl.dispatcher.algo.reward"), COSMOS_REWARDS[name])
-    return float(fn(to_be_evaluated, reference_text(reference)[0], **kwargs))
-
-
-def reward_fns(weights: Mapping[str, float], custom: Mapping[str, Any]) -> list[tuple[Callable[..., float], float]]:
-    """(callable, weight) per reward named in the TOML, in its order (cosmos-rl sums weight * reward)."""
-    out: list[tuple[Callable[..., float], float]] = []
-    for name, weight in weights.items():
-        if name == EXACT_MATCH:
-            fn = functools.partial(exact_match_reward, answer_type=custom.get("answer_type", "reasoning"), task_type=custom.get("task_type", ""))
-        elif name in COSMOS_REWARDS:
-            fn = functools.partial(_cosmos_reward, name)
-        else:
-            raise ValueError(f"unknown reward {name!r} in train.train_policy.reward_function (known: {EXACT_MATCH}, {', '.join(COSMOS_REWARDS)})")
-        fn.__name__ = f"{name}_reward"  # cosmos-rl logs the callables by name
-        out.append((fn, float(weight)))
-    return out
+        return reference_json(answer, question)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -73,6 +73,21 @@ def resolve_model(ref: str, *, download: bool) -> tuple[str, list[str]]:
     return path, [f"{ref} would be downloaded with huggingface_hub.snapshot_download before launch"] if hub and not download else []
 
 
+def pick_run_dir(output_dir: Path, resume_from: Path | None, *, dry_run: bool) -> Path:
+    """The run a resume continues; else a new timestamped run folder (a dry run only names it)."""
+    if resume_from is not None:
+        return layout.run_of(resume_from).resolve()
+    if dry_run:
+        return (output_dir / layout.timestamp()).resolve()
+    return layout.new_run_dir(output_dir).resolve()
+
+
+def process_args(module: str, run_dir: Path, model_path: str, resume_from: Path | None) -> list[str]:
+    """`-m MODULE` and the options every local training process takes (worker.parse_args)."""
+    argv = ["-m", module, "--run-dir", str(run_dir), "--model-path", model_path]
+    return argv + (["--resume-from", str(resume_from.resolve())] if resume_from is not None else [])
+
+
 def plan_local(spec, *, resume: bool = False, dry_run: bool = False) -> LocalPlan:
     """Everything short of launching (nothing is created or downloaded in a dry run)."""
     par = spec.policy.parallelism
@@ -107,18 +122,9 @@ def plan_local(spec, *, resume: bool = False, dry_run: bool = False) -> LocalPla
                     where="policy.parallelism.dp_shard_size",
                     fix=f"resume with the same parallelism ({ranks} ranks), or start a new run without --resume",
                 )
-    if resume_from is not None:
-        run_dir = layout.run_of(resume_from).resolve()
-    elif dry_run:
-        run_dir = (output_dir / layout.timestamp()).resolve()
-    else:
-        run_dir = layout.new_run_dir(output_dir).resolve()
-    argv = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world}",
-        "-m", WORKER, "--run-dir", str(run_dir), "--model-path", model_path,
-    ]
-    if resume_from is not None:
-        argv += ["--resume-from", str(resume_from.resolve())]
+    run_dir = pick_run_dir(output_dir, resume_from, dry_run=dry_run)
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world}",
+            *process_args(WORKER, run_dir, model_path, resume_from)]
     return LocalPlan(argv, world, run_dir, model_path, resume_from, count.train, plan.steps_per_epoch, plan.total_steps, notes,
                      steps.run_plan(spec, count, backend="local"))
 
@@ -131,23 +137,69 @@ def _error_summary(run_dir: Path) -> str:
     return f"see {run_dir / layout.LOG_FILE}"
 
 
-def summary(run_dir: Path) -> dict[str, Any]:
-    rows = layout.read_metrics(run_dir)
-    train_rows = [r for r in rows if "loss" in r]
-    val_rows = [r for r in rows if r.get("val_loss") is not None]
+def prepare_run_dir(run_dir: Path, spec, model_path: str, *, resumed: bool, log: Callable[[str], None]) -> None:
+    """Before a launch: half-written checkpoints of a resumed run and stale rank errors go; the spec as
+    run (vision budget resolved) is written as spec.json, which the process reads."""
+    if resumed:
+        removed = layout.remove_incomplete(run_dir)
+        if removed:
+            log(f"removed half-written checkpoints of steps {removed}")
+    for stale in run_dir.glob("error_rank_*.txt"):
+        stale.unlink()
+    atomic.write_text(run_dir / layout.SPEC_FILE, _as_run(spec, model_path).model_dump_json(indent=2))
+
+
+def launch(plan: LocalPlan, spec, *, job: Any, stdout: Any, log: Callable[[str], None], name: str, process: str) -> None:
+    """Prepare the run folder, record it in the job, run the training process tree offline and wait;
+    Ctrl-C / SIGTERM stop every process of it. A non-zero exit raises RunError with the first rank
+    error's last line."""
+    run_dir = plan.run_dir
+    prepare_run_dir(run_dir, spec, plan.model_path, resumed=plan.resume_from is not None, log=log)
+    if job is not None:
+        job.update(run_dir=run_dir, metrics=run_dir / layout.METRICS_FILE, log=run_dir / layout.LOG_FILE,
+                   checkpoints=run_dir / "checkpoints", safetensors=run_dir / "safetensors", launch_argv=plan.argv,
+                   resume_from=str(plan.resume_from) if plan.resume_from else None)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    proc = None
+    try:
+        proc = subprocess.Popen(plan.argv, env=env, stdout=stdout, stderr=None)
+        if job is not None:
+            job.update(pid=proc.pid)
+        rc = proc.wait()
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM under skillbank.procs.stop_on_signals
+        if proc is None:
+            raise
+        procs.stop(proc.pid)  # torchrun and its ranks: each rank runs in a session of its own
+        proc.wait()
+        raise
+    if rc != 0:
+        raise RunError(f"{name} failed ({process} exit {rc}): {_error_summary(run_dir)}; resume with --resume")
+
+
+def run_outputs(run_dir: Path) -> dict[str, Any]:
+    """Where a finished local run's files are (both local trainers write the same layout)."""
     exports = layout.list_safetensors_steps(run_dir)
     return {
         "run_dir": str(run_dir),
         "metrics": str(run_dir / layout.METRICS_FILE),
+        "checkpoints": [str(layout.checkpoint_dir(run_dir, s)) for s in layout.list_checkpoint_steps(run_dir)],
+        "safetensors": [str(layout.safetensors_dir(run_dir, s)) for s in exports],
+        "final_safetensors": str(layout.safetensors_dir(run_dir, exports[-1])) if exports else None,
+        "tensorboard": str(monitor.tensorboard_dir(run_dir)),
+    }
+
+
+def summary(run_dir: Path) -> dict[str, Any]:
+    rows = layout.read_metrics(run_dir)
+    train_rows = [r for r in rows if "loss" in r]
+    val_rows = [r for r in rows if r.get("val_loss") is not None]
+    return {
+        **run_outputs(run_dir),
         "last_step": train_rows[-1]["step"] if train_rows else 0,
         "first_loss": train_rows[0]["loss"] if train_rows else None,
         "last_loss": train_rows[-1]["loss"] if train_rows else None,
         "val_loss_first": val_rows[0]["val_loss"] if val_rows else None,
         "val_loss_last": val_rows[-1]["val_loss"] if val_rows else None,
-        "checkpoints": [str(layout.checkpoint_dir(run_dir, s)) for s in layout.list_checkpoint_steps(run_dir)],
-        "safetensors": [str(layout.safetensors_dir(run_dir, s)) for s in exports],
-        "final_safetensors": str(layout.safetensors_dir(run_dir, exports[-1])) if exports else None,
-        "tensorboard": str(monitor.tensorboard_dir(run_dir)),
         "uploads": upload.read_uploads(run_dir),
     }
 
@@ -186,32 +238,7 @@ def train_local(
     if dry_run:
         return {"dry_run": True, **plan.to_dict()}
     run_dir = plan.run_dir
-    if plan.resume_from is not None:
-        removed = layout.remove_incomplete(run_dir)
-        if removed:
-            log(f"removed half-written checkpoints of steps {removed}")
-    for stale in run_dir.glob("error_rank_*.txt"):
-        stale.unlink()
-    atomic.write_text(run_dir / layout.SPEC_FILE, _as_run(spec, plan.model_path).model_dump_json(indent=2))
-    if job is not None:
-        job.update(run_dir=run_dir, metrics=run_dir / layout.METRICS_FILE, log=run_dir / layout.LOG_FILE,
-                   checkpoints=run_dir / "checkpoints", safetensors=run_dir / "safetensors", launch_argv=plan.argv,
-                   resume_from=str(plan.resume_from) if plan.resume_from else None)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-    proc = None
-    try:
-        proc = subprocess.Popen(plan.argv, env=env, stdout=stdout, stderr=None)
-        if job is not None:
-            job.update(pid=proc.pid)
-        rc = proc.wait()
-    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM under skillbank.procs.stop_on_signals
-        if proc is None:
-            raise
-        procs.stop(proc.pid)  # torchrun and its ranks: each rank runs in a session of its own
-        proc.wait()
-        raise
-    if rc != 0:
-        raise RunError(f"local training failed (torchrun exit {rc}): {_error_summary(run_dir)}; resume with --resume")
+    launch(plan, spec, job=job, stdout=stdout, log=log, name="local training", process="torchrun")
     upload.after_run(spec, run_dir, log=log)  # upload_hf: the final export (the ranks ran offline)
     result = summary(run_dir)
     if job is not None:

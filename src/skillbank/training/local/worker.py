@@ -338,8 +338,10 @@ class Trainer:
         self.log(f"Training finished at step {self.step}/{total}", echo=True)
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="skillbank.training.local.worker", description="One rank of `skillbank train --backend local`.")
+def parse_args(argv: list[str] | None = None, *, prog: str = "skillbank.training.local.worker",
+               description: str = "One rank of `skillbank train --backend local`.") -> argparse.Namespace:
+    """The options the launchers pass a local training process (SFT ranks and the GRPO process)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--run-dir", required=True, help="the run folder the launcher created (holds spec.json)")
     parser.add_argument("--model-path", required=True, help="local model folder with config.json")
     parser.add_argument("--resume-from", default=None, help="a complete checkpoints/step_N/policy folder")
