@@ -1,33 +1,37 @@
-"""Prompt search on the embedded default: does the search find the prompt the model was trained with?
+"""Prompt search on the embedded default: does the search find the exact prompt the model was trained with?
 
-The tiny Qwen2.5-VL is trained on the demo dataset (the demo recipe, local backend) twice over: each
-train record as it is under the system prompt TRAINED, and a copy under the system prompt FRENCH
-("Answer in French.") with its answer mapped through TO_FRENCH (yes->oui, left->gauche, red->rouge,
-...; the same videos). The model's right answer (the English one, what evaluation scores) thus
-depends on the system prompt. Then `skillbank automl --action evaluate` searches TRAINED among
-distractors (FRENCH, which was trained but scores ~0; the default short-answer prompt, no system
-prompt, a reasoning-format prompt, an unrelated persona, a long policy: never seen in training) on a
-PROXY half of the demo's held-out clips, and reports the winner on the other half (HELD-OUT),
-crossed with vision.fps 2 (trained) or 4 (the base spec's). Printed: every candidate's proxy and
-held-out accuracy (the held-out column for all candidates is extra work done here, outside the
-search), the winner, the trials, the search's wall time and what it evaluated, as the search's
-best_rec.json says.
+The tiny Qwen2.5-VL is trained on the demo dataset (the demo recipe, local backend) under nine system
+prompts. TRAINED (the spec's custom.system_prompt) on every train record as it is, twice; and the
+eight DISTRACTORS_FR on three more copies of every record (each copy under one of them in turn) that
+open with that prompt as their own system turn and whose answers go through TO_FRENCH (yes->oui,
+left->gauche, red->rouge, ...; the same videos). A record's own system turn replaces the run's system
+prompt (skillbank.data.chat.build_messages), so no patch is needed. DISTRACTORS_FR are three prompts
+with the same job in other words (same length and register), two paraphrases of TRAINED (its words
+reordered; its first two sentences word for word, then other words) and three short generic ones.
+Only the exact TRAINED wording yields the English answers evaluation scores.
 
-skillbank's training has one system prompt per run (custom.system_prompt; a record's own system turn
-is skipped), so the training processes here get a sitecustomize (PYTHONPATH, this script's PATCH)
-that makes a record's system turn replace it: a test device of this benchmark, not a feature.
+Then `skillbank automl --action evaluate` searches TRAINED among the trained distractors and the
+untrained ones (the default short-answer prompt, no system prompt, a reasoning-format prompt, a
+same-length museum-guide persona, a long policy) crossed with vision.fps 2 (trained) or 4 (the base
+spec's) on a PROXY half of the demo's held-out clips, and reports the winner on the other half
+(HELD-OUT). Printed: every candidate's proxy and held-out accuracy (the held-out column for all
+candidates is extra work done here, outside the search) with a 95% Wilson interval, the winner, its
+held-out margin over the best other prompt with an exact McNemar test on the same clips, and the
+search's wall time and what it evaluated, as the search's best_rec.json says.
 
-    .venv/bin/python benchmarks/prompt_search.py [--steps 1000] [--records 2100] [--ranks 2]
+    .venv/bin/python benchmarks/prompt_search.py [--steps 1500] [--records 2100] [--ranks 2]
         [--work DIR] [--model EXPORT]
 
 --model skips training (any export trained this way); --work keeps the run, and a second call with
-the same --work reuses its export. Training is most of the cost (about 8 minutes for 1,000 steps on
-2 busy CPU cores); the search itself a few minutes (14 trials on 158 clips).
+the same --work reuses its export when the training design (prompts, copies, steps, records, ranks)
+is the same. Training is most of the cost (about 10 minutes for 1,500 steps on 2 busy CPU cores);
+the search itself 5-8 minutes (28 trials on 158 clips).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import subprocess
 import sys
@@ -36,11 +40,38 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _stats import mcnemar, wilson  # noqa: E402
+
 SKILL = "tao-finetune-cosmos-reason"
 TRAINED = ("You are the video analyst of a traffic camera network. Each clip shows one object moving across a plain "
            "background. Look at every frame, then answer the question about the clip with a single word: the colour, the "
            "direction of motion, or yes or no. Do not explain the answer.")
-DISTRACTORS = [
+DISTRACTORS_FR = [  # trained too, each on a share of the copies of the train set whose answers are in French
+    # the same job in other words, same length and register
+    ("You are the duty officer of a harbour surveillance room. Every recording contains a single item travelling over an "
+     "empty backdrop. Watch the whole recording, then reply to the question about it in one word: its colour, the way it is "
+     "heading, or yes or no. Give no reasons."),
+    ("You review footage for the security desk of a parking garage. In each video one shape crosses a uniform scene. "
+     "Study all the images and respond to the query using one word only: a colour, where the shape goes, or yes or no. "
+     "Keep the reply free of any justification."),
+    ("You are the inspector of a factory conveyor line. Each sequence shows one part sliding over a flat surface. "
+     "Examine the sequence closely, then give a one-word answer to the question: which colour, which way it travels, "
+     "or yes or no. Never justify the answer."),
+    # paraphrases of TRAINED: its words reordered; its first two sentences word for word, then other words
+    ("You are the traffic camera network's video analyst. In each clip one object moves over a plain background. Look at "
+     "all the frames, then give a single-word answer to the question about the clip: the colour, the direction of motion, "
+     "or yes or no. Do not explain it."),
+    ("You are the video analyst of a traffic camera network. Each clip shows one object moving across a plain "
+     "background. Watch the clip to the end and reply with one word: its colour, where it heads, or yes or no. Add no "
+     "explanation."),
+    # short generic prompts
+    "Answer briefly.",
+    "You are an AI assistant that answers questions about videos.",
+    "Reply with one word.",
+]
+FRENCH_COPIES = 3  # each train record 3 times in French, under DISTRACTORS_FR in turn (record i: prompts 3i, 3i+1, 3i+2 mod 8)
+DISTRACTORS = [  # never seen in training
     "You are a helpful assistant. Answer the question about the video with a short answer.",  # the default short prompt
     "",  # no system prompt
     "Answer the question with provided options in the following format:\n<think>\nyour reasoning\n</think>\n\n<answer>\nyour answer\n</answer>.",
@@ -50,47 +81,38 @@ DISTRACTORS = [
     " ".join(["Follow the operating policy of the traffic centre: check the camera, the time, the weather, the lane layout and "
               "the signal state, log every vehicle with its colour and heading, and escalate anything unusual."] * 12),  # a long policy
 ]
-FRENCH = "Answer in French."  # trained too, on the same clips with the answers in French; the search sees it as a distractor
+ENGLISH_COPIES = 2  # TRAINED's records twice: 2 of 5 training examples answer in English, 3 in French
 TO_FRENCH = {"yes": "oui", "no": "non", "left": "gauche", "right": "droite", "straight": "tout droit",
              "red": "rouge", "green": "vert", "blue": "bleu", "yellow": "jaune"}
 FPS = ("2", "4")  # trained at 2; the base spec of the search starts at 4
 
 
-def bilingual(work: Path, data: Path) -> Path:
-    """The demo's train records twice: as they are (trained with TRAINED, the spec's system prompt) and
-    as copies whose first turn is the system prompt FRENCH and whose answers go through TO_FRENCH (ids
-    suffixed _fr; the same videos, through the same media folder)."""
+def design_tag(args: argparse.Namespace) -> str:
+    """What a reusable export must have been trained with (the annotation file is named after it)."""
+    blob = json.dumps([TRAINED, DISTRACTORS_FR, ENGLISH_COPIES, FRENCH_COPIES, TO_FRENCH, args.steps, args.records, args.ranks])
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def training_records(work: Path, data: Path, tag: str) -> Path:
+    """The demo's train records ENGLISH_COPIES times as they are (ids suffixed _en1.. after the first;
+    trained with TRAINED, the spec's system prompt), and FRENCH_COPIES times as copies whose
+    conversations open with a DISTRACTORS_FR prompt as their own system turn (record i: prompts
+    FRENCH_COPIES*i + k, k < FRENCH_COPIES, modulo their number) and whose answers go through TO_FRENCH
+    (ids suffixed _fr1..; the same videos, through the same media folder)."""
     records = json.loads((data / "train" / "annotations.json").read_text(encoding="utf-8"))
-    french = []
-    for r in records:
-        human, gpt = r["conversations"]
-        french.append({**r, "id": r["id"] + "_fr", "conversations": [
-            {"from": "system", "value": FRENCH}, human, {**gpt, "value": TO_FRENCH[gpt["value"]]}]})
-    path = work / "train_bilingual.json"
-    path.write_text(json.dumps(records + french), encoding="utf-8")
+    out = [r if n == 0 else {**r, "id": f"{r['id']}_en{n}"} for n in range(ENGLISH_COPIES) for r in records]
+    for k in range(FRENCH_COPIES):
+        for i, r in enumerate(records):
+            human, gpt = r["conversations"]
+            prompt = DISTRACTORS_FR[(FRENCH_COPIES * i + k) % len(DISTRACTORS_FR)]
+            out.append({**r, "id": f"{r['id']}_fr{k + 1}", "conversations": [
+                {"from": "system", "value": prompt}, human, {**gpt, "value": TO_FRENCH[gpt["value"]]}]})
+    path = work / f"train_{tag}.json"
+    path.write_text(json.dumps(out), encoding="utf-8")
     return path
 
 
-PATCH = """# Written by benchmarks/prompt_search.py for its training processes only (PYTHONPATH): a record's own
-# system turn replaces the spec's custom.system_prompt. skillbank's training skips record system turns.
-try:
-    import skillbank.data.chat as _chat
-except ImportError:
-    pass
-else:
-    _build = _chat.build_messages
-
-    def build_messages(record, *, system_prompt=None, **kw):
-        own = [text for role, text in _chat.turns(record) if role == "system"]
-        return _build(record, system_prompt=own[0] if own else system_prompt, **kw)
-
-    _chat.build_messages = build_messages
-"""
-
-
 def train(work: Path, args: argparse.Namespace, data: Path) -> str:
-    import os
-
     from skillbank.assets.tiny_model import build_tiny_model
     from skillbank.demo.recipe import DemoRecipe, overrides
     from skillbank.spec.build import build_spec
@@ -98,30 +120,20 @@ def train(work: Path, args: argparse.Namespace, data: Path) -> str:
     from skillbank.training import layout
     from skillbank.training.local.launch import train_local
 
+    tag = design_tag(args)
     done = [layout.safetensors_dir(run, step) for run in layout.run_dirs(work / "train") for step in layout.list_safetensors_steps(run)]
     custom = (read_spec_file(work / "train.yaml").get("custom") or {}) if (work / "train.yaml").is_file() else {}
-    if done and custom.get("system_prompt") == TRAINED and "bilingual" in str((custom.get("train_dataset") or {}).get("annotation_path")):
+    if done and custom.get("system_prompt") == TRAINED and Path(str((custom.get("train_dataset") or {}).get("annotation_path"))).name == f"train_{tag}.json":
         print(f"reusing {done[-1]}", file=sys.stderr)
         return str(done[-1])
-    annotations = bilingual(work, data)
-    patch = work / "record_system_prompt"
-    patch.mkdir(exist_ok=True)
-    (patch / "sitecustomize.py").write_text(PATCH, encoding="utf-8")
+    annotations = training_records(work, data, tag)
     recipe = replace(DemoRecipe(), steps=args.steps, records=args.records, ranks=args.ranks)
     model = build_tiny_model(None, family=recipe.family, seed=recipe.seed)
     built = build_spec(SKILL, "train", [*overrides(recipe, model=model, out=work), f"custom.system_prompt={TRAINED}",
                                         f"custom.train_dataset.annotation_path={annotations}",
                                         f"custom.train_dataset.media_path={data / 'train'}"], dataset_root=data)
     spec_path = write_spec(work / "train.yaml", built.spec)
-    saved = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(patch), *([saved] if saved else [])])  # the torchrun ranks inherit it
-    try:
-        run = train_local(built.spec, spec_path=spec_path, log=lambda line: print(line, file=sys.stderr), stdout=sys.stderr)
-    finally:
-        if saved is None:
-            os.environ.pop("PYTHONPATH")
-        else:
-            os.environ["PYTHONPATH"] = saved
+    run = train_local(built.spec, spec_path=spec_path, log=lambda line: print(line, file=sys.stderr), stdout=sys.stderr)
     if not run["final_safetensors"]:
         raise SystemExit(f"training wrote no export; see {run['run_dir']}")
     return str(run["final_safetensors"])
@@ -138,11 +150,11 @@ def split_val(work: Path, data: Path) -> tuple[Path, Path]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--steps", type=int, default=1000)
+    p.add_argument("--steps", type=int, default=1500)
     p.add_argument("--records", type=int, default=2100)
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--work", type=Path)
-    p.add_argument("--model", help="an export trained with TRAINED (skips training)")
+    p.add_argument("--model", help="an export trained this way (skips training)")
     args = p.parse_args()
     import yaml
 
@@ -159,7 +171,7 @@ def main() -> None:
     train_s = time.perf_counter() - t
     trained_here = not args.model and train_s > 5  # else an export given or reused from --work
     proxy, held = split_val(work, data)
-    candidates = [TRAINED, FRENCH, *DISTRACTORS]
+    candidates = [TRAINED, *DISTRACTORS_FR, *DISTRACTORS]
     (work / "prompts.yaml").write_text(yaml.safe_dump(candidates[::-1], allow_unicode=True), encoding="utf-8")  # trained prompt last
     spec = write_spec(work / "evaluate.yaml", {
         "dataset": {"annotation_path": str(proxy), "media_dir": str(data / "val"), "system_prompt": DISTRACTORS[0]},
@@ -167,11 +179,11 @@ def main() -> None:
         "evaluation": {"batch_size": 64}, "generation": {"max_tokens": 4}, "num_gpus": 0, "results_dir": str(work / "results"),
     })
     study = work / time.strftime("study-%Y%m%d-%H%M%S")
+    command = [sys.executable, "-m", "skillbank.cli", "automl", "--action", "evaluate", "--spec", str(spec),
+               "--prompts", str(work / "prompts.yaml"), "--choices", f"vision.fps={','.join(FPS)}",
+               "--max-trials", str(len(candidates) * len(FPS)), "--holdout", f"{held}:{data / 'val'}", "--out", str(study), "--json"]
     t = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "skillbank.cli", "automl", "--action", "evaluate", "--spec", str(spec),
-                           "--prompts", str(work / "prompts.yaml"), "--choices", f"vision.fps={','.join(FPS)}",
-                           "--max-trials", str(len(candidates) * len(FPS)), "--holdout", f"{held}:{data / 'val'}", "--out", str(study),
-                           "--json"], capture_output=True, text=True)
+    proc = subprocess.run(command, capture_output=True, text=True)
     search_s = time.perf_counter() - t
     if proc.returncode != 0:
         raise SystemExit(proc.stderr[-3000:])
@@ -186,29 +198,48 @@ def main() -> None:
             continue
         trial_spec = EvaluateSpec.model_validate(holdout_spec(read_spec_file(Path(row["trial_dir"]) / "spec.yaml"), (str(held), str(data / "val"))))
         doc = session.evaluate(trial_spec, work / "holdout_all" / Path(row["trial_dir"]).name)
+        results = json.loads((Path(doc["results_dir"]) / "results.json").read_text(encoding="utf-8"))
         params = json.loads(row["params"])
-        rows.append((params["dataset.system_prompt"], row["value"], doc["primary_metric"]["value"], row["number"], params["vision.fps"]))
+        rows.append({"prompt": params["dataset.system_prompt"], "fps": params["vision.fps"], "trial": row["number"], "proxy": row["value"],
+                     "holdout": doc["primary_metric"]["value"], "correct": [bool(r["correct"]) for r in results]})
+    n_held = len(rows[0]["correct"])
+
+    def kind(prompt: str | None) -> str:
+        return "TRAINED" if prompt == TRAINED else "trained, French" if prompt in DISTRACTORS_FR else "untrained"
+
     winner = rec["best_params"]["dataset.system_prompt"]
-    tied = {r[3]: r for r in rows if r[3] in rec["tied_trials"]}
-    print(f"model: {model} (trained {'here in %.0fs' % train_s if trained_here else 'earlier'} with TRAINED and, answers in French, FRENCH)")
+    print(f"model: {model} (trained {'here in %.0fs' % train_s if trained_here else 'earlier'}: TRAINED x{ENGLISH_COPIES} with English "
+          f"answers, {len(DISTRACTORS_FR)} English distractors with French answers)")
     print(f"proxy {rec['proxy']['annotation_path']} / held-out {rec['holdout']['annotation_path']} ({rec['holdout']['records']} clips)")
-    print(f"{'trial':>5s} {'fps':>4s} {'proxy':>7s} {'held-out':>9s}  system prompt")
-    for prompt, value, held_value, number, fps in rows:
-        tag = " <- TRAINED" if prompt == TRAINED and fps == float(FPS[0]) else ""
-        print(f"{number:5d} {fps:4g} {100 * value:6.1f}% {100 * held_value:8.1f}%  {json.dumps(prompt)[:60]}{tag}")
-    print(f"winner: trial {rec['trial_number']} fps {rec['best_params']['vision.fps']:g} {json.dumps(winner)[:60]} "
-          f"({'the trained prompt' if winner == TRAINED else 'not the trained prompt'}); trained prompt at fps 2 among the best: "
-          f"{any(r[0] == TRAINED and r[4] == float(FPS[0]) for r in tied.values())}")
+    print(f"{'trial':>5s} {'fps':>4s} {'proxy':>7s} {'held-out':>9s} {'95% Wilson':>13s}  {'prompt':16s} system prompt")
+    for r in rows:
+        lo, hi = wilson(sum(r["correct"]), n_held)
+        print(f"{r['trial']:5d} {r['fps']:4g} {100 * r['proxy']:6.1f}% {100 * r['holdout']:8.1f}% {100 * lo:5.1f}-{100 * hi:5.1f}%  "
+              f"{kind(r['prompt']):16s} {json.dumps(r['prompt'])[:56]}")
+    won = winner == TRAINED
+    best = next(r for r in rows if r["trial"] == rec["trial_number"])
+    others = [r for r in rows if r["prompt"] != winner]
+    runner = max(others, key=lambda r: r["holdout"])
+    only_best, only_runner, p_value = mcnemar(best["correct"], runner["correct"])
+    lo_b, _ = wilson(sum(best["correct"]), n_held)
+    _, hi_r = wilson(sum(runner["correct"]), n_held)
+    margin = best["holdout"] - runner["holdout"]
+    beyond = lo_b > hi_r and p_value < 0.05
+    print(f"winner: trial {rec['trial_number']} fps {best['fps']:g} {json.dumps(winner)[:60]} "
+          f"({'the trained prompt' if won else 'NOT the trained prompt'}); tied at the best proxy value: trials {rec['tied_trials']}")
+    print(f"held-out margin over the best other prompt (trial {runner['trial']}, fps {runner['fps']:g}, {kind(runner['prompt'])}, "
+          f"{json.dumps(runner['prompt'])[:40]}): {100 * margin:+.1f} points ({100 * best['holdout']:.1f}% vs {100 * runner['holdout']:.1f}%); "
+          f"Wilson intervals {'apart' if lo_b > hi_r else 'overlap'}; McNemar on the same {n_held} clips: {only_best} vs {only_runner} "
+          f"discordant, p = {p_value:.2g}: {'beyond noise' if beyond else 'NOT beyond noise'}")
     print(f"best_rec: proxy {rec['metric']['value']:.4f}, held-out {rec['holdout']['metric_value']:.4f} "
           f"(baseline {rec['baseline']['metric_value']:.4f} / {rec['holdout']['baseline_metric_value']:.4f}); "
           f"algorithm {rec['algorithm']}, trials {rec['trials']['complete']} complete, {rec['trials']['pruned']} pruned")
-    if len(rec["tied_trials"]) > 1:
-        print(f"tied at the best proxy value: trials {rec['tied_trials']} (the earliest is reported)")
     cost = rec["cost"]
     print(f"search cost: {search_s:.1f}s wall for the command ({cost['wall_s']:.1f}s inside it, {cost['evaluate_s']:.1f}s generating), "
           f"{cost['evaluations']} evaluations, {cost['samples']} samples, model loaded {cost['model_loads']}x")
-    print(json.dumps({"trained_prompt_won": winner == TRAINED, "tied_trials": rec["tied_trials"], "search_wall_s": round(search_s, 1), "train_s": round(train_s, 1),
-                      "rows": [{"prompt": r[0][:80], "fps": r[4], "proxy": r[1], "holdout": r[2]} for r in rows], "cost": cost}))
+    print(json.dumps({"trained_prompt_won": won, "tied_trials": rec["tied_trials"], "margin": round(margin, 4), "mcnemar_p": p_value,
+                      "beyond_noise": beyond, "search_wall_s": round(search_s, 1), "train_s": round(train_s, 1),
+                      "rows": [{k: (v[:80] if k == "prompt" else v) for k, v in r.items() if k != "correct"} for r in rows], "cost": cost}))
 
 
 if __name__ == "__main__":

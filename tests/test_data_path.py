@@ -83,6 +83,32 @@ def test_record_to_chat(records, demo_dataset_dir):
     assert chat.prompt_and_answer(record) == (text["text"], record["conversations"][1]["value"])
 
 
+def with_system_turn(record, text):
+    return {**record, "conversations": [{"from": "system", "value": text}, *record["conversations"]]}
+
+
+def test_a_record_system_turn_replaces_the_run_system_prompt(records):
+    """A record opening with {from: system} keeps that prompt instead of the run's (training and
+    evaluation: build_messages is their one chat builder); an empty one means no system message; a
+    system turn anywhere else is rejected, naming the record and the fix."""
+    record = records[0]
+    own = with_system_turn(record, "Answer in French.")
+    assert chat.own_system_prompt(own) == "Answer in French." and chat.own_system_prompt(record) is None
+    for with_answer in (True, False):
+        messages = chat.build_messages(own, system_prompt=SYSTEM, fps=2.0, with_answer=with_answer)
+        assert messages[0] == {"role": "system", "content": "Answer in French."}
+        assert [m["role"] for m in messages] == ["system", "user", "assistant"][: 3 if with_answer else 2]
+        assert chat.build_messages(record, system_prompt=SYSTEM, fps=2.0, with_answer=with_answer)[0]["content"] == SYSTEM
+    assert chat.build_messages(own, fps=2.0)[0]["content"] == "Answer in French."  # no run prompt: the record's still applies
+    assert [m["role"] for m in chat.build_messages(with_system_turn(record, ""), system_prompt=SYSTEM, fps=2.0)] == ["user", "assistant"]
+    assert chat.prompt_and_answer(own) == chat.prompt_and_answer(record)
+    human, gpt = record["conversations"]
+    misplaced = {**record, "id": "late", "conversations": [human, {"from": "system", "value": "Answer in French."}, gpt]}
+    with pytest.raises(InputError, match="turn 1 of record late is a system turn") as info:
+        chat.build_messages(misplaced, system_prompt=SYSTEM, fps=2.0)
+    assert info.value.where == "record late" and "start of conversations" in info.value.fix
+
+
 def test_load_records_rejects_wrong_shapes(tmp_path):
     (tmp_path / "a.json").write_text(json.dumps({"not": "a list"}))
     (tmp_path / "b.json").write_text("[{]")
@@ -155,6 +181,26 @@ def test_generation_prompt_sees_what_training_sees(processor, tiny_model_dir, de
     with pytest.raises(InputError, match="cannot decode") as info:
         PromptBuilder(processor, vision=train.vision, system_prompt=SYSTEM, media_path=tmp_path)(broken)
     assert info.value.where == "record b1" and "re-encode" in info.value.fix
+
+
+def test_a_record_system_turn_reaches_the_tokens_of_training_and_evaluation(processor, tiny_model_dir, demo_dataset_dir, records, tmp_path):
+    """Through ExampleBuilder (both backends' examples) and PromptBuilder (evaluation): the record's own
+    system turn replaces the builder's system prompt in the token ids, and the example cache keys differ."""
+    from skillbank.evaluation.inputs import PromptBuilder
+
+    tok = processor.tokenizer
+    build = builder_for(processor, tiny_model_dir, demo_dataset_dir, cache_root=tmp_path / "cache", fps=2.0)
+    record = records[0]
+    own = with_system_turn(record, "Answer in French.")
+    plain, mine = build(record), build(own)
+    assert plain["input_ids"].tolist() != mine["input_ids"].tolist()
+    assert SYSTEM in tok.decode(plain["input_ids"]) and SYSTEM not in tok.decode(mine["input_ids"])
+    assert "<|im_start|>system\nAnswer in French.<|im_end|>" in tok.decode(mine["input_ids"])
+    assert tok.decode(mine["input_ids"][mine["labels"] != -100]) == record["conversations"][1]["value"] + "<|im_end|>"
+    assert build.record_key(record) != build.record_key(own) and len(list(build.cache_dir.glob("*.pt"))) == 2
+    prompts = PromptBuilder(processor, vision=build.vision, system_prompt=SYSTEM, media_path=demo_dataset_dir / "train")
+    prompt = prompts(own)["input_ids"]
+    assert prompt.tolist() == mine["input_ids"][: prompt.shape[0]].tolist()  # evaluation asks what training taught
 
 
 def test_example_cache_round_trip_and_staleness(processor, tiny_model_dir, demo_dataset_dir, records, tmp_path, monkeypatch):

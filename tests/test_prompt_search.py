@@ -65,7 +65,9 @@ def test_three_candidates_best_rec_holdout_and_one_model_load(tmp_path, tiny_mod
     assert "Reply in one word." in trial_spec
     metrics = json.loads((Path(rows[2]["trial_dir"]) / "metrics.json").read_text())
     assert metrics["generation"]["system_prompt"] == PROMPTS[2] and metrics["num_samples"] == 3
+    assert metrics["generation"]["own_system_turns"] == 0
     assert (tmp_path / "study" / "history.png").stat().st_size > 0
+    assert rec["proxy"]["own_system_turns"] == 0 and held["own_system_turns"] == 0  # every record takes the candidate prompt
 
 
 def test_a_candidate_the_spec_rejects_is_pruned_with_the_reason(tmp_path, tiny_model_dir, demo_dataset_dir, capsys):
@@ -111,6 +113,34 @@ def test_dry_run_creates_nothing_and_names_the_commands(tmp_path, tiny_model_dir
     assert prompt["key"] == "dataset.system_prompt" and prompt["choices"] == [None, *PROMPTS]  # the base spec's null joins
     assert "--action evaluate" in plan["commands"]["start"] and plan["commands"]["resume"].endswith("--resume")
     assert any("4 combination(s)" in n for n in plan["notes"])
+
+
+def test_records_with_their_own_system_turn_are_named_or_refused(tmp_path, tiny_model_dir, demo_dataset_dir, capsys):
+    """A record opening with its own system turn keeps it, so no candidate reaches it: the plan warns with
+    the counts when some proxy / held-out records do; when every proxy record does, exit 2, nothing created."""
+    records = json.loads((demo_dataset_dir / "val" / "annotations.json").read_text())[:6]
+
+    def annotations(name: str, own: int) -> Path:
+        path = tmp_path / name
+        path.write_text(json.dumps([{**r, "conversations": [{"from": "system", "value": "Answer in French."}, *r["conversations"]]}
+                                    if i < own else r for i, r in enumerate(records)]))
+        return path
+
+    dataset = {"annotation_path": str(annotations("proxy.json", 2)), "media_dir": str(demo_dataset_dir / "val")}
+    spec = eval_spec(tmp_path, tiny_model_dir, demo_dataset_dir, dataset=dataset, evaluation={"limit": None})
+    plan = search(tmp_path, spec, "--prompts", str(prompts_file(tmp_path)), "--dry-run", "--holdout",
+                  f"{annotations('held.json', 1)}:{demo_dataset_dir / 'val'}", capsys=capsys)
+    warnings = [n for n in plan["notes"] if n.startswith("warning:")]
+    assert len(warnings) == 2 and "2 of 6 proxy record(s)" in warnings[0] and "1 of 6 held-out record(s)" in warnings[1]
+    assert "reach only the other 4" in warnings[0]
+    other = search(tmp_path, spec, "--choices", "vision.fps=2,4", "--dry-run", capsys=capsys)  # the system prompt is not searched
+    assert other["notes"] and not [n for n in other["notes"] if n.startswith("warning:")]
+    spec = eval_spec(tmp_path, tiny_model_dir, demo_dataset_dir, dataset={**dataset, "annotation_path": str(annotations("all.json", 6))})
+    assert main(["automl", "--action", "evaluate", "--spec", str(spec), "--out", str(tmp_path / "study"),
+                 "--prompts", str(prompts_file(tmp_path))]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {tmp_path / 'all.json'} (dataset.annotation_path)") and "every candidate would score the same" in err
+    assert not (tmp_path / "study").exists()
 
 
 @pytest.mark.parametrize("flags, where", [

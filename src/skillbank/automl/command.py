@@ -93,7 +93,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--action", choices=("train", "evaluate"), default="train",
                    help="train: each trial trains (default); evaluate: prompt search, each trial evaluates --spec (an evaluate spec)")
     p.add_argument("--spec", required=True, metavar="FILE", help="base train spec (an evaluate spec with --action evaluate; from `skillbank spec`)")
-    p.add_argument("--prompts", metavar="FILE", help="--action evaluate: system prompt candidates, one per line or a YAML list (null: the default)")
+    p.add_argument("--prompts", metavar="FILE", help="--action evaluate: system prompt candidates, one per line or a YAML list (null: the default); "
+                   "records opening with their own system turn keep it (counted in the plan and best_rec.json; a proxy set "
+                   "where every record does is refused)")
     p.add_argument("--holdout", metavar="ANNOTATIONS[:MEDIA]", help="--action evaluate: held-out set the best trial and the baseline are evaluated on once")
     add_search_arguments(p)
     add_metric_argument(p)

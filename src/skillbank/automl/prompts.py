@@ -239,6 +239,40 @@ def holdout_spec(base: dict[str, Any], holdout: tuple[str, str]) -> dict[str, An
     return spec
 
 
+def own_system_turns(annotation_path: str, limit: int | None = None) -> tuple[int, int]:
+    """(records whose conversations open with their own system turn, records) of an evaluation set: those
+    records keep their own system prompt (skillbank.data.chat.build_messages), so no candidate reaches them."""
+    from skillbank.data.chat import own_system_prompt
+    from skillbank.data.records import load_records
+
+    records = load_records(annotation_path)[:limit]
+    return sum(own_system_prompt(r) is not None for r in records), len(records)
+
+
+def system_turn_notes(args: argparse.Namespace, base: dict[str, Any], holdout: tuple[str, str] | None, space) -> list[str]:
+    """When dataset.system_prompt is searched: a note for each set (proxy, held-out) where records carry
+    their own system turn (the search cannot change their prompt); InputError when every proxy record
+    does (every candidate would score the same). Sets args.system_turns for best_rec.json."""
+    args.system_turns = {}
+    if PROMPT_KEY not in space.keys():
+        return []
+    sets = [("proxy", args.proxy[0], base["evaluation"]["limit"])] + ([("held-out", holdout[0], None)] if holdout else [])
+    notes = []
+    for name, path, limit in sets:
+        own, total = own_system_turns(path, limit)
+        args.system_turns[name] = own
+        if not own:
+            continue
+        if name == "proxy" and own == total:
+            raise InputError(f"every one of the {total} proxy records opens with its own system turn, which replaces the candidate "
+                             "system prompt: every candidate would score the same", where=f"{path} (dataset.annotation_path)",
+                             fix="search on records without a system turn (drop conversations[0] when it is from: system), "
+                                 "or search other evaluate keys with --choices/--param instead of --prompts")
+        notes.append(f"{own} of {total} {name} record(s) in {path} open with their own system turn: they keep it, so the "
+                     f"candidate system prompts reach only the other {total - own}")
+    return notes
+
+
 def preflight_gate(args: argparse.Namespace, base: dict[str, Any], holdout: tuple[str, str] | None) -> dict[str, Any]:
     """The base spec (and the held-out set in its place) pass evaluate's preflight, or exit 2, nothing created."""
     from skillbank.preflight.run import run_preflight
@@ -269,12 +303,13 @@ def command_line(args: argparse.Namespace, study_name: str, *, resume: bool) -> 
     return automl_command_line(args, study_name, resume=resume, action=["--action", "evaluate"], extra=extra)
 
 
-def study_plan(args, settings, space, out_dir: Path, holdout, preflight: dict[str, Any]) -> dict[str, Any]:
+def study_plan(args, settings, space, out_dir: Path, holdout, preflight: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
     from skillbank.automl.study import grid_points
 
     db = out_dir / "study.db"
     exists = db.is_file() if args.storage is None else None
     notes = [f"{db} exists: starting would be refused; pass --resume to continue that study"] if exists and not args.resume else []
+    notes += [f"warning: {w}" for w in warnings]
     if settings.algorithm == "grid":
         points = len(grid_points(space))
         notes.append(f"grid: {points} combination(s), each evaluated once" +
@@ -349,22 +384,23 @@ def run_prompt_search(args: argparse.Namespace) -> int:
                              seed=args.seed, workers=1, resume=args.resume, max_epochs=1, baseline=not args.no_baseline)
     args.algorithm = algorithm  # the start / resume commands name what runs
     preflight = preflight_gate(args, base, holdout)
+    warnings = system_turn_notes(args, base, holdout, space)
     if args.dry_run:
-        plan = study_plan(args, settings, space, out_dir, holdout, preflight)
+        plan = study_plan(args, settings, space, out_dir, holdout, preflight, warnings)
         print(json.dumps(plan, indent=2) if args.json else "\n".join(plan_lines(plan)))
         return 0
     from skillbank import procs
 
     with procs.stop_on_signals():
         try:
-            return _run(args, settings, space, base, out_dir, holdout)
+            return _run(args, settings, space, base, out_dir, holdout, warnings)
         except KeyboardInterrupt as exc:
             print(f"automl: stopped ({exc or 'SIGINT'}). Finished trials are kept; continue with: "
                   f"{command_line(args, study_name, resume=True)}", file=sys.stderr)
             raise
 
 
-def _run(args, settings, space, base: dict[str, Any], out_dir: Path, holdout) -> int:
+def _run(args, settings, space, base: dict[str, Any], out_dir: Path, holdout, warnings: list[str]) -> int:
     from tqdm import tqdm
 
     from skillbank.automl.study import run_study, unretried_failures
@@ -376,6 +412,8 @@ def _run(args, settings, space, base: dict[str, Any], out_dir: Path, holdout) ->
           f"on {args.proxy[0]}) in {out_dir}", file=log)
     for p in space.params:
         print(f"  search {_describe(p.to_dict())}", file=log)
+    for w in warnings:
+        print(f"automl: warning: {w}", file=log)
     bar = tqdm(total=settings.max_trials, desc="trials", unit="trial", file=log, disable=None)
 
     def progress(trial: Any) -> None:
@@ -452,13 +490,15 @@ def _evaluate_extras(rec: dict[str, Any], study, session: EvalSession, out_dir: 
             values[number] = float(doc["primary_metric"]["value"])
             records = int(doc["num_samples"])
         held = {"annotation_path": holdout[0], "media_dir": holdout[1], "records": records,
+                **({"own_system_turns": args.system_turns["held-out"]} if "held-out" in args.system_turns else {}),
                 "metric_value": values[rec["trial_number"]],
                 "baseline_metric_value": values.get(base_no) if base_no is not None else None,
                 "results_dir": str(out_dir / "holdout")}
     best = rec["metric"]["value"]
     return {
         "action": "evaluate",
-        "proxy": {"annotation_path": args.proxy[0], "media_dir": args.proxy[1]},
+        "proxy": {"annotation_path": args.proxy[0], "media_dir": args.proxy[1],
+                  **({"own_system_turns": args.system_turns["proxy"]} if "proxy" in args.system_turns else {})},
         "tied_trials": [t.number for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE" and t.value == best],
         "holdout": held,
         "cost": {"wall_s": round(time.perf_counter() - started, 2), "evaluate_s": round(session.seconds, 2),

@@ -1,9 +1,11 @@
 """LLaVA records -> Hugging Face chat messages, the one shape both training backends consume.
 
 A LLaVA record: {id, video (relative to media_path), video_fps, conversations: [{from: human,
-value: "<video>\\n..."}, {from: gpt, value: "..."}, ...]}. The chat carries the vision settings in
-the video entry exactly as qwen_vl_utils (cosmos-rl's packers) reads them: fps XOR nframes, and
-total_pixels / max_pixels / min_pixels when set.
+value: "<video>\\n..."}, {from: gpt, value: "..."}, ...]}. A record may open its conversations with
+its own system turn {from: system, value: "..."}: that record's chat uses it instead of the run's
+system prompt (custom.system_prompt, evaluate's dataset.system_prompt); a system turn anywhere else
+is an InputError. The chat carries the vision settings in the video entry exactly as qwen_vl_utils
+(cosmos-rl's packers) reads them: fps XOR nframes, and total_pixels / max_pixels / min_pixels when set.
 """
 
 from __future__ import annotations
@@ -49,6 +51,25 @@ def turns(record: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
+def own_system_prompt(record: dict[str, Any]) -> str | None:
+    """The record's own system prompt: the value of a system turn opening its conversations (None when
+    it has none). It replaces the run's system prompt for this record (build_messages); a system turn
+    anywhere but first is an InputError."""
+    own = None
+    for i, (role, text) in enumerate(turns(record)):
+        if role != "system":
+            continue
+        if i:
+            rid = record.get("id", "?")
+            raise InputError(
+                f"conversation turn {i} of record {rid} is a system turn; only the first turn may be one",
+                where=f"record {rid}",
+                fix="move the system turn to the start of conversations (it replaces the run's system prompt for this record), or drop it",
+            )
+        own = text
+    return own
+
+
 def prompt_and_answer(record: dict[str, Any]) -> tuple[str, str]:
     """The first human prompt (tags stripped) and the first answer after it."""
     pairs = turns(record)
@@ -90,14 +111,18 @@ def build_messages(
 ) -> list[dict[str, Any]]:
     """The HF chat of one record: system, user [video, text], assistant (and any further turns).
 
+    The system message is the record's own system turn when its conversations open with one (an empty
+    one means no system message), else `system_prompt` (the run's); see own_system_prompt.
     with_answer=False stops before the first assistant turn (the prompt for generation).
     """
     video = video_entry(
         video_path(record, media_path), fps=fps, nframes=nframes, total_pixels=total_pixels, max_pixels=max_pixels, min_pixels=min_pixels
     )
+    own = own_system_prompt(record)
+    system = own if own is not None else system_prompt
     messages: list[dict[str, Any]] = []
-    if system_prompt:
-        messages.append({"role": "system", "content": system_prompt})
+    if system:
+        messages.append({"role": "system", "content": system})
     placed = False
     for role, text in turns(record):
         if role == "system":

@@ -25,7 +25,7 @@ from typing import Any
 
 from skillbank.data import chat, video
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: a record's own system turn replaces the run's system prompt (examples cached by 1 skipped it)
 CACHE_KEY_FILE = "cache_key.json"
 IGNORE_INDEX = -100
 PROCESSOR_FILES = (

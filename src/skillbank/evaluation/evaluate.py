@@ -209,7 +209,8 @@ def generate_responses(spec: EvaluateSpec, model_name: str, records: list[dict[s
             engine.close()
     elapsed = time.perf_counter() - started
     generation = {"engine": spec.evaluation.engine, "answer_type": answer_type, "model_type": engine.model_type,
-                  "system_prompt": engine.system_prompt, "question_suffix": engine.question_suffix, **g,
+                  "system_prompt": engine.system_prompt, "question_suffix": engine.question_suffix,
+                  "own_system_turns": sum(chat.own_system_prompt(r) is not None for r in records), **g,
                   "seed": spec.evaluation.seed, "retries": passes, "unscorable": len(flagged(responses))}
     return responses, generation, engine.path, elapsed
 

@@ -17,7 +17,7 @@ class InferenceSpec(Section):
     prompt: str = param("", "The question (single mode).")
     annotation_path: str = param("", "LLaVA annotations for batch mode (instead of video + prompt).")
     media_dir: str = param("", "Media folder of batch mode (empty: the annotation file's folder).")
-    system_prompt: str = param("You are a helpful assistant. Answer the question about the video with a short answer.", "System prompt.")
+    system_prompt: str = param("You are a helpful assistant. Answer the question about the video with a short answer.", "System prompt (batch mode: a record whose conversations open with its own system turn keeps that one).")
     fps: float | None = param(2.0, "Frames per second. Exactly one of fps / num_frames.", gt=0, le=60)
     num_frames: int | None = param(None, "Fixed frames per video. Exactly one of fps / num_frames.", ge=2)
     max_tokens: int = param(64, "Max new tokens.", ge=1)

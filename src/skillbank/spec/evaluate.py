@@ -42,7 +42,7 @@ def default_prompt(answer_type: str, model_type: str) -> tuple[str, str]:
 class EvalDatasetSpec(Section):
     annotation_path: str = param("", "LLaVA annotations.json of the evaluation set (id, video, video_fps, conversations).")
     media_dir: str = param("", "Folder the records' video paths are relative to (empty: the annotation file's folder).")
-    system_prompt: str | None = param(None, "System prompt; null: the answer type's default (short: a short-answer prompt; reasoning: the prompt the model family was trained with, by config.json model_type). A prompt given here is used as is.")
+    system_prompt: str | None = param(None, "System prompt; null: the answer type's default (short: a short-answer prompt; reasoning: the prompt the model family was trained with, by config.json model_type). A prompt given here is used as is. A record whose conversations open with its own system turn keeps that one.")
 
 
 class EvalModelSpec(Section):

@@ -142,7 +142,8 @@ class RlCustomSpec(Section):
     answer_type: Literal[ANSWER_TYPES] = param("reasoning", "\"reasoning\": the policy thinks in <think>...</think> and answers in <answer>...</answer>; the answer is extracted before exact_match "
                                                        "(as evaluate does). \"short\": the response is the answer (no format reward).", popular=True)
     task_type: Literal[TASK_TYPES] = param("", "How exact_match reads answers, as evaluate's task.type: \"\" (yes/no when the reference is yes/no, else exact text), \"its_directionality\", \"mcq\".")
-    system_prompt: str | None = param(None, f"System prompt; null: answer_type reasoning asks for {FORMAT_PATTERN} (what the format reward checks), short asks for a short answer.")
+    system_prompt: str | None = param(None, f"System prompt; null: answer_type reasoning asks for {FORMAT_PATTERN} (what the format reward checks), short asks for a short answer. "
+                                      "A record whose conversations open with its own system turn uses that one instead.")
 
 
 class RlSpec(Section):

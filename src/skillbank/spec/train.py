@@ -166,7 +166,7 @@ class CustomSpec(Section):
     train_dataset: DatasetPathsSpec = param(default_factory=DatasetPathsSpec, description="Training data.")
     val_dataset: DatasetPathsSpec | None = param(None, "Validation data; null splits train by train.train_policy.dataset.test_size.")
     vision: VisionSpec = param(default_factory=VisionSpec, description="Video sampling and pixel budget.")
-    system_prompt: str = param("You are a helpful assistant. Answer the question about the video with a short answer.", "System prompt of every chat.")
+    system_prompt: str = param("You are a helpful assistant. Answer the question about the video with a short answer.", "System prompt of every chat; a record whose conversations open with its own system turn uses that one instead.")
 
 
 class TrainSpec(Section):

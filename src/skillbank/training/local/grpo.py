@@ -4,8 +4,8 @@ samples its own rollouts (cosmos-rl runs a separate vLLM engine for that).
 One policy step, as cosmos-rl's GRPO worker does it with its defaults:
 1. rollouts: the next train_batch_per_replica / rollout.n_generation prompts of the epoch's seeded order
    (train_policy.dataloader_seed), rollout.n_generation samples each from the current policy at
-   train_policy.temperature, at most rollout.max_response_length tokens (the chat, frames and pixel
-   budget are SFT's: skillbank.data.examples);
+   train_policy.temperature, at most rollout.max_response_length tokens, rollout.batch_size prompts per
+   generate call (the chat, frames and pixel budget are SFT's: skillbank.data.examples);
 2. rewards: skillbank.training.rewards, the weighted sum of train_policy.reward_function;
 3. advantages: per prompt, (r - mean) / (std + 1e-6) over its samples (cosmos-rl's GRPO);
 4. loss: cosmos-rl's default `token-mean` of the dual-clip PPO objective (ratio clipped to
@@ -193,25 +193,25 @@ class GrpoTrainer:
 
         from skillbank.evaluation.inputs import collate_left
 
-        g = self.spec.rollout.n_generation
+        g, per_call = self.spec.rollout.n_generation, self.spec.rollout.batch_size
         items = [self._prompt(i) for i in indices]
-        batch = {k: v.to(self.device) for k, v in collate_left(items, self.pad_id).items()}
-        batch["pixel_values_videos"] = batch["pixel_values_videos"].to(next(self.model.parameters()).dtype)
-        self.model.eval()
-        with torch.inference_mode(), self._autocast():
-            out = self.model.generate(
-                **batch, do_sample=True, temperature=self.spec.train.train_policy.temperature, top_p=1.0, top_k=0,
-                max_new_tokens=self.spec.rollout.max_response_length, num_return_sequences=g, use_cache=True,
-                pad_token_id=self.pad_id,
-            )
-        self.model.train()
-        new = out[:, batch["input_ids"].shape[1] :].cpu()
         eos = set(self._eos_ids())
         completions = []
-        for row in new:
-            ids = row.tolist()
-            cut = next((k + 1 for k, t in enumerate(ids) if t in eos), len(ids))  # keep the EOS: its probability is trained too
-            completions.append(torch.tensor(ids[:cut], dtype=torch.long))
+        self.model.eval()
+        for start in range(0, len(items), per_call):  # rollout.batch_size prompts per generate call
+            batch = {k: v.to(self.device) for k, v in collate_left(items[start : start + per_call], self.pad_id).items()}
+            batch["pixel_values_videos"] = batch["pixel_values_videos"].to(next(self.model.parameters()).dtype)
+            with torch.inference_mode(), self._autocast():
+                out = self.model.generate(
+                    **batch, do_sample=True, temperature=self.spec.train.train_policy.temperature, top_p=1.0, top_k=0,
+                    max_new_tokens=self.spec.rollout.max_response_length, num_return_sequences=g, use_cache=True,
+                    pad_token_id=self.pad_id,
+                )
+            for row in out[:, batch["input_ids"].shape[1] :].cpu():
+                ids = row.tolist()
+                cut = next((k + 1 for k, t in enumerate(ids) if t in eos), len(ids))  # keep the EOS: its probability is trained too
+                completions.append(torch.tensor(ids[:cut], dtype=torch.long))
+        self.model.train()
         texts = [t.strip() for t in self.tokenizer.batch_decode(completions, skip_special_tokens=True)]
         per_sample = [item for item in items for _ in range(g)]
         return per_sample, completions, texts
