@@ -398,3 +398,22 @@ def test_jobs_lookup_errors_and_list(tmp_path, capsys):
 def test_record_schema_file_is_current():
     path = ROOT / "skills" / "platform" / "tao-run-platform" / "references" / "job_record.schema.json"
     assert json.loads(path.read_text()) == rec.json_schema(), "regenerate: skillbank jobs schema -o " + str(path.relative_to(ROOT))
+
+
+def test_jobs_on_a_foreground_run_record_says_what_it_is(tmp_path, capsys):
+    """`skillbank jobs status` given the record of a foreground train / rl run (skillbank.training.jobrecord),
+    or any other JSON: exit 2 with what the file is and where to look, no validation dump."""
+    from skillbank.training.jobrecord import JobRecord
+
+    spec = tmp_path / "rl.yaml"
+    spec.write_text("train: {}\n")
+    job = JobRecord.start(action="rl", backend="local", spec_path=spec, argv=["skillbank", "rl"], results_dir=tmp_path / "results")
+    job.update(run_dir=tmp_path / "rl" / "20260101000000")
+    assert cli.main(["jobs", "status", str(job.path)]) == 2
+    err = capsys.readouterr().err
+    assert "foreground `skillbank rl` run" in err and "20260101000000" in err and "validation error" not in err
+    other = tmp_path / "other.json"
+    other.write_text('{"x": 1}')
+    assert cli.main(["jobs", "status", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert "not a skillbank job record (id: Field required)" in err and "validation error" not in err

@@ -119,10 +119,21 @@ def load(path: str | Path) -> JobRecord:
         data = json.loads(p.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read job record: {exc}", where=str(p), fix="pass a job id or a jobs/<id>.json path") from None
+    if isinstance(data, dict) and "job_id" in data and "id" not in data:  # skillbank.training.jobrecord: a foreground run's record
+        outputs = data.get("outputs") or {}
+        raise InputError(
+            f"this is the record of a foreground `skillbank {data.get('action', '?')}` run (status {data.get('status', '?')}, "
+            f"run folder {outputs.get('run_dir', '-')}), not of a `skillbank submit` job",
+            where=str(p),
+            fix="read the record itself (JSON), and the run folder's train.log / metrics.jsonl; stop the run with Ctrl-C or "
+                f"SIGTERM to pid {data.get('pid', '?')}; `skillbank jobs` follows jobs started by `skillbank submit`",
+        )
     try:
         return JobRecord.model_validate(data)
     except ValueError as exc:
-        raise InputError(f"not a skillbank job record: {exc}", where=str(p)) from None
+        first = exc.errors()[0] if hasattr(exc, "errors") and exc.errors() else None
+        detail = f"{'.'.join(str(x) for x in first['loc'])}: {first['msg']}" if first else str(exc)
+        raise InputError(f"not a skillbank job record ({detail})", where=str(p), fix="pass a job id or a jobs/<id>.json path written by `skillbank submit`") from None
 
 
 def find(job: str, results_dir: str | None = None) -> tuple[JobRecord, Path]:

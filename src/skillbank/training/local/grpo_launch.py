@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from skillbank.errors import InputError
 from skillbank.training import layout, monitor
+from skillbank.training.local.grpo import GrpoPlan
 from skillbank.training.local.launch import LocalPlan, launch, pick_run_dir, process_args, resolve_model, run_outputs
 
 WORKER = "skillbank.training.local.grpo"
@@ -34,10 +35,8 @@ def plan_rl_local(spec, *, resume: bool = False, dry_run: bool = False) -> Local
         raise InputError(f"train.train_batch_per_replica ({batch}) is not a multiple of rollout.n_generation ({g})",
                          where="train.train_batch_per_replica", fix=f"set it to {max(g, batch - batch % g)} or {batch - batch % g + g}")
     prompts = count_prompts(spec)
-    steps_per_epoch = prompts * g // batch
-    total = steps_per_epoch * spec.train.epoch
-    if spec.train.max_num_steps is not None:
-        total = min(total, spec.train.max_num_steps)
+    counted = GrpoPlan(spec, prompts)
+    steps_per_epoch, total = counted.steps_per_epoch, counted.total_steps
     if total == 0:
         raise InputError(f"zero GRPO steps: {prompts} prompts x rollout.n_generation {g} = {prompts * g} samples, fewer than "
                          f"train.train_batch_per_replica {batch}", where="train.train_batch_per_replica",
