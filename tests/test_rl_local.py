@@ -159,3 +159,12 @@ def test_preflight_of_a_local_rl_run_checks_prompt_groups_not_gpus(tmp_path, tin
     assert local["ok"] and not [f for f in local["findings"] if f["check"] in ("spec.parallelism", "env.gpus", "env.redis")]
     cosmos = json.loads(skillbank(*args, "--backend", "cosmos-rl").stdout)
     assert not cosmos["ok"] and "env.gpus" in {f["check"] for f in cosmos["findings"]}  # CI has no GPU
+
+
+def test_grpo_runs_on_the_qwen3_vl_family(tmp_path, tiny_qwen3_model_dir, demo_dataset_dir):
+    """Cosmos-Reason2's family: rollouts repeat each prompt (transformers 4.57's num_return_sequences cannot
+    expand Qwen3-VL video inputs) and never sample a vision placeholder (the loss forward would read it
+    as a video slot); one policy step and its export."""
+    spec = _rl_spec(tmp_path, tiny_qwen3_model_dir, demo_dataset_dir, **{"train.max_num_steps": 1, "train.ckpt.save_freq": 1})
+    out = json_out(skillbank("rl", "--spec", str(spec), "--backend", "local", "--json", timeout=300))
+    assert out["result"]["last_step"] == 1 and out["result"]["final_safetensors"].endswith("safetensors/step_1")

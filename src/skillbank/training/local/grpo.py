@@ -135,6 +135,9 @@ class GrpoTrainer:
         self.tokenizer = self.processor.tokenizer
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else 0
+        # a sampled image / video placeholder would be read as a vision slot by the loss forward (and fail it)
+        tokens = [getattr(self.processor, name, None) for name in ("image_token", "video_token")]
+        self.placeholders = [self.tokenizer.convert_tokens_to_ids(t) for t in tokens if t]
 
         custom = spec.custom
         vp = self.processor.video_processor
@@ -199,13 +202,16 @@ class GrpoTrainer:
         completions = []
         self.model.eval()
         for start in range(0, len(items), per_call):  # rollout.batch_size prompts per generate call
-            batch = {k: v.to(self.device) for k, v in collate_left(items[start : start + per_call], self.pad_id).items()}
+            # each prompt repeated n_generation times (not num_return_sequences: Qwen3-VL's expansion of video
+            # inputs fails in transformers 4.57)
+            group = [item for item in items[start : start + per_call] for _ in range(g)]
+            batch = {k: v.to(self.device) for k, v in collate_left(group, self.pad_id).items()}
             batch["pixel_values_videos"] = batch["pixel_values_videos"].to(next(self.model.parameters()).dtype)
             with torch.inference_mode(), self._autocast():
                 out = self.model.generate(
                     **batch, do_sample=True, temperature=self.spec.train.train_policy.temperature, top_p=1.0, top_k=0,
-                    max_new_tokens=self.spec.rollout.max_response_length, num_return_sequences=g, use_cache=True,
-                    pad_token_id=self.pad_id,
+                    max_new_tokens=self.spec.rollout.max_response_length, use_cache=True, pad_token_id=self.pad_id,
+                    suppress_tokens=self.placeholders or None,
                 )
             for row in out[:, batch["input_ids"].shape[1] :].cpu():
                 ids = row.tolist()
