@@ -10,8 +10,9 @@ One policy step, as cosmos-rl's GRPO worker does it with its defaults:
 3. advantages: per prompt, (r - mean) / (std + 1e-6) over its samples (cosmos-rl's GRPO);
 4. loss: cosmos-rl's default `token-mean` of the dual-clip PPO objective (ratio clipped to
    [1 - epsilon_low, 1 + epsilon_high], lower bound 3) plus kl_beta x the k3 estimate of the KL to the
-   reference policy (the starting weights, loaded once when kl_beta > 0), accumulated over
-   train_policy.mini_batch samples per forward/backward, and one optimizer step per policy step
+   reference policy (the starting weights, loaded once when kl_beta > 0), over train_policy.mini_batch
+   samples per forward/backward, each mini batch's loss scaled by its share of the samples (cosmos-rl's
+   loss_scaling) and the gradients accumulated, and one optimizer step per policy step
    (cosmos-rl's default mu_iterations 1: the ratio is 1 when the gradient is taken; the clip and the
    ratio are kept so the objective is cosmos-rl's term for term).
 Learning rate: linear warm-up (optm_warmup_steps), then constant. The gradient norm is clipped to
@@ -283,7 +284,9 @@ class GrpoTrainer:
             adv = torch.tensor(advantages[sl], dtype=logps.dtype, device=logps.device)
             pg, kl = grpo_token_loss(logps, logps.detach(), ref, adv, seq["mask"], eps_low=policy.epsilon_low,
                                      eps_high=policy.epsilon_high, kl_beta=policy.kl_beta)
-            loss = (pg + policy.kl_beta * kl) / tokens
+            # cosmos-rl: the token-mean of each mini batch, scaled by its share of the batch's samples
+            share = logps.shape[0] / len(completions)
+            loss = (pg + policy.kl_beta * kl) / max(1, int(seq["mask"].sum())) * share
             loss.backward()
             loss_sum += float(loss.detach())
             kl_sum += float(kl.detach())
