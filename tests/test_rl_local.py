@@ -168,3 +168,16 @@ def test_grpo_runs_on_the_qwen3_vl_family(tmp_path, tiny_qwen3_model_dir, demo_d
     spec = _rl_spec(tmp_path, tiny_qwen3_model_dir, demo_dataset_dir, **{"train.max_num_steps": 1, "train.ckpt.save_freq": 1})
     out = json_out(skillbank("rl", "--spec", str(spec), "--backend", "local", "--json", timeout=300))
     assert out["result"]["last_step"] == 1 and out["result"]["final_safetensors"].endswith("safetensors/step_1")
+
+
+def test_local_scoring_sums_the_weighted_rewards_cosmos_rl_workers_call():
+    """rewards.score (the local backend's) agrees with reward_fns (what grpo_script hands cosmos-rl), sample by sample."""
+    from skillbank.training import rewards
+
+    weights = {"exact_match": 0.9, "format": 0.1}
+    ref = rewards.reference_json("yes", "Is the ball red? Answer yes or no.")
+    responses = ["<think>\nred ball\n</think>\n\n<answer>\nyes\n</answer>", "<answer>no</answer>", "yes"]
+    totals, parts = rewards.score(responses, [ref] * 3, weights, answer_type="reasoning", task_type="")
+    fns = rewards.reward_fns(weights, {"answer_type": "reasoning", "task_type": ""})
+    assert totals == pytest.approx([sum(w * fn(r, ref) for fn, w in fns) for r in responses])
+    assert parts["exact_match"] == [1.0, 0.0, 0.0] and parts["format"][0] == 1.0 and totals[0] == pytest.approx(1.0)

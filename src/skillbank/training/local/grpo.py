@@ -347,6 +347,10 @@ class GrpoTrainer:
                 self.export(self.step)
         self.log(f"GRPO: {plan.prompts} prompts, {plan.prompts_per_step} per step x {plan.group} samples, {plan.steps_per_epoch} steps per epoch, "
                  f"{total} steps, rewards {weights}, kl_beta {policy.kl_beta}, device {self.device.type}")
+        cosmos = [name for name in weights if name in rewards.COSMOS_REWARDS]
+        if cosmos:  # imported on the first score; its package logs an ERROR where vLLM is missing (no reward uses vLLM)
+            self.log(f"cosmos-rl's reward(s) {', '.join(cosmos)}: loading cosmos-rl (a 'Failed to import VLLM Rollout' "
+                     "line from it is harmless here)", echo=True)
         bar = tqdm(total=total, initial=self.step, desc="grpo", unit="step", dynamic_ncols=True, file=sys.stderr)
         while self.step < total:
             started = time.perf_counter()
