@@ -3,6 +3,7 @@ that prints its own CPU seconds and peak RSS last, and read that back beside the
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 import textwrap
@@ -37,3 +38,12 @@ def measure(argv: list[str]) -> tuple[float, float, float, str]:
     *head, last = proc.stdout.strip().splitlines()
     cpu, peak_kib = map(float, last.split())
     return wall, peak_kib / 1024**2, cpu, "\n".join(head)
+
+
+def size_args(doc: str | None) -> argparse.Namespace:
+    """The options of a benchmark over N generated records: --records, --repeat, --keep."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each method (alternating); the best is compared")
+    parser.add_argument("--keep", metavar="DIR", help="generate into DIR and keep it (reused when it exists)")
+    return parser.parse_args()

@@ -18,7 +18,6 @@ peak memory is the child's own max RSS at exit (ru_maxrss). All must find the sa
 
 from __future__ import annotations
 
-import argparse
 import random
 import re
 import shutil
@@ -28,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _child import child_argv, measure  # benchmarks/ is sys.path[0] when run as a script
+from _child import child_argv, measure, size_args  # benchmarks/ is sys.path[0] when run as a script
 
 QUESTIONS = ("Is the ball red? Answer yes or no.", "Is the ball moving left? Answer yes or no.")
 
@@ -152,11 +151,7 @@ def public_argv(data: Path) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--repeat", type=int, default=1, help="runs of each method (alternating); the best is compared")
-    parser.add_argument("--keep", metavar="DIR", help="generate into DIR and keep it (reused when it exists)")
-    args = parser.parse_args()
+    args = size_args(__doc__)
 
     tmp = None
     if args.keep:

@@ -16,7 +16,6 @@ the child's own max RSS (ru_maxrss); CPU is the child's user + system time.
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import shutil
@@ -25,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _child import child_argv, measure  # benchmarks/ is sys.path[0] when run as a script
+from _child import child_argv, measure, size_args  # benchmarks/ is sys.path[0] when run as a script
 
 WORDS = ("the", "car", "ahead", "brakes", "while", "a", "cyclist", "crosses", "from", "right", "lane", "stays", "clear",
          "and", "no", "vehicle", "touches", "another", "camera", "pans", "slowly", "left")
@@ -120,11 +119,7 @@ def loop_argv(data: Path) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--repeat", type=int, default=1, help="runs of each method (alternating); the best is compared")
-    parser.add_argument("--keep", metavar="DIR", help="generate into DIR and keep it (reused when it exists)")
-    args = parser.parse_args()
+    args = size_args(__doc__)
 
     tmp = None if args.keep else tempfile.mkdtemp(prefix="score-bench-")
     data = Path(args.keep or tmp)

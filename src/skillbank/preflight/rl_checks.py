@@ -35,16 +35,36 @@ def gpus(spec: RlSpec, gpus_per_node: int | None, nodes: int | None, f: Findings
                   "(an 8B policy under FSDP beside a vLLM rollout engine)", "give policy and rollout 2 GPUs or more each", "rollout.num_gpus")
 
 
-def local_batch(spec: RlSpec, f: Findings) -> None:
-    """The local backend takes whole prompts per policy step: the batch must hold n_generation samples of
-    each (cosmos-rl buffers samples across steps; one process does not)."""
+BATCH_KEY = "train.train_batch_per_replica"
+
+
+def split_groups(spec: RlSpec) -> tuple[str, str] | None:
+    """(message, fix) when the batch would split a prompt's samples across policy steps: the local backend
+    takes whole prompts per step (cosmos-rl buffers samples across steps; one process does not)."""
     batch, g = spec.train.train_batch_per_replica, spec.rollout.n_generation
-    if batch % g:
-        below, above = max(g, batch - batch % g), batch - batch % g + g
-        f.error("spec.batch", f"train.train_batch_per_replica ({batch}) is not a multiple of rollout.n_generation ({g}): the local backend "
-                f"takes train_batch_per_replica / n_generation whole prompts per policy step",
-                f"set train.train_batch_per_replica={below} or {above} (keep it a multiple of train.train_policy.mini_batch x "
-                "policy.parallelism.dp_shard_size too)", "train.train_batch_per_replica")
+    if not batch % g:
+        return None
+    below, above = max(g, batch - batch % g), batch - batch % g + g
+    return (f"{BATCH_KEY} ({batch}) is not a multiple of rollout.n_generation ({g}): the local backend takes "
+            f"{BATCH_KEY} / n_generation whole prompts per policy step",
+            f"set {BATCH_KEY}={below} or {above} (keep it a multiple of train.train_policy.mini_batch x policy.parallelism.dp_shard_size too)")
+
+
+def no_step(spec: RlSpec, prompts: int) -> tuple[str, str] | None:
+    """(message, fix) when one epoch's rollout samples (prompts x n_generation) fill no policy step."""
+    samples, batch = prompts * spec.rollout.n_generation, spec.train.train_batch_per_replica
+    if samples >= batch:
+        return None
+    unit = spec.policy.parallelism.dp_shard_size * spec.train.train_policy.mini_batch  # the spec model's divisibility rule
+    return (f"{prompts:,} prompts x rollout.n_generation {spec.rollout.n_generation} = {samples:,} samples per epoch, "
+            f"fewer than {BATCH_KEY} {batch}: no policy step would run",
+            f"set {BATCH_KEY}={max(unit, samples - samples % unit)} or add prompts")
+
+
+def local_batch(spec: RlSpec, f: Findings) -> None:
+    problem = split_groups(spec)
+    if problem:
+        f.error("spec.batch", *problem, BATCH_KEY)
 
 
 def visible_gpus(spec: RlSpec, f: Findings) -> dict[str, int]:
@@ -132,15 +152,11 @@ def references(spec: RlSpec, records: Sequence[Mapping[str, Any]], file: str, f:
 
 def samples_per_step(spec: RlSpec, prompts: int, f: Findings) -> dict[str, int]:
     """Rollout samples per epoch (prompts x n_generation) against one policy step's batch."""
+    problem = no_step(spec, prompts)
+    if problem:
+        f.error("spec.steps_per_rank", *problem, BATCH_KEY)
     samples = prompts * spec.rollout.n_generation
-    batch = spec.train.train_batch_per_replica
-    if samples < batch:
-        unit = spec.policy.parallelism.dp_shard_size * spec.train.train_policy.mini_batch  # the spec model's divisibility rule
-        f.error("spec.steps_per_rank", f"{prompts:,} prompts x rollout.n_generation {spec.rollout.n_generation} = {samples:,} samples per epoch, "
-                f"fewer than train.train_batch_per_replica {batch}: no policy step would run",
-                f"set train.train_batch_per_replica={max(unit, samples - samples % unit)} or add prompts",
-                "train.train_batch_per_replica")
-    return {"prompts": prompts, "samples_per_epoch": samples, "steps_per_epoch": samples // batch}
+    return {"prompts": prompts, "samples_per_epoch": samples, "steps_per_epoch": samples // spec.train.train_batch_per_replica}
 
 
 def _indices(items: Sequence[int]) -> str:

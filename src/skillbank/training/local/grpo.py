@@ -151,14 +151,10 @@ class GrpoTrainer:
             question, answer = prompt_and_answer(record)
             self.references.append(reference_json(answer, question))
         self.prompts: dict[int, dict[str, Any]] = {}  # prepared prompt tensors by record index (decoded once)
-        self.plan = GrpoPlan(spec, len(self.records))
-        if self.plan.total_steps == 0:
-            raise ValueError(f"zero GRPO steps: {len(self.records)} prompts x n_generation {spec.rollout.n_generation} "
-                             f"< train_batch_per_replica {train.train_batch_per_replica}")
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        self.params = params
+        self.plan = GrpoPlan(spec, len(self.records))  # the launcher refused a plan of zero steps
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
         optim_cls = torch.optim.AdamW if train.optm_name == "AdamW" else torch.optim.Adam
-        self.optimizer = optim_cls(params, lr=train.optm_lr, weight_decay=train.optm_weight_decay)
+        self.optimizer = optim_cls(self.params, lr=train.optm_lr, weight_decay=train.optm_weight_decay)
         warmup = schedule.warmup_steps(train.optm_warmup_steps, self.plan.total_steps)
         total = self.plan.total_steps
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(

@@ -30,17 +30,15 @@ def count_prompts(spec) -> int:
 
 def plan_rl_local(spec, *, resume: bool = False, dry_run: bool = False) -> LocalPlan:
     """Everything short of launching (nothing is created or downloaded in a dry run)."""
+    from skillbank.preflight.rl_checks import BATCH_KEY, no_step, split_groups
+
     g, batch = spec.rollout.n_generation, spec.train.train_batch_per_replica
-    if batch % g:
-        raise InputError(f"train.train_batch_per_replica ({batch}) is not a multiple of rollout.n_generation ({g})",
-                         where="train.train_batch_per_replica", fix=f"set it to {max(g, batch - batch % g)} or {batch - batch % g + g}")
     prompts = count_prompts(spec)
+    for problem in (split_groups(spec), no_step(spec, prompts)):  # preflight's rules, for callers that skip it
+        if problem:
+            raise InputError(problem[0], where=BATCH_KEY, fix=problem[1])
     counted = GrpoPlan(spec, prompts)
     steps_per_epoch, total = counted.steps_per_epoch, counted.total_steps
-    if total == 0:
-        raise InputError(f"zero GRPO steps: {prompts} prompts x rollout.n_generation {g} = {prompts * g} samples, fewer than "
-                         f"train.train_batch_per_replica {batch}", where="train.train_batch_per_replica",
-                         fix=f"set train.train_batch_per_replica <= {prompts * g} (a multiple of {g}) or add prompts")
     model_path, notes = resolve_model(spec.policy.model_name_or_path, download=not dry_run)
     notes.append(f"one process samples its own rollouts ({batch // g} prompts x {g} samples per step); policy.parallelism, "
                  "rollout.num_gpus, rollout.parallelism, rollout.gpu_memory_utilization and redis are cosmos-rl settings")
