@@ -14,6 +14,7 @@ from skillbank.errors import InputError, RunError
 # (module, ...) in the order `--help` lists them; each module defines register(subparsers).
 COMMAND_MODULES = (
     "skillbank.routing.command",
+    "skillbank.intake.command",
     "skillbank.spec.command",
     "skillbank.preflight.command",
     "skillbank.training.command",

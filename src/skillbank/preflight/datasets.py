@@ -22,7 +22,7 @@ from skillbank.preflight import media as media_mod
 from skillbank.preflight.jsonarray import ArrayFormatError, iter_batches
 from skillbank.preflight.records import Columns, Media, RecordChecker, Wants, fast_columns
 from skillbank.preflight.report import Findings
-from skillbank.preflight.vision import VisionBudget, clip_from_record, text_chars
+from skillbank.preflight.vision import Estimate, TokenTally, VisionBudget, clip_from_record, text_chars
 
 
 @dataclass
@@ -40,6 +40,7 @@ class Dataset:
     media_root: str = ""
     sample: list[tuple[int, dict[str, Any], str]] = field(default_factory=list)  # (index, record, video file)
     with_meta: int = 0
+    tokens: TokenTally = field(default_factory=TokenTally)  # tokens per sample of the clips whose length is known
     folders_listed: int = 0  # media folders read (one os.scandir each, however many records)
 
 
@@ -246,7 +247,9 @@ class _Scanner:
             if clip is None:
                 continue
             self.data.with_meta += 1
-            check_clip(budget, clip, record, start + offset, self._where(start + offset), self.findings, group=self.data.file)
+            est = check_clip(budget, clip, record, start + offset, self._where(start + offset), self.findings, group=self.data.file)
+            if est is not None:
+                self.data.tokens.add(est, clip)
 
     def _sample(self, batch: list[Any], videos: list[Media], start: int) -> None:
         """Reservoir sampling (algorithm L): K uniformly random video records in one pass (all of them when K < 0)."""
@@ -318,8 +321,10 @@ def _label(index: int, rid: Any) -> str:
     return f"record {index} (id {rid!r})" if rid is not None else f"record {index}"
 
 
-def check_clip(budget: VisionBudget, clip: Any, record: dict[str, Any], index: int, where: str, findings: Findings, *, group: str = "") -> None:
-    """The vision.budget finding of one clip whose length is known."""
+def check_clip(
+    budget: VisionBudget, clip: Any, record: dict[str, Any], index: int, where: str, findings: Findings, *, group: str = ""
+) -> Estimate | None:
+    """The vision.budget finding of one clip whose length is known; its token estimate (None when it cannot be sampled)."""
     label = f"record {index} (id {record.get('id')!r})"
     try:
         est = budget.estimate(clip, text_chars(record))
@@ -331,10 +336,10 @@ def check_clip(budget: VisionBudget, clip: Any, record: dict[str, Any], index: i
             where,
             group=group,
         )
-        return
+        return None
     limit = budget.model_max_length
     if est.high <= limit:
-        return
+        return est
     fix = "lower custom.vision.fps / nframes or custom.vision.total_pixels, trim long clips, or raise policy.model_max_length"
     detail = (
         f"{est.frames} frames of a {clip.duration:.1f} s clip -> about {est.vision_low:,}-{est.vision_high:,} vision tokens "
@@ -345,3 +350,4 @@ def check_clip(budget: VisionBudget, clip: Any, record: dict[str, Any], index: i
         findings.error("vision.budget", f"{label}: the sample exceeds the token budget ({detail}); {why}", fix, where, group=group)
     else:
         findings.warning("vision.budget", f"{label}: the sample may exceed the token budget ({detail}), depending on the frame size", fix, where, group=group)
+    return est

@@ -28,7 +28,7 @@ from skillbank.preflight.cache_checks import check_cache
 from skillbank.preflight.datasets import Dataset, ScanOptions, check_clip, scan
 from skillbank.preflight.decode import ALL
 from skillbank.preflight.report import RUNS_ON, Findings, Group, Report, parse_groups
-from skillbank.preflight.vision import VisionBudget
+from skillbank.preflight.vision import TokenTally, VisionBudget, clip_from_record
 from skillbank.training.backends import BACKENDS
 from skillbank.training import steps
 
@@ -80,6 +80,7 @@ def run_preflight(
         "records": records,
         "checked": sum(records.values()),
         "datasets": {d.role: _dataset_stats(d) for d in ctx.datasets},
+        "tokens_per_sample": _tokens_per_sample(ctx.datasets),
         **ctx.stats,
         "runs_on": runs_on,
         "only": [g for g in ("spec", "data", "env") if g in groups],
@@ -99,7 +100,17 @@ def _dataset_stats(d: Dataset) -> dict[str, Any]:
         "images": d.images,
         "complete": d.complete,
         "media_folders_listed": d.folders_listed,
+        "tokens_per_sample": d.tokens.to_dict(),
     }
+
+
+def _tokens_per_sample(datasets: list[Dataset]) -> dict[str, Any] | None:
+    """The training set's tokens per sample (every set's when there is no train set); None when no length is known."""
+    train = [d for d in datasets if d.role == "train"]
+    tally = TokenTally()
+    for d in train or datasets:
+        tally = tally.merge(d.tokens)
+    return tally.to_dict()
 
 
 def _arguments(ctx: Context) -> None:
@@ -207,7 +218,9 @@ def _decode(ctx: Context, data: Dataset | None, budget: VisionBudget | None, *, 
     clips, summary = decode_sample(data.sample, data.file, ctx.findings, fps=fps, nframes=nframes, requested=ctx.decode_sample)
     if budget is not None:
         for index, record, clip in clips:
-            check_clip(budget, clip, record, index, f"{data.file}#{index}", ctx.findings, group=data.file)
+            est = check_clip(budget, clip, record, index, f"{data.file}#{index}", ctx.findings, group=data.file)
+            if est is not None and clip_from_record(record) is None:
+                data.tokens.add(est, clip)  # a record with metadata was counted by the scan
     ctx.stats["decoded"] = len(data.sample)
     ctx.stats["decode"] = summary.to_dict()
     return len(clips)

@@ -133,6 +133,64 @@ class VisionBudget:
         return est if est.low > self.model_max_length else None
 
 
+@dataclass
+class TokenTally:
+    """Tokens per sample over the records whose clip length is known: what preflight reports
+    (stats.tokens_per_sample), `skillbank data stats` shows and `skillbank plan` sizes memory and time with.
+
+    Each sample counts its upper estimate (exact when the record states width / height or the clip was
+    decoded); `bound` says which: "exact" when every counted sample was exact, else "upper".
+    """
+
+    samples: int = 0
+    total: int = 0
+    max: int = 0
+    min: int = 0
+    exact: int = 0
+    longest_clip_s: float = 0.0
+
+    def add(self, est: Estimate, clip: Clip | None = None) -> None:
+        tokens = est.high
+        self.min = tokens if not self.samples else min(self.min, tokens)
+        self.samples += 1
+        self.total += tokens
+        self.max = max(self.max, tokens)
+        self.exact += est.low == est.high
+        if clip is not None:
+            self.longest_clip_s = max(self.longest_clip_s, clip.duration)
+
+    def merge(self, other: "TokenTally") -> "TokenTally":
+        if not other.samples:
+            return self
+        if not self.samples:
+            return other
+        return TokenTally(
+            self.samples + other.samples,
+            self.total + other.total,
+            max(self.max, other.max),
+            min(self.min, other.min),
+            self.exact + other.exact,
+            max(self.longest_clip_s, other.longest_clip_s),
+        )
+
+    @property
+    def mean(self) -> float:
+        return self.total / self.samples if self.samples else 0.0
+
+    def to_dict(self) -> dict[str, Any] | None:
+        """None when no sample's length was known (no duration / num_frames and nothing decoded)."""
+        if not self.samples:
+            return None
+        return {
+            "samples": self.samples,
+            "mean": round(self.mean, 1),
+            "min": self.min,
+            "max": self.max,
+            "bound": "exact" if self.exact == self.samples else "upper",
+            "longest_clip_s": round(self.longest_clip_s, 3),
+        }
+
+
 def clip_from_record(record: dict[str, Any]) -> Clip | None:
     """The clip's length (and frame size) from the record's metadata, when it has any."""
     fps = record.get("video_fps")

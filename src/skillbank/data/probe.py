@@ -1,0 +1,85 @@
+"""A clip's frame rate, length and size from its container's headers (PyAV, no frame decoded).
+
+What `skillbank data import` writes on every record and `skillbank data fix` corrects: `video_fps`,
+`duration`, `num_frames`, `width`, `height` (the optional fields preflight's token budget reads).
+Decoding every frame (preflight's --decode-sample) proves a file plays; reading the headers is
+enough to describe it and costs a few milliseconds. PyAV is imported only here.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class ClipInfo:
+    video_fps: float
+    duration: float  # seconds
+    num_frames: int
+    width: int
+    height: int
+
+    def fields(self) -> dict[str, float | int]:
+        """The record fields, as preflight reads them."""
+        return asdict(self)
+
+
+def probe_header(path: str | os.PathLike[str]) -> ClipInfo:
+    """The first video stream's rate, length and size; raises ValueError naming what is wrong.
+
+    Frames: the container's count when it states one, else duration x rate (rounded).
+    Duration: the stream's, else the container's, else frames / rate.
+    """
+    import av
+
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.video:
+                raise ValueError("no video stream")
+            stream = container.streams.video[0]
+            rate = stream.average_rate or stream.guessed_rate or stream.base_rate
+            fps = float(rate) if rate else 0.0
+            if fps <= 0:
+                raise ValueError("the video stream has no frame rate")
+            width, height = stream.codec_context.width, stream.codec_context.height
+            duration = 0.0
+            if stream.duration and stream.time_base:
+                duration = float(stream.duration * stream.time_base)
+            elif container.duration:
+                duration = container.duration / 1_000_000  # av.time_base: microseconds
+            frames = int(stream.frames or 0)
+    except (OSError, av.error.FFmpegError) as exc:
+        raise ValueError(str(exc).strip() or type(exc).__name__) from None
+    if frames <= 0:
+        frames = round(duration * fps)
+    if duration <= 0 and frames > 0:
+        duration = frames / fps
+    if frames <= 0 or duration <= 0:
+        raise ValueError("the container states neither a length nor a frame count")
+    if not width or not height:
+        raise ValueError("the video stream has no frame size")
+    return ClipInfo(round(fps, 6), round(duration, 6), frames, int(width), int(height))
+
+
+def _one(path: str) -> ClipInfo | str:
+    try:
+        return probe_header(path)
+    except ValueError as exc:
+        return str(exc)
+
+
+def probe_many(paths: Iterable[str], *, workers: int | None = None, progress: bool | None = None, total: int | None = None) -> Iterator[ClipInfo | str]:
+    """probe_header over many files in order, on a thread pool; a failure yields its reason (a str).
+
+    PyAV releases the GIL while it reads and parses a container, so threads overlap the I/O.
+    """
+    from tqdm import tqdm
+
+    paths = list(paths)
+    show = (sys.stderr.isatty() and len(paths) > 50) if progress is None else progress
+    with ThreadPoolExecutor(max_workers=workers or max(1, min(8, 2 * (os.cpu_count() or 1)))) as pool:
+        yield from tqdm(pool.map(_one, paths), total=total or len(paths), desc="probing clips", unit="clip", file=sys.stderr, disable=not show)
