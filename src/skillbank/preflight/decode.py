@@ -74,6 +74,13 @@ class DecodeSummary:
     sampled: list[int] = field(default_factory=list)
     sampling: str = ""  # "fps 2" / "nframes 8": what the frame counts were computed for
 
+    def merge(self, other: "DecodeSummary") -> "DecodeSummary":
+        """Both datasets' measurements as one (--decode-sample all over train and val)."""
+        return DecodeSummary(
+            self.requested, self.clips + other.clips, self.failed + other.failed,
+            self.durations + other.durations, self.sampled + other.sampled, self.sampling or other.sampling,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "requested": self.requested,
@@ -168,7 +175,7 @@ def decode_sample(
                 findings.warning(
                     "media.decode",
                     f"{label}: video_fps is {stated} but the file plays at {clip.video_fps:.3f} fps",
-                    "set video_fps to the file's frame rate",
+                    "set video_fps to the file's frame rate: `skillbank data fix ANNOTATIONS --out FILE` writes a copy with every record's video_fps and duration read from its container",
                     where,
                     group=file,
                 )
