@@ -87,8 +87,8 @@ class DecodeSummary:
             "clips": self.clips,
             "decoded": self.clips - self.failed,
             "failed": self.failed,
-            "duration_s": _spread(self.durations, 3),
-            "frames_sampled": _spread(self.sampled, 1),
+            "duration_s": spread(self.durations, 3),
+            "frames_sampled": spread(self.sampled, 1),
             "sampling": self.sampling or None,
             "summary": self.line(),
         }
@@ -100,16 +100,17 @@ class DecodeSummary:
         text = f"decode: {self.clips - self.failed:,} of {self.clips:,} clip(s) decoded"
         if self.failed:
             text += f" ({self.failed:,} failed)"
-        d = _spread(self.durations, 2)
+        d = spread(self.durations, 2)
         if d:
             text += f"; length {d['min']:g}-{d['max']:g} s (median {d['median']:g})"
-        s = _spread(self.sampled, 1)
+        s = spread(self.sampled, 1)
         if s and self.sampling:
             text += f"; {s['min']:g}-{s['max']:g} frames sampled at {self.sampling} (median {s['median']:g})"
         return text
 
 
-def _spread(values: list[float] | list[int], digits: int) -> dict[str, float] | None:
+def spread(values: list[float] | list[int], digits: int) -> dict[str, float] | None:
+    """min / median / max, rounded (None for no values): how decode and `data stats` describe lengths."""
     if not values:
         return None
     return {"min": round(min(values), digits), "median": round(statistics.median(values), digits), "max": round(max(values), digits)}

@@ -314,8 +314,7 @@ def _rl(spec: Any, ctx: Context) -> None:
             ctx.stats["gpus"] = rl_checks.visible_gpus(spec, f)
     patch = env_checks.patch_size(model, f) if model is not None else 16
     custom = spec.custom
-    # the token estimate reads the train spec's shape: the same vision table, with the prompt the rollouts get
-    budget = VisionBudget.from_train_spec(SimpleNamespace(custom=SimpleNamespace(vision=custom.vision, system_prompt=prompt), policy=spec.policy), patch)
+    budget = rl_budget(spec, patch)
     _fixed_frames(budget, f)
     if not (ctx.wants("data") or ctx.wants("spec")):
         return
@@ -331,6 +330,13 @@ def _rl(spec: Any, ctx: Context) -> None:
 
         usable = rl_checks.references(spec, load_records(file), file, f)
         ctx.stats["rl_plan"] = rl_checks.samples_per_step(spec, usable, f)  # not "plan": that is the SFT run_plan shape
+
+
+def rl_budget(spec: Any, patch: int) -> VisionBudget:
+    """The token estimate of a GRPO spec: the train spec's shape (the same vision table), with the prompt the rollouts get."""
+    from skillbank.training.cosmos_rl.grpo import system_prompt
+
+    return VisionBudget.from_train_spec(SimpleNamespace(custom=SimpleNamespace(vision=spec.custom.vision, system_prompt=system_prompt(spec)), policy=spec.policy), patch)
 
 
 # ---- the other actions -----------------------------------------------------------------------------
