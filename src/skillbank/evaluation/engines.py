@@ -3,8 +3,8 @@ the answer rules score (answers.FIELDS: video_id, question, gt, response, family
 
 A reader is a column mapping, so reading is one DuckDB read_json query (no Python object per row):
 
-- skillbank: `skillbank evaluate`'s results.json rows {video_id, question, gt, response, ...}, also
-  what the seed's evaluator and scripts copied from it write;
+- skillbank: `skillbank evaluate`'s results.json rows {video_id, question, gt, response, ...} (gt and
+  response identify it), also what the seed's evaluator and scripts copied from it write;
 - cosmos-reason1: the per-sample files of Cosmos-Reason1's benchmark script (examples/benchmark
   tools/eval/evaluate.py): {datasource, video_id, prompt, correct_answer, reasoning, answer,
   full_response, is_correct}; prompt is the question, correct_answer the ground truth, full_response
@@ -56,7 +56,7 @@ def _ident(name: str) -> str:
 SKILLBANK = Reader(
     "skillbank",
     {f: f for f in FIELDS},
-    frozenset({"video_id", "gt", "response"}),
+    frozenset({"gt", "response"}),
     by_skillbank=True,
     about="skillbank evaluate's results.json (video_id, question, gt, response; family, dataset optional)",
 )

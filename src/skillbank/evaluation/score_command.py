@@ -15,7 +15,7 @@ Recompute metrics.json from an evaluation's results without loading a model, wit
                   a JSONL file, or a folder of per-sample JSON files (each an object or a list of them;
                   metrics.json, best_checkpoint.json and *_score.json there are not results); local or URL
   field sets read without flags (the report's source.format says which was read):
-    skillbank       video_id, question, gt, response (family, dataset optional): `skillbank evaluate`
+    skillbank       gt, response (video_id, question, family, dataset optional): `skillbank evaluate`
     cosmos-reason1  datasource, video_id, prompt, correct_answer, full_response, answer, is_correct:
                     Cosmos-Reason1's evaluate.py (prompt -> question, correct_answer -> gt,
                     full_response -> response, datasource -> dataset)
@@ -25,8 +25,8 @@ Recompute metrics.json from an evaluation's results without loading a model, wit
 Their own verdict (is_correct) is not scored; its accuracy is reported beside ours (source.their_verdict).
 
 --task and --answer-format default to the task_type / answer_type recorded in the metrics.json
-beside our results.json, else "" and, for other engines' results, reasoning when a response holds an
-<answer> block or </think> (else short). Answer formats: short (the whole response is the answer) or
+beside our results.json, else "" and short; for other engines' results the answer format defaults to
+reasoning when a response holds an <answer> block or </think>. Answer formats: short (the whole response is the answer) or
 reasoning (the last <answer>...</answer> block, closing tag optional; else the text after the last
 </think>; else unparseable). Tasks: "" (yes/no per family whose answers are all yes/no, else exact
 match), its_directionality (left/right/straight), mcq (options "A) ...", "(A) ...", "A. ..." in the
