@@ -104,6 +104,13 @@ def _video(record: Any) -> str | None:
     return video if isinstance(video, str) and video else None
 
 
+def read_annotations(annotations: str) -> list[Any]:
+    """The records of ANNOTATIONS (load_records' shape checks), with a fix that names the argument."""
+    if not Path(annotations).is_file():
+        raise InputError(f"annotation file not found: {annotations}", where="ANNOTATIONS", fix="pass the path of a LLaVA annotations file (a JSON array of records)")
+    return load_records(annotations)
+
+
 def check_out(annotations: str, out: str) -> None:
     """--out must name another file than the input (the input is never written)."""
     a, o = Path(annotations), Path(out)
@@ -172,7 +179,7 @@ def fix_file(annotations: str, out: str, *, media: str = "", skip_bad: bool = Fa
 
     started = time.perf_counter()
     check_out(annotations, out)
-    records = load_records(annotations)
+    records = read_annotations(annotations)
     root = media_root(media, annotations)
     if not os.path.isdir(root):
         raise InputError(f"media root {root} is not a folder", where="--media-root", fix="pass --media-root DIR: the folder the records' video paths are relative to")

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from skillbank.data.media import media_root
-from skillbank.data.records import load_records
 from skillbank.errors import InputError
+from skillbank.intake.fix import read_annotations
 from skillbank.preflight.decode import spread
 from skillbank.preflight.vision import Clip, TokenTally, VisionBudget, clip_from_record, text_chars
 
@@ -120,7 +120,7 @@ def _probe(records: list[dict[str, Any]], wanted: list[int], root: str) -> tuple
 
 def data_stats(annotations: str, budget: Budget, *, probe: bool = False, media: str = "") -> dict[str, Any]:
     """The stats document of one annotations file (see the module docstring)."""
-    records = load_records(annotations)
+    records = read_annotations(annotations)
     videos = [i for i, r in enumerate(records) if _video(r) is not None]
     images = sum(1 for r in records if r.get("image") is not None and _video(r) is None)
     clips = {i: clip for i in videos if (clip := clip_from_record(records[i])) is not None and _fps(records[i]) is not None}
