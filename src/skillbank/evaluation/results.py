@@ -53,13 +53,14 @@ def filesystem(path: str) -> tuple[Any, str]:
     return fsspec.core.url_to_fs(path)
 
 
-def find_results_json(results_dir: str) -> str:
+def find_results_json(results_dir: str, *, missing_ok: bool = False) -> str:
     """The results.json an evaluation wrote under `results_dir`.
 
     Order: `results_dir` itself when it is a .json file; `results_dir/results.json`; the best step's
     results.json named by `results_dir/best_checkpoint.json` (`skillbank evaluate --run`); else the
     only results.json anywhere below. Several candidates and no best_checkpoint.json is an error
-    rather than a silent pick.
+    rather than a silent pick. With missing_ok, a folder without any results.json gives "" (`skillbank
+    score` then reads other engines' files there).
     """
     fs, root = filesystem(results_dir)
     if root.endswith(".json") and fs.isfile(root):
@@ -79,6 +80,8 @@ def find_results_json(results_dir: str) -> str:
         if chosen.get("results_json"):
             return str(chosen["results_json"])
     found = sorted(fs.glob(posixpath.join(root, "**", RESULTS)))
+    if not found and missing_ok:
+        return ""
     if not found:
         raise InputError(
             f"no results.json under {results_dir}",
@@ -180,18 +183,21 @@ def read_metrics(path: str) -> dict[str, Any]:
 
 def score_file(results_json: str, task_type: str, answer_type: str) -> dict[str, Any]:
     """The metrics report of a results.json (no Python object per row: one DuckDB query)."""
+    require_file(results_json)
+    return score_query(connection(results_json), results_source(results_json), results_json, task_type, answer_type)
+
+
+def score_query(con: Any, source: str, where: str, task_type: str, answer_type: str) -> dict[str, Any]:
+    """The metrics report of `source` (a query of answers.FIELDS over the file(s) at `where`)."""
     from skillbank.evaluation.metrics import check_task_type, raise_bad_truths, report_of, tallies
 
     check_task_type(task_type)
-    require_file(results_json)
-    con = connection(results_json)
-    source = results_source(results_json)
-    with json_errors(results_json, "results"):
+    with json_errors(where, "results"):
         counts = con.execute(answers.source_counts_sql(source, task_type, answer_type)).fetchall()
     if task_type != "" and any(c[3] is None for c in counts):  # some ground truth names no label: say which
         numbered = f"SELECT row_number() OVER () - 1 AS idx, * FROM ({answers.rowwise_sql(source, task_type, answer_type)})"
         bad = con.execute(f"SELECT idx, gt FROM ({numbered}) WHERE truth IS NULL ORDER BY idx LIMIT 1").fetchall()
-        raise_bad_truths(bad, task_type, where=results_json)
+        raise_bad_truths(bad, task_type, where=where)
     return report_of(tallies(counts, task_type), answer_type)
 
 

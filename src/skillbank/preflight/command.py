@@ -46,7 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodes", type=int, metavar="M", help="nodes the job gets (checks dp_replicate_size)")
     parser.add_argument("--backend", choices=BACKENDS, help="training backend (cosmos-rl also needs redis-server)")
     parser.add_argument("--decode-sample", type=_decode_count, default=0, metavar="K|all",
-                        help="decode K random videos (or all) with PyAV and report what was measured: failures, clip lengths, frames sampled at the spec's fps / nframes (default 0: none)")
+                        help="decode videos with PyAV and report what was measured: failures, clip lengths, frames sampled at the spec's fps / nframes. "
+                             "K: K random videos of the train set (evaluate / inference / rl: of their one dataset); the validation set is not decoded. "
+                             "all: every video of every dataset the action reads, custom.val_dataset included (default 0: none)")
     parser.add_argument("--runs-on", choices=("here", "node"), default="here",
                         help="where the job runs: here (default; env findings are errors) or node (another machine: env findings are 'check on the node')")
     parser.add_argument("--only", action="append", metavar="GROUP",

@@ -74,14 +74,21 @@ class DecodeSummary:
     sampled: list[int] = field(default_factory=list)
     sampling: str = ""  # "fps 2" / "nframes 8": what the frame counts were computed for
 
+    def merge(self, other: "DecodeSummary") -> "DecodeSummary":
+        """Both datasets' measurements as one (--decode-sample all over train and val)."""
+        return DecodeSummary(
+            self.requested, self.clips + other.clips, self.failed + other.failed,
+            self.durations + other.durations, self.sampled + other.sampled, self.sampling or other.sampling,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "requested": self.requested,
             "clips": self.clips,
             "decoded": self.clips - self.failed,
             "failed": self.failed,
-            "duration_s": _spread(self.durations, 3),
-            "frames_sampled": _spread(self.sampled, 1),
+            "duration_s": spread(self.durations, 3),
+            "frames_sampled": spread(self.sampled, 1),
             "sampling": self.sampling or None,
             "summary": self.line(),
         }
@@ -93,16 +100,17 @@ class DecodeSummary:
         text = f"decode: {self.clips - self.failed:,} of {self.clips:,} clip(s) decoded"
         if self.failed:
             text += f" ({self.failed:,} failed)"
-        d = _spread(self.durations, 2)
+        d = spread(self.durations, 2)
         if d:
             text += f"; length {d['min']:g}-{d['max']:g} s (median {d['median']:g})"
-        s = _spread(self.sampled, 1)
+        s = spread(self.sampled, 1)
         if s and self.sampling:
             text += f"; {s['min']:g}-{s['max']:g} frames sampled at {self.sampling} (median {s['median']:g})"
         return text
 
 
-def _spread(values: list[float] | list[int], digits: int) -> dict[str, float] | None:
+def spread(values: list[float] | list[int], digits: int) -> dict[str, float] | None:
+    """min / median / max, rounded (None for no values): how decode and `data stats` describe lengths."""
     if not values:
         return None
     return {"min": round(min(values), digits), "median": round(statistics.median(values), digits), "max": round(max(values), digits)}
@@ -168,7 +176,7 @@ def decode_sample(
                 findings.warning(
                     "media.decode",
                     f"{label}: video_fps is {stated} but the file plays at {clip.video_fps:.3f} fps",
-                    "set video_fps to the file's frame rate",
+                    "set video_fps to the file's frame rate: `skillbank data fix ANNOTATIONS --out FILE` writes a copy with every record's video_fps and duration read from its container",
                     where,
                     group=file,
                 )

@@ -224,7 +224,7 @@ class RecordChecker:
         return None, media
 
     def _fps(self, record: dict[str, Any], label: str, where: str) -> None:
-        fix = "add video_fps: the clip's native frame rate, a positive number (e.g. 30.0)"
+        fix = "write a corrected copy with `skillbank data fix ANNOTATIONS --out FILE` (video_fps from each clip's container), or add video_fps: the clip's native frame rate, a positive number (e.g. 30.0)"
         if "video_fps" not in record:
             self._error("annotations.video_fps", f"{label}: field video_fps is missing (video records need it)", fix, where)
             return

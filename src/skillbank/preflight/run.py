@@ -149,17 +149,19 @@ def _train(spec: Any, ctx: Context) -> None:
         val_media = spec_checks.media_folder("custom.val_dataset.media_path", custom.val_dataset.media_path, custom.val_dataset.annotation_path, f)
         media_folders.append(val_media)
         if val_file:
-            val = _scan(ctx, "val", val_file, ScanOptions(val_media, keep_keys=True, budget=budget))
+            # --decode-sample all decodes every video the run reads, the validation set's too; K samples train only
+            val_decode = ctx.decode_sample if ctx.decode_sample == ALL else 0
+            val = _scan(ctx, "val", val_file, ScanOptions(val_media, keep_keys=True, budget=budget, decode_sample=val_decode))
     train = None
     if train_file:
         train = _scan(ctx, "train", train_file, ScanOptions(train_media, overlap_with=val, budget=budget, decode_sample=ctx.decode_sample))
         if train.complete and train.records:
             spec_checks.steps_per_rank(spec, train.records, val.records if val else None, f, backend=ctx.backend)
             _plan(spec, model, train.records, val, ctx)
-    decoded = _decode(ctx, train, budget)
+    decoded = _decode(ctx, [train, val], budget)
     for data in (train, val):
         if data is not None:
-            _unknown_lengths(data, budget, decoded if data is train else 0, f)
+            _unknown_lengths(data, budget, decoded.get(data.role, 0), f)
     ctx.stats["cache_folders_checked"] = check_cache(spec, patch, media_folders, f)
 
 
@@ -199,31 +201,43 @@ def _unknown_lengths(data: Dataset, budget: VisionBudget, decoded: int, f: Findi
         f"{unchecked:,} of {data.videos:,} video records in the {data.role} set state no clip length (duration or num_frames), "
         f"so their token budget was not checked; at fps {budget.fps:g} clips longer than ~{longest:.0f} s may exceed "
         f"policy.model_max_length {budget.model_max_length:,}",
-        "add duration (seconds) or num_frames to the records, run preflight with --decode-sample K to measure some, "
+        "write the lengths from the containers with `skillbank data fix ANNOTATIONS --out FILE` (duration, num_frames), "
+        "or run preflight with --decode-sample all to measure every clip (K samples the train set only), "
         "or lower custom.vision.fps / total_pixels",
         data.file,
     )
 
 
-def _decode(ctx: Context, data: Dataset | None, budget: VisionBudget | None, *, fps: float | None = None, nframes: int | None = None) -> int:
-    """Decode the sampled clips (--decode-sample K|all); stats["decoded"] counts them, stats["decode"]
-    says what was measured (lengths, frames sampled at the spec's fps / nframes)."""
-    if not ctx.decode_sample or data is None or not data.sample:
+def _decode(ctx: Context, datasets: list[Dataset | None], budget: VisionBudget | None, *, fps: float | None = None, nframes: int | None = None) -> dict[str, int]:
+    """Decode the sampled clips of each dataset (--decode-sample K: K of the first; all: every video of
+    each); stats["decoded"] counts the clips tried, stats["decode"] says what was measured (lengths,
+    frames sampled at the spec's fps / nframes; per dataset under "datasets" when there are several).
+    Returns the clips that decoded, per dataset role."""
+    sampled = [d for d in datasets if d is not None and d.sample]
+    if not ctx.decode_sample or not sampled:
         ctx.stats["decoded"] = 0
-        return 0
-    from skillbank.preflight.decode import decode_sample
+        return {}
+    from skillbank.preflight.decode import DecodeSummary, decode_sample
 
     if budget is not None:
         fps, nframes = budget.fps, budget.nframes
-    clips, summary = decode_sample(data.sample, data.file, ctx.findings, fps=fps, nframes=nframes, requested=ctx.decode_sample)
-    if budget is not None:
-        for index, record, clip in clips:
-            est = check_clip(budget, clip, record, index, f"{data.file}#{index}", ctx.findings, group=data.file)
-            if est is not None and clip_from_record(record) is None:
-                data.tokens.add(est, clip)  # a record with metadata was counted by the scan
-    ctx.stats["decoded"] = len(data.sample)
-    ctx.stats["decode"] = summary.to_dict()
-    return len(clips)
+    decoded: dict[str, int] = {}
+    total: DecodeSummary | None = None
+    per_dataset: dict[str, dict[str, Any]] = {}
+    for data in sampled:
+        clips, summary = decode_sample(data.sample, data.file, ctx.findings, fps=fps, nframes=nframes, requested=ctx.decode_sample)
+        if budget is not None:
+            for index, record, clip in clips:
+                est = check_clip(budget, clip, record, index, f"{data.file}#{index}", ctx.findings, group=data.file)
+                if est is not None and clip_from_record(record) is None:
+                    data.tokens.add(est, clip)  # a record with metadata was counted by the scan
+        decoded[data.role] = len(clips)
+        per_dataset[data.role] = {"file": data.file, "clips": summary.clips, "failed": summary.failed}
+        total = summary if total is None else total.merge(summary)
+    assert total is not None
+    ctx.stats["decoded"] = total.clips
+    ctx.stats["decode"] = {**total.to_dict(), **({"datasets": per_dataset} if len(per_dataset) > 1 else {})}
+    return decoded
 
 
 def _train_disk(spec: Any, model: env_checks.ModelRef, ctx: Context) -> None:
@@ -300,8 +314,7 @@ def _rl(spec: Any, ctx: Context) -> None:
             ctx.stats["gpus"] = rl_checks.visible_gpus(spec, f)
     patch = env_checks.patch_size(model, f) if model is not None else 16
     custom = spec.custom
-    # the token estimate reads the train spec's shape: the same vision table, with the prompt the rollouts get
-    budget = VisionBudget.from_train_spec(SimpleNamespace(custom=SimpleNamespace(vision=custom.vision, system_prompt=prompt), policy=spec.policy), patch)
+    budget = rl_budget(spec, patch)
     _fixed_frames(budget, f)
     if not (ctx.wants("data") or ctx.wants("spec")):
         return
@@ -310,13 +323,20 @@ def _rl(spec: Any, ctx: Context) -> None:
     if not file:
         return
     data = _scan(ctx, "train", file, ScanOptions(media, budget=budget, decode_sample=ctx.decode_sample))
-    decoded = _decode(ctx, data, budget)
-    _unknown_lengths(data, budget, decoded, f)
+    decoded = _decode(ctx, [data], budget)
+    _unknown_lengths(data, budget, decoded.get(data.role, 0), f)
     if data.complete and data.records:
         from skillbank.data.records import load_records
 
         usable = rl_checks.references(spec, load_records(file), file, f)
         ctx.stats["rl_plan"] = rl_checks.samples_per_step(spec, usable, f)  # not "plan": that is the SFT run_plan shape
+
+
+def rl_budget(spec: Any, patch: int) -> VisionBudget:
+    """The token estimate of a GRPO spec: the train spec's shape (the same vision table), with the prompt the rollouts get."""
+    from skillbank.training.cosmos_rl.grpo import system_prompt
+
+    return VisionBudget.from_train_spec(SimpleNamespace(custom=SimpleNamespace(vision=spec.custom.vision, system_prompt=system_prompt(spec)), policy=spec.policy), patch)
 
 
 # ---- the other actions -----------------------------------------------------------------------------
@@ -339,7 +359,7 @@ def _evaluate(spec: Any, ctx: Context) -> None:
     media = spec_checks.media_folder("dataset.media_dir", spec.dataset.media_dir, spec.dataset.annotation_path, f)
     if file:
         data = _scan(ctx, "eval", file, ScanOptions(media, decode_sample=ctx.decode_sample))
-        _decode(ctx, data, None, fps=spec.vision.fps, nframes=spec.vision.num_frames)
+        _decode(ctx, [data], None, fps=spec.vision.fps, nframes=spec.vision.num_frames)
 
 
 def _inference(spec: Any, ctx: Context) -> None:
@@ -349,7 +369,7 @@ def _inference(spec: Any, ctx: Context) -> None:
         file = spec_checks.dataset_file("annotation_path", spec.annotation_path, f)
         media = spec_checks.media_folder("media_dir", spec.media_dir, spec.annotation_path, f)
         if file:
-            _decode(ctx, _scan(ctx, "inference", file, ScanOptions(media, decode_sample=ctx.decode_sample)), None, fps=spec.fps, nframes=spec.num_frames)
+            _decode(ctx, [_scan(ctx, "inference", file, ScanOptions(media, decode_sample=ctx.decode_sample))], None, fps=spec.fps, nframes=spec.num_frames)
     elif spec.video:
         if not Path(spec.video).expanduser().is_file():
             f.error("annotations.media_exists", f"video {spec.video!r} does not exist", "pass the path of an existing video file", "video")

@@ -1,0 +1,236 @@
+"""`skillbank data stats`: what an annotations file holds, and what its samples cost in tokens.
+
+Records, media kinds, families (the record's `family` key), the most common answers per family, clip
+lengths and frame rates from the records' metadata (`--probe`: from the containers' headers for the
+records that state none), and vision tokens per sample at a spec's vision settings (default: the train
+template's). The token figures are preflight's own: VisionBudget.estimate per sample, aggregated by
+TokenTally into the shape preflight reports as stats.tokens_per_sample, and longest_safe_clip for the
+longest clip a typical sample fits. Nothing here imports torch or transformers (PyAV only for --probe).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from skillbank.data.media import media_root
+from skillbank.errors import InputError
+from skillbank.intake.fix import read_annotations
+from skillbank.preflight.decode import spread
+from skillbank.preflight.vision import Clip, TokenTally, VisionBudget, clip_from_record, text_chars
+
+TOP_ANSWERS = 5
+FIRST = 5  # record indices listed
+NO_FAMILY = ""  # the family key of records without one
+ACTIONS = ("train", "rl")  # the specs with a token budget (policy.model_max_length, custom.vision)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The vision settings the tokens are counted at, and where they came from."""
+
+    budget: VisionBudget
+    source: str  # "the train template" or the spec file
+    action: str
+    model: str
+
+    def to_dict(self) -> dict[str, Any]:
+        b = self.budget
+        return {
+            "source": self.source,
+            "action": self.action,
+            "model": self.model,
+            "patch_size": b.patch_size,
+            "fps": b.fps,
+            "nframes": b.nframes,
+            "total_pixels": b.total_pixels,
+            "max_pixels": b.max_pixels,
+            "model_max_length": b.model_max_length,
+        }
+
+
+def load_budget(skill: str, spec_path: str | None) -> Budget:
+    """The spec's VisionBudget (a train or rl spec; the train template when no spec is given).
+    The patch size comes from the model the spec names, as preflight takes it (env_checks.patch_size)."""
+    from skillbank.preflight import env_checks
+    from skillbank.preflight.run import rl_budget
+    from skillbank.spec.build import infer_action, load_template
+    from skillbank.spec.io import read_spec_file
+    from skillbank.spec.registry import spec_model
+    from skillbank.spec.validation import validate
+
+    if spec_path is None:
+        data, source, action = load_template(skill, "train"), "the train template", "train"
+    else:
+        data, source = read_spec_file(spec_path), str(spec_path)
+        action = infer_action(skill, data, where=source)
+        if action not in ACTIONS:
+            raise InputError(
+                f"{spec_path} is a {action} spec; token counts need a train or rl spec (policy.model_max_length, custom.vision)",
+                where="--spec",
+                fix="pass the train (or rl) spec of the run, or leave --spec out for the train template's settings",
+            )
+    spec: Any = validate(spec_model(skill, action), data, source=source)
+    model_name = spec.policy.model_name_or_path
+    patch = env_checks.patch_size(env_checks.resolve("policy.model_name_or_path", model_name)) if model_name.strip() else 16
+    budget = VisionBudget.from_train_spec(spec, patch) if action == "train" else rl_budget(spec, patch)
+    return Budget(budget, source, action, model_name)
+
+
+def _answer(record: dict[str, Any]) -> str | None:
+    """The first gpt turn's text, stripped (None when there is none)."""
+    for turn in record.get("conversations") or ():
+        if isinstance(turn, dict) and str(turn.get("from", "")).lower() in ("gpt", "assistant") and isinstance(turn.get("value"), str):
+            return turn["value"].strip()
+    return None
+
+
+def _video(record: dict[str, Any]) -> str | None:
+    video = record.get("video")
+    if isinstance(video, list):
+        video = video[0] if video else None
+    return video if isinstance(video, str) and video else None
+
+
+def _fps(record: dict[str, Any]) -> float | None:
+    fps = record.get("video_fps")
+    return float(fps) if type(fps) in (int, float) and 0 < fps < math.inf else None
+
+
+def _probe(records: list[dict[str, Any]], wanted: list[int], root: str) -> tuple[dict[int, Clip], list[dict[str, Any]]]:
+    """Clips of the `wanted` records from their container headers; the failures (record, id, video, reason)."""
+    from skillbank.data.probe import probe_many
+
+    paths = {i: os.path.normpath(os.path.join(root, _video(records[i]) or "")) for i in wanted}
+    distinct = list(dict.fromkeys(paths.values()))
+    infos = dict(zip(distinct, probe_many(distinct)))
+    clips, failed = {}, []
+    for i, path in paths.items():
+        info = infos[path]
+        if isinstance(info, str):
+            failed.append({"record": i, "id": records[i].get("id"), "video": path, "reason": info})
+        else:
+            clips[i] = Clip(info.num_frames, info.video_fps, info.width, info.height)
+    return clips, failed
+
+
+def data_stats(annotations: str, budget: Budget, *, probe: bool = False, media: str = "") -> dict[str, Any]:
+    """The stats document of one annotations file (see the module docstring)."""
+    records = read_annotations(annotations)
+    videos = [i for i, r in enumerate(records) if _video(r) is not None]
+    images = sum(1 for r in records if r.get("image") is not None and _video(r) is None)
+    clips = {i: clip for i in videos if (clip := clip_from_record(records[i])) is not None and _fps(records[i]) is not None}
+    rates = {i: f for i in videos if (f := _fps(records[i])) is not None}  # stated, else probed
+    probed: dict[str, Any] | None = None
+    if probe:
+        root = media_root(media, annotations)
+        if not os.path.isdir(root):
+            raise InputError(f"media root {root} is not a folder", where="--media-root", fix="pass --media-root DIR: the folder the records' video paths are relative to")
+        wanted = [i for i in videos if i not in clips]
+        found, failed = _probe(records, wanted, root)
+        clips.update(found)
+        rates.update({i: c.video_fps for i, c in found.items() if i not in rates})
+        probed = {"media_root": root, "clips": len(wanted), "failed": len(failed), "failures": failed[:FIRST]}
+    else:
+        clips.update({i: c for i in videos if i not in clips and (c := clip_from_record(records[i])) is not None})  # a duration without video_fps
+
+    families: Counter[str] = Counter()
+    answers: dict[str, Counter[str]] = defaultdict(Counter)
+    for record in records:
+        family = record.get("family")
+        family = str(family) if family is not None else NO_FAMILY
+        families[family] += 1
+        answer = _answer(record)
+        if answer is not None:
+            answers[family][answer] += 1
+
+    b = budget.budget
+    tally, over, unsampleable = TokenTally(), [], []
+    for i in sorted(clips):
+        try:
+            est = b.estimate(clips[i], text_chars(records[i]))
+        except ValueError:
+            unsampleable.append(i)  # nframes above the clip's frames: qwen_vl_utils raises
+            continue
+        tally.add(est, clips[i])
+        if est.high > b.model_max_length:
+            over.append(i)
+    longest = b.longest_safe_clip()
+    durations = [clips[i].duration for i in sorted(clips)]
+    return {
+        "annotations": annotations,
+        "records": len(records),
+        "videos": len(videos),
+        "images": images,
+        "families": dict(families.most_common()),
+        "answers": {
+            family: {"distinct": len(counts), "top": [{"answer": a, "records": n} for a, n in counts.most_common(TOP_ANSWERS)]}
+            for family, counts in sorted(answers.items())
+        },
+        "clips": {
+            "with_length": len(clips),
+            "without_length": len(videos) - len(clips),
+            "duration_s": spread(durations, 3),
+            "total_duration_s": round(sum(durations), 3),
+            "with_fps": len(rates),
+            "video_fps": spread(list(rates.values()), 3),
+            "frame_rates": {f"{r:g}": n for r, n in Counter(round(r, 3) for r in rates.values()).most_common(TOP_ANSWERS)},
+        },
+        "probed": probed,
+        "vision": budget.to_dict(),
+        "tokens_per_sample": tally.to_dict(),
+        "longest_safe_clip_s": round(longest, 3) if longest is not None else None,
+        "over_budget": {"records": len(over), "first_records": over[:FIRST]},
+        "unsampleable": {"records": len(unsampleable), "first_records": unsampleable[:FIRST]},
+    }
+
+
+def lines(doc: dict[str, Any]) -> list[str]:
+    """The stats for a person: one line per topic."""
+    out = [f"{doc['annotations']}: {doc['records']:,} records ({doc['videos']:,} video, {doc['images']:,} image)"]
+    fams = doc["families"]
+    if set(fams) != {NO_FAMILY}:
+        out.append("families: " + ", ".join(f"{k or '(none)'} {n:,}" for k, n in fams.items()))
+    for family, a in doc["answers"].items():
+        top = ", ".join(f"{t['answer'][:40]!r} {t['records']:,}" for t in a["top"])
+        out.append(f"answers{' (' + family + ')' if family else ''}: {a['distinct']:,} distinct; top {top}")
+    c = doc["clips"]
+    if c["duration_s"]:
+        d = c["duration_s"]
+        out.append(f"clips: {c['with_length']:,} with a known length, {d['min']:g}-{d['max']:g} s (median {d['median']:g}), {_span(c['total_duration_s'])} in all")
+    if c["without_length"]:
+        out.append(f"clips: {c['without_length']:,} video records state no length (pass --probe to read the containers, or `skillbank data fix` to write them)")
+    if c["frame_rates"]:
+        out.append("frame rates: " + ", ".join(f"{r} fps {n:,}" for r, n in c["frame_rates"].items()))
+    if doc["probed"]:
+        p = doc["probed"]
+        out.append(f"probed: {p['clips']:,} clip(s) under {p['media_root']}, {p['failed']:,} unreadable" + "".join(f"; record {f['record']}: {f['reason']}" for f in p["failures"][:2]))
+    v = doc["vision"]
+    sampling = f"fps {v['fps']:g}" if v["fps"] is not None else f"nframes {v['nframes']}"
+    out.append(f"vision ({v['source']}): {sampling}, total_pixels {v['total_pixels']:,}, patch {v['patch_size']}, model_max_length {v['model_max_length']:,}")
+    t = doc["tokens_per_sample"]
+    if t:
+        out.append(f"tokens per sample ({t['bound']} bound, {t['samples']:,} samples): mean {t['mean']:,.0f}, min {t['min']:,}, max {t['max']:,}")
+    if doc["longest_safe_clip_s"] is not None:
+        out.append(f"longest clip that fits a typical sample: ~{doc['longest_safe_clip_s']:.0f} s")
+    if doc["over_budget"]["records"]:
+        o = doc["over_budget"]
+        out.append(f"over model_max_length: {o['records']:,} record(s) (first: {', '.join(map(str, o['first_records']))}); `skillbank preflight` names each")
+    if doc["unsampleable"]["records"]:
+        u = doc["unsampleable"]
+        out.append(f"shorter than nframes: {u['records']:,} record(s) (first: {', '.join(map(str, u['first_records']))})")
+    return out
+
+
+def _span(seconds: float) -> str:
+    return f"{seconds:,.0f} s" if seconds < 3600 else f"{seconds / 3600:,.1f} h"
+
+
+def spec_path_arg(value: str | None) -> str | None:
+    if value is not None and not Path(value).is_file():
+        raise InputError(f"spec file not found: {value}", where="--spec", fix="pass the path of a train (or rl) spec, e.g. one `skillbank spec ... -o train.yaml` wrote")
+    return value
