@@ -272,6 +272,12 @@ def test_sigkill_at_a_random_moment_then_resume_finishes_with_the_same_losses(re
     killed_run = layout.newest_run_dir(out)
     killed_at = layout.step_of(layout.newest_complete_checkpoint(out))
     assert 3 <= killed_at <= STEPS
+    from skillbank.training.diagnose import diagnose
+
+    seen = diagnose(killed_run, stale_after_s=0)  # what `skillbank jobs diagnose` says of it (logs not moving: not running)
+    assert seen.state == "failed" and seen.launched_by == "skillbank-local" and seen.last_step is not None
+    assert seen.last_complete_checkpoint == str(layout.newest_complete_checkpoint(out).resolve())
+    assert f"--resume-from {seen.last_complete_checkpoint}" in seen.resume_command and "spec.json" in seen.resume_command
 
     resumed = subprocess.run(cli(*args, "--resume", "--json"), cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
@@ -304,6 +310,9 @@ def test_resume_from_a_chosen_checkpoint_starts_a_new_run_that_continues_its_cur
     reference = {r["step"]: r["loss"] for r in layout.read_metrics(reference_run["run_dir"]) if "loss" in r}
     assert [r["loss"] for r in rows] == pytest.approx([reference[s] for s in range(7, STEPS + 1)], rel=1e-4)
     assert json.loads(Path(doc["job_record"]).read_text())["outputs"]["resume_from"] == str(step6 / "policy")
+    from skillbank.training.diagnose import diagnose
+
+    assert diagnose(run).state == "finished"
     # an incomplete checkpoint, or a folder without one, is refused before anything starts (exit 2)
     half = _fake_checkpoint(tmp_path / "other" / "20250101000000", 4, 2, 1)
     for bad, words in ((half, "1 of 2 saving ranks"), (tmp_path / "other", "no complete checkpoint"), (tmp_path / "nowhere", "does not exist")):
