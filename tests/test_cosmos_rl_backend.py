@@ -91,7 +91,7 @@ def local_model(tmp_path: Path, model_type: str) -> Path:
     return folder
 
 
-def built(spec: TrainSpec, tmp_path: Path, model: str = "nvidia/Cosmos-Reason2-8B", *, resume: bool = False):
+def built(spec: TrainSpec, tmp_path: Path, model: str = "nvidia/Cosmos-Reason2-8B", *, resume: bool | str = False):
     run_dir = tmp_path / "results" / "20250101000000"
     return build_toml(spec, model=model, family=family_of(model), run_dir=run_dir, run_id="20250101000000", resume=resume)
 
@@ -583,6 +583,29 @@ def test_dry_run_writes_the_toml_and_prints_the_plan(tmp_path, monkeypatch):
     for blob in (text, toml_path.read_text(), json.dumps(job.updates)):
         assert SECRET not in blob
     assert not (run_dir / "logs").exists()  # nothing launched
+
+
+def test_resume_from_a_checkpoint_is_a_path_in_the_toml_that_cosmos_accepts(cosmos, tmp_path):
+    """--resume-from: train.resume = "<step_N/policy>" (cosmos-rl loads exactly that folder); the
+    checkpoint's saving ranks must match the spec's (cosmos-rl reads model_rank_<global rank>.pth)."""
+    from skillbank.training import layout
+    from skillbank.training.cosmos_rl.launch import resume_setting
+
+    spec = make_spec(tmp_path, policy={"parallelism": {"dp_shard_size": 4}})
+    ckpt = layout.checkpoint_dir(tmp_path / "old" / "20240101000000", 40)
+    ckpt.mkdir(parents=True)
+    (ckpt / "cosmos_config").write_text(json.dumps({"policy": {"parallelism": {"dp_shard_size": 4, "tp_size": 1, "cp_size": 1, "pp_size": 1, "dp_replicate_size": 2}}}))
+    for rank in range(4):
+        (ckpt / f".rank_{rank}_complete").write_text("")
+    assert layout.resolve_checkpoint(ckpt.parent.parent.parent) == ckpt.resolve()  # a run folder -> its newest complete one
+    assert resume_setting(spec, False, ckpt) == str(ckpt)
+    assert resume_setting(spec, True, ckpt) == str(ckpt)  # nothing under output_dir yet: start from the chosen one
+    data = built(spec, tmp_path, resume=str(ckpt)).data
+    assert data["train"]["resume"] == str(ckpt)
+    config = cosmos.config.Config.from_dict(copy.deepcopy(data))
+    assert config.train.resume == str(ckpt)
+    with pytest.raises(InputError, match="written by 4 saving rank"):
+        resume_setting(make_spec(tmp_path / "b", policy={"parallelism": {"dp_shard_size": 8}}), False, ckpt)
 
 
 def test_dry_run_plans_for_an_output_dir_this_machine_cannot_create(tmp_path):

@@ -272,6 +272,12 @@ def test_sigkill_at_a_random_moment_then_resume_finishes_with_the_same_losses(re
     killed_run = layout.newest_run_dir(out)
     killed_at = layout.step_of(layout.newest_complete_checkpoint(out))
     assert 3 <= killed_at <= STEPS
+    from skillbank.training.diagnose import diagnose
+
+    seen = diagnose(killed_run, stale_after_s=0)  # what `skillbank jobs diagnose` says of it (logs not moving: not running)
+    assert seen.state == "failed" and seen.launched_by == "skillbank-local" and seen.last_step is not None
+    assert seen.last_complete_checkpoint == str(layout.newest_complete_checkpoint(out).resolve())
+    assert f"--resume-from {seen.last_complete_checkpoint}" in seen.resume_command and "spec.json" in seen.resume_command
 
     resumed = subprocess.run(cli(*args, "--resume", "--json"), cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
@@ -286,6 +292,32 @@ def test_sigkill_at_a_random_moment_then_resume_finishes_with_the_same_losses(re
     assert layout.list_checkpoint_steps(run)[-1] == STEPS and layout.list_safetensors_steps(run)[-1] == STEPS
     job = json.loads(Path(doc["job_record"]).read_text())
     assert job["status"] == "succeeded" and job["backend"] == "local" and job["outputs"]["resume_from"]
+
+
+def test_resume_from_a_chosen_checkpoint_starts_a_new_run_that_continues_its_curve(reference_run, tiny_model_dir, demo_dataset_dir, tmp_path):
+    """--resume-from a checkpoint of another run (by its step_N folder): a new run folder under this
+    spec's output_dir continues at the next step, with the reference run's losses (same data order)."""
+    out = tmp_path / "out"
+    spec = write_spec(tmp_path / "spec.yaml", local_train_spec(tiny_model_dir, demo_dataset_dir, out, RUN))
+    step6 = layout.checkpoint_dir(reference_run["run_dir"], 6).parent
+    done = skillbank("train", "--spec", str(spec), "--backend", "local", "--automl-policy", "off", "--resume-from", str(step6), "--json", timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = json_out(done)
+    run = Path(doc["result"]["run_dir"])
+    assert run.parent == out and run != reference_run["run_dir"]
+    rows = [r for r in layout.read_metrics(run) if "loss" in r]
+    assert [r["step"] for r in rows] == list(range(7, STEPS + 1))
+    reference = {r["step"]: r["loss"] for r in layout.read_metrics(reference_run["run_dir"]) if "loss" in r}
+    assert [r["loss"] for r in rows] == pytest.approx([reference[s] for s in range(7, STEPS + 1)], rel=1e-4)
+    assert json.loads(Path(doc["job_record"]).read_text())["outputs"]["resume_from"] == str(step6 / "policy")
+    from skillbank.training.diagnose import diagnose
+
+    assert diagnose(run).state == "finished"
+    # an incomplete checkpoint, or a folder without one, is refused before anything starts (exit 2)
+    half = _fake_checkpoint(tmp_path / "other" / "20250101000000", 4, 2, 1)
+    for bad, words in ((half, "1 of 2 saving ranks"), (tmp_path / "other", "no complete checkpoint"), (tmp_path / "nowhere", "does not exist")):
+        refused = skillbank("train", "--spec", str(spec), "--backend", "local", "--automl-policy", "off", "--resume-from", str(bad))
+        assert refused.returncode == 2 and words in refused.stderr and "Traceback" not in refused.stderr, refused.stderr
 
 
 def test_lora_with_gradient_checkpointing_exports_merged_weights(tiny_model_dir, demo_dataset_dir, tmp_path):

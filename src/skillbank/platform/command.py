@@ -11,6 +11,25 @@ from skillbank.automl.command import DEFAULT_METRIC, add_metric_argument, add_se
 from skillbank.training.backends import BACKENDS
 
 PLATFORMS = ("local", "docker", "slurm")
+DIAGNOSE_HELP = """\
+Read a training run's folder and logs (nothing is written) and say:
+  state                     running | failed | finished (unknown: nothing logged yet)
+  cause                     the failure the logs show (cosmos-rl's known fatal messages explained; else the
+                            last exception), or why a silent stop looks like a kill
+  last_step, total_steps    from the master rank's "Step: s/T" lines
+  last_complete_checkpoint  the newest step_N/policy with cosmos_config and one .rank_R_complete marker per
+                            saving rank (cosmos-rl's own rule: saves are asynchronous, a "saved" log line
+                            proves nothing); incomplete_checkpoints lists the others and what they miss
+  last_traceback            the tail of the last traceback in the logs
+  resume_command            how to go on from that checkpoint: `skillbank train --resume-from`, after
+                            `skillbank spec --from <the run's config> --from-format cosmos-rl` for a run skillbank
+                            did not launch (cosmos-rl's own defaults kept for keys the config does not set)
+A run is "running" while its logs moved in the last --stale-after seconds. Works on runs skillbank did
+not launch (cosmos-rl 0.4.x output and --log-dir layouts) and on both skillbank backends.
+examples:
+  skillbank jobs diagnose /lustre/me/outputs/sft/20250601120000 --json
+  skillbank jobs diagnose /lustre/me/logs            # a cosmos-rl --log-dir folder
+"""
 ACTIONS = ("train", "automl")
 
 
@@ -46,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_metric_argument(search)
     p.set_defaults(run=run_submit)
 
-    jobs = sub.add_parser("jobs", help="status, logs or cancel of a submitted job (by id or record path)")
+    jobs = sub.add_parser("jobs", help="status, logs, cancel or diagnose of a job (by id, record path, or any run folder for diagnose)")
     verbs = jobs.add_subparsers(dest="verb", metavar="VERB", required=True)
     for name, fn, text in (
         ("status", run_status, "refresh and print the job record"),
@@ -61,6 +80,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         else:
             v.add_argument("--json", action="store_true", help="print the record as one JSON document")
         v.set_defaults(run=fn)
+    v = verbs.add_parser(
+        "diagnose",
+        help="what happened to a training run, launched by skillbank or not: state, cause, last complete checkpoint, resume command",
+        description=DIAGNOSE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    v.add_argument("dir", metavar="DIR", help="a cosmos-rl run folder (<output_dir>/<timestamp>), an output_dir, a --log-dir folder "
+                   "(logs_latest/), one logs_<time> folder, or a skillbank run folder")
+    v.add_argument("--stale-after", type=float, default=None, metavar="S",
+                   help="logs unchanged for S seconds mean the run is not running (default 600)")
+    v.add_argument("--json", action="store_true", help="print one JSON document (keys below)")
+    v.set_defaults(run=run_diagnose)
     v = verbs.add_parser("list", help="known jobs, newest first, with their last recorded status", description="Jobs in the index (and under --results-dir), with the status last written to each record (`jobs status` refreshes one).")
     v.add_argument("--results-dir", default=None)
     v.add_argument("--json", action="store_true")
@@ -175,6 +206,21 @@ def run_list(args: argparse.Namespace) -> int:
     else:
         for row in rows:
             print(f"{row['id']}  {row['status']:<10} {row['platform']:<7} {row['backend']:<10} {row['submitted']}  {row['record']}")
+    return 0
+
+
+def run_diagnose(args: argparse.Namespace) -> int:
+    from skillbank.errors import InputError
+    from skillbank.training.diagnose import STALE_AFTER_S, diagnose
+
+    try:
+        diag = diagnose(args.dir, stale_after_s=STALE_AFTER_S if args.stale_after is None else args.stale_after)
+    except ValueError as exc:
+        raise InputError(str(exc), where=args.dir, fix="pass the run folder (<output_dir>/<timestamp>, with checkpoints/) or the --log-dir folder cosmos-rl wrote") from None
+    if args.json:
+        print(json.dumps({"ok": True, **diag.to_dict()}, indent=2))
+    else:
+        print("\n".join(diag.lines()))
     return 0
 
 

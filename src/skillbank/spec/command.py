@@ -43,6 +43,8 @@ examples:
   skillbank spec --from train.yaml --set epochs=2 --set nframes=8 -o train2.yaml     # edit: every other value kept
   skillbank spec --action evaluate --dataset-root /data/qa/val --set num_gpus=0 --set model=DIR -o eval.toml
   skillbank spec --from eval.toml --set fps=4 -o eval.toml                             # TOML in, TOML out
+  skillbank spec --from sft.toml --set model_max_length=40960 -o train.yaml           # a cosmos-rl TOML: its defaults kept
+  skillbank spec --from out/20250601120000/checkpoints/step_400/policy/cosmos_config -o resume.yaml   # a run's own config
 """
 
 
@@ -82,7 +84,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--skill", default=DEFAULT_SKILL, help=f"model skill (default {DEFAULT_SKILL})")
     p.add_argument("--action", help="train, evaluate, inference, quantize or export (with --from: inferred from the file when left out)")
-    p.add_argument("--from", dest="from_file", metavar="FILE", help="edit this spec (YAML, JSON or TOML) instead of starting from the template; it is not modified unless -o names it")
+    p.add_argument("--from", dest="from_file", metavar="FILE", help="edit this spec (YAML, JSON or TOML) instead of starting from the template; it is not modified unless -o names it. "
+                   "A cosmos-rl SFT config (the TOML cosmos-rl ran with, or a checkpoint's cosmos_config) becomes a train spec: keys it leaves "
+                   "out keep cosmos-rl's own defaults (what that run used), and every place the skill's template differs is listed")
+    p.add_argument("--from-format", choices=("auto", "skillbank", "cosmos-rl"), default="auto",
+                   help="how to read --from: auto (default: cosmos-rl when the file has keys only cosmos-rl knows, is named cosmos_config, "
+                   "or is a TOML with [train] and no results_dir), skillbank (a skill spec), cosmos-rl")
     p.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE", help="dotted key or shorthand override (repeatable)")
     p.add_argument("--dataset-root", metavar="DIR", help="folder with annotations.json (or train/ and val/ subfolders)")
     p.add_argument("-o", "--output", metavar="FILE", help="write the spec here (atomically; .toml TOML, .json JSON, else YAML) instead of stdout")
@@ -95,9 +102,12 @@ def run(args: argparse.Namespace) -> int:
     from skillbank.spec.build import build_spec, infer_action
     from skillbank.spec.io import dump_yaml, read_spec_file, write_spec
 
-    base, action = None, args.action
+    base, action, converted = None, args.action, None
     if args.from_file:
         base = read_spec_file(args.from_file)
+        converted = _from_cosmos(args, base)
+        if converted is not None:
+            base, action = converted.data, "train"
         action = action or infer_action(args.skill, base, where=args.from_file)
     elif not action:
         raise InputError("no action given", where="--action", fix="pass --action train|evaluate|inference|quantize|export, or --from FILE to edit a spec")
@@ -106,9 +116,11 @@ def run(args: argparse.Namespace) -> int:
     if args.output:
         write_spec(args.output, built.spec)
     plan, plan_note = _plan(built.spec) if action == "train" else (None, None)
-    notes = built.notes + ([plan_note] if plan_note else [])
+    notes = (converted.notes if converted else []) + built.notes + ([plan_note] if plan_note else [])
     if args.json:
         doc = {"ok": True, "skill": args.skill, "action": action, "from": args.from_file, "output": args.output,
+               "from_format": ("cosmos-rl" if converted else "skillbank") if args.from_file else None,
+               "cosmos_rl_defaults_kept": converted.defaults_kept if converted else [],
                "applied": built.applied, "notes": notes, "plan": plan, "spec": data}
         print(json.dumps(doc, indent=2))
         return 0
@@ -123,6 +135,21 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(dump_yaml(data))
     return 0
+
+
+def _from_cosmos(args: argparse.Namespace, base: dict[str, Any]) -> Any:
+    """A cosmos-rl config given to --from, as a train spec dict (skillbank.spec.cosmos_config); None for a skill spec."""
+    from skillbank.errors import InputError
+    from skillbank.spec.build import load_template
+    from skillbank.spec.cosmos_config import from_cosmos, is_cosmos_config
+    from skillbank.spec.registry import spec_model
+
+    if not is_cosmos_config(base, args.from_file, args.from_format):
+        return None
+    if args.action not in (None, "train"):
+        raise InputError(f"{args.from_file} is a cosmos-rl SFT config: it becomes a train spec, not {args.action}", where="--action",
+                         fix="drop --action (or pass --action train), or --from-format skillbank if the file is a skill spec")
+    return from_cosmos(spec_model(args.skill, "train"), base, load_template(args.skill, "train"), where=args.from_file)
 
 
 def _plan(spec: Any) -> tuple[dict[str, Any] | None, str | None]:

@@ -39,6 +39,8 @@ examples:
   skillbank train --spec train.yaml --automl-policy off --backend cosmos-rl          # direct training
   skillbank train --spec train.yaml --automl-policy off --backend local --dry-run    # direct: the plan only
   skillbank train --spec train.yaml --automl-policy off --backend local --resume     # direct: continue a run
+  skillbank train --spec train.yaml --automl-policy off --resume-from out/20250101120000/checkpoints/step_400
+                                                          # a new run from a chosen checkpoint (any run's)
   skillbank train --spec train.yaml --automl-policy auto --dry-run                   # AutoML: the study plan only
   skillbank train --spec train.yaml --automl-policy auto --param train.optm_lr --automl-max-trials 4
 exit codes: 0 trained; 2 bad input (nothing launched); 1 the run failed (resume with --resume).
@@ -61,6 +63,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the plan (command, ranks, run folder; on the AutoML route the study plan) and launch nothing; "
                    "plans for the machine that will train: spec and data must pass, HF_TOKEN / redis-server / GPUs / disk are listed as 'check on the node'")
     p.add_argument("--resume", action="store_true", help="continue from the newest complete checkpoint under train.output_dir (AutoML route: continue the study)")
+    p.add_argument("--resume-from", metavar="CHECKPOINT", default=None,
+                   help="start a new run from this checkpoint, of this run or another: a checkpoints/step_N/policy folder, its step_N folder, "
+                   "or a run folder (its newest complete checkpoint); complete by cosmos-rl's markers (cosmos_config + one .rank_R_complete "
+                   "per saving rank). cosmos-rl: train.resume = \"<path>\"; local: weights, optimizer, schedule and step. With --resume too, "
+                   "the newest checkpoint under output_dir wins when there is one (a requeued job). `skillbank jobs diagnose RUN` names the last complete one")
     search = p.add_argument_group("AutoML route (automl_policy auto): narrow the study, as `skillbank automl` does")
     add_search_arguments(search, trials_flags=("--automl-max-trials",))
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout (progress goes to stderr)")
@@ -79,6 +86,22 @@ def _preflight(args: argparse.Namespace, log: Any) -> dict[str, Any]:
     for line in report.summary()["check_on_node"]:
         log(f"preflight: check on the node: {line}")
     return report.summary()
+
+
+def _resume_from(args: argparse.Namespace, log: Any) -> Path | None:
+    """--resume-from as a complete step_N/policy folder; a dry run may name a path only the node has."""
+    if not args.resume_from:
+        return None
+    from skillbank.training import layout
+
+    try:
+        return layout.resolve_checkpoint(args.resume_from)
+    except ValueError as exc:
+        if args.dry_run and not Path(args.resume_from).expanduser().exists():
+            log(f"preflight: check on the node: --resume-from {args.resume_from} (not on this machine)")
+            return Path(args.resume_from)
+        raise InputError(str(exc), where="--resume-from",
+                         fix="pass a complete checkpoint (`skillbank jobs diagnose RUN_DIR` names the last complete one), or --resume") from None
 
 
 def _handoff_to_automl(args: argparse.Namespace) -> int:
@@ -112,12 +135,16 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"the request routes to the {decision.action} action: {decision.reason}", where="--request",
                          fix="write an rl spec (skillbank spec --skill tao-finetune-cosmos-reason --action rl -o rl.yaml) and run `skillbank rl --spec rl.yaml`; or drop RL from the request to run SFT")
     if decision.route == "automl":
+        if args.resume_from:
+            raise InputError("--resume-from starts one training run from a checkpoint, but this request routes to AutoML",
+                             where="--resume-from", fix="pass --automl-policy off to train directly (AutoML resumes its study with --resume)")
         log(f"route: automl ({decision.reason})")
         return _handoff_to_automl(args)
     if not decision.runnable:
         raise InputError(f"the router cannot run this request: {decision.reason}", where="--automl-policy", fix="pass --automl-policy off to train directly")
     _no_search_flags(args, decision.route)
     log(f"route: {decision.route} ({decision.reason})")
+    resume_from = _resume_from(args, log)
     preflight = _preflight(args, log)
 
     job = None
@@ -134,11 +161,12 @@ def run(args: argparse.Namespace) -> int:
             from skillbank.training.local.launch import train_local
 
             result: Any = train_local(spec, spec_path=args.spec, resume=args.resume, dry_run=args.dry_run, job=job, log=log,
-                                      stdout=sys.stderr if args.json else None)
+                                      stdout=sys.stderr if args.json else None, resume_from=resume_from)
         else:
             from skillbank.training.cosmos_rl.launch import train_cosmos_rl
 
-            result = train_cosmos_rl(spec, spec_path=Path(args.spec), resume=args.resume, dry_run=args.dry_run, job=job, log=log)
+            result = train_cosmos_rl(spec, spec_path=Path(args.spec), resume=args.resume, dry_run=args.dry_run, job=job, log=log,
+                                     resume_from=resume_from)
     if args.json:
         doc = {
             "ok": True,

@@ -26,6 +26,7 @@ from typing import Any
 STEP_DIR = re.compile(r"^step_(\d+)$")
 RUN_DIR = re.compile(r"^(\d{14})(?:-(\d+))?$")  # cosmos-rl's %Y%m%d%H%M%S, -N when two start in one second
 CONFIG_FILE = "cosmos_config"
+RANK_FILE = re.compile(r"^model_rank_(\d+)\.pth$")
 SPEC_FILE = "spec.json"  # the local backend's validated train spec (vision budget resolved)
 TOML_FILE = "cosmos_rl.toml"  # the cosmos-rl backend's config (its `custom` table is the train spec's)
 RUN_SPEC_FILES = (SPEC_FILE, TOML_FILE)
@@ -99,7 +100,10 @@ def saving_ranks(policy_dir: str | os.PathLike[str]) -> int | None:
         n = int(par.get("dp_shard_size", 1)) * int(par.get("tp_size", 1)) * int(par.get("cp_size", 1)) * int(par.get("pp_size", 1))
     except (TypeError, ValueError):
         return None
-    return n if n >= 1 else None
+    if n < 1:  # dp_shard_size -1 (cosmos-rl: fill the world): count the ranks whose model files are there
+        ranks = [int(m.group(1)) for p in Path(policy_dir).glob("model_rank_*.pth") if (m := RANK_FILE.match(p.name))]
+        return max(ranks) + 1 if ranks else None
+    return n
 
 
 def is_complete(policy_dir: str | os.PathLike[str]) -> bool:
@@ -145,6 +149,28 @@ def step_of(policy_dir: str | os.PathLike[str]) -> int:
     if not m:
         raise ValueError(f"not a checkpoint folder: {policy_dir}")
     return int(m.group(1))
+
+
+def resolve_checkpoint(path: str | os.PathLike[str]) -> Path:
+    """The step_N/policy folder a path names: itself, a step_N folder, or a run folder / output_dir
+    (its newest complete checkpoint). Raises ValueError saying what is missing (a checkpoint is
+    complete only by cosmos-rl's markers, never by a log line: saves are asynchronous)."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise ValueError(f"{p} does not exist")
+    if STEP_DIR.match(p.name) and (p / "policy").is_dir():
+        p = p / "policy"
+    if p.name == "policy" and STEP_DIR.match(p.parent.name):
+        if not is_complete(p):
+            n = saving_ranks(p)
+            have = sorted(int(m.group(1)) for q in p.glob(".rank_*_complete") if (m := re.match(r"^\.rank_(\d+)_complete$", q.name)))
+            what = f"{CONFIG_FILE} is missing" if n is None else f"{len(have)} of {n} saving ranks marked it complete"
+            raise ValueError(f"checkpoint {p} is incomplete ({what}); it was being written when the run stopped")
+        return p.resolve()
+    newest = newest_complete_checkpoint(p)
+    if newest is None:
+        raise ValueError(f"{p} holds no complete checkpoint (checkpoints/step_N/policy with {CONFIG_FILE} and every rank's marker)")
+    return newest.resolve()
 
 
 def run_of(policy_dir: str | os.PathLike[str]) -> Path:

@@ -95,6 +95,7 @@ class LaunchPlan:
     steps_per_epoch: int
     notes: list[str] = field(default_factory=list)
     plan: dict[str, Any] = field(default_factory=dict)  # skillbank.training.steps.run_plan
+    resume: bool | str = False  # train.resume as written: a checkpoint path, true (newest), false
 
     def lines(self, *, dry_run: bool) -> list[str]:
         head = "cosmos-rl plan (dry run: nothing launched)" if dry_run else "cosmos-rl launch"
@@ -107,6 +108,7 @@ class LaunchPlan:
             f"  env names  : {', '.join(self.env_names)}",
             f"  model      : {self.model} ({self.family})",
             f"  GPUs       : {self.gpus_per_replica} per replica",
+            f"  resume     : {self.resume}",
             *(f"  {line}" for line in (plan_lines(self.plan) if self.plan else [])),
             *(f"  note       : {redact(n)}" for n in self.notes),
         ]
@@ -120,10 +122,14 @@ def train_cosmos_rl(
     dry_run: bool,
     job: Any | None = None,
     log: Callable[[str], None] = print,
+    resume_from: Path | None = None,
 ) -> int:
-    """Run (or, with dry_run, plan) one cosmos-rl SFT run. Returns 0; a failed run raises RunError."""
+    """Run (or, with dry_run, plan) one cosmos-rl SFT run. Returns 0; a failed run raises RunError.
+
+    resume_from: a step_N/policy folder: the new run starts from it (train.resume = its path); with
+    resume too, the newest complete checkpoint under output_dir wins when there is one."""
     layout = _planned_layout(spec.train.output_dir, log) if dry_run else RunLayout.new(spec.train.output_dir)
-    plan = prepare(spec, layout=layout, resume=resume, dry_run=dry_run, log=log)
+    plan = prepare(spec, layout=layout, resume=resume_setting(spec, resume, resume_from), dry_run=dry_run, log=log)
     for line in plan.lines(dry_run=dry_run):
         log(line)
     log(f"  {monitor.where_to_look(layout.run_dir)[0]}")  # wandb, when logging.logger has it, is cosmos-rl's own
@@ -165,7 +171,28 @@ def _planned_layout(output_dir: str, log: Callable[[str], None]) -> RunLayout:
         return RunLayout(folder.name, folder)
 
 
-def prepare(spec: TrainSpec, *, layout: RunLayout, resume: bool, dry_run: bool, log: Callable[[str], None] = print) -> LaunchPlan:
+def resume_setting(spec: TrainSpec, resume: bool, resume_from: Path | None) -> bool | str:
+    """cosmos-rl's train.resume for --resume / --resume-from. A chosen checkpoint must have been
+    written by as many ranks as this spec saves with (one shard file per rank)."""
+    if resume_from is None:
+        return resume
+    if resume:
+        newest = run_layout.newest_complete_checkpoint(spec.train.output_dir)
+        if newest is not None:
+            return True  # cosmos-rl scans the sibling run folders itself
+    if resume_from.exists():
+        par = spec.policy.parallelism
+        want, have = par.tp_size * par.cp_size * par.pp_size * par.dp_shard_size, run_layout.saving_ranks(resume_from)
+        if have != want:
+            raise InputError(
+                f"checkpoint {resume_from} was written by {have} saving rank(s); this spec saves with {want} (tp x cp x pp x dp_shard)",
+                where="--resume-from",
+                fix=f"set policy.parallelism to the checkpoint's shape ({have} saving ranks), or start without --resume-from",
+            )
+    return str(resume_from)
+
+
+def prepare(spec: TrainSpec, *, layout: RunLayout, resume: bool | str, dry_run: bool, log: Callable[[str], None] = print) -> LaunchPlan:
     """Everything short of launching: checks, model download (not in a dry run), the TOML on disk."""
     env = launch_env()
     missing = missing_tools(env)
@@ -190,6 +217,7 @@ def prepare(spec: TrainSpec, *, layout: RunLayout, resume: bool, dry_run: bool, 
         steps_per_epoch=built.steps_per_epoch,
         notes=[*model_notes, *built.notes, *notes],
         plan=built.plan,
+        resume=resume,
     )
 
 

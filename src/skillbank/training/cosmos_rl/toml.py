@@ -37,10 +37,12 @@ class CosmosToml:
     plan: dict[str, Any] = field(default_factory=dict)  # skillbank.training.steps.run_plan
 
 
-def build_toml(spec: TrainSpec, *, model: str, family: ModelFamily, run_dir: Path, run_id: str, resume: bool,
+def build_toml(spec: TrainSpec, *, model: str, family: ModelFamily, run_dir: Path, run_id: str, resume: bool | str,
                counts: steps.TrainCount | None = None) -> CosmosToml:
     """The cosmos-rl config for one run. `model` is what cosmos-rl loads (a local path, or an id);
-    `counts` is train_steps(spec) when the caller has it already (it reads the annotations)."""
+    `counts` is train_steps(spec) when the caller has it already (it reads the annotations).
+    resume: cosmos-rl's train.resume: true scans the sibling run folders for the newest checkpoint, a
+    path (a step_N/policy folder) starts from that checkpoint."""
     notes: list[str] = []
     train = _train(spec, run_dir=run_dir, run_id=run_id, resume=resume)
     policy = _policy(spec, model)
@@ -67,7 +69,7 @@ def write_toml(path: str | Path, data: dict[str, Any]) -> Path:
 # --- sections -----------------------------------------------------------------------------------
 
 
-def _train(spec: TrainSpec, *, run_dir: Path, run_id: str, resume: bool) -> dict[str, Any]:
+def _train(spec: TrainSpec, *, run_dir: Path, run_id: str, resume: bool | str) -> dict[str, Any]:
     train = spec.train.model_dump(mode="json")
     # cosmos-rl appends a timestamp to output_dir unless train.timestamp is set: fix both, so the
     # run folder is known before launch. resume scans the sibling run folders of this one.

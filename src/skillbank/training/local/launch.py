@@ -82,14 +82,31 @@ def pick_run_dir(output_dir: Path, resume_from: Path | None, *, dry_run: bool) -
     return layout.new_run_dir(output_dir).resolve()
 
 
+def check_ranks(checkpoint: Path, world: int, *, flag: str) -> None:
+    """A checkpoint holds one shard per saving rank: it loads only into the same number of ranks."""
+    ranks = layout.saving_ranks(checkpoint)
+    if ranks != world:
+        raise InputError(
+            f"checkpoint {checkpoint} was written by {ranks} rank(s); this spec runs {world}",
+            where="policy.parallelism.dp_shard_size",
+            fix=f"set policy.parallelism.dp_shard_size to {ranks} (the checkpoint's ranks), or start a new run without {flag}",
+        )
+
+
 def process_args(module: str, run_dir: Path, model_path: str, resume_from: Path | None) -> list[str]:
     """`-m MODULE` and the options every local training process takes (worker.parse_args)."""
     argv = ["-m", module, "--run-dir", str(run_dir), "--model-path", model_path]
     return argv + (["--resume-from", str(resume_from.resolve())] if resume_from is not None else [])
 
 
-def plan_local(spec, *, resume: bool = False, dry_run: bool = False) -> LocalPlan:
-    """Everything short of launching (nothing is created or downloaded in a dry run)."""
+def plan_local(spec, *, resume: bool = False, dry_run: bool = False, resume_from: Path | None = None) -> LocalPlan:
+    """Everything short of launching (nothing is created or downloaded in a dry run).
+
+    resume: continue the run of the newest complete checkpoint under train.output_dir (its folder).
+    resume_from: a complete step_N/policy folder (`skillbank.training.layout.resolve_checkpoint`) of this
+    run or another; a NEW run folder starts from its weights, optimizer, schedule and step. With both,
+    the newest checkpoint under output_dir wins when there is one (a requeued job continues its own run).
+    """
     par = spec.policy.parallelism
     for key in ("tp_size", "cp_size", "pp_size"):
         if getattr(par, key) != 1:
@@ -108,21 +125,22 @@ def plan_local(spec, *, resume: bool = False, dry_run: bool = False) -> LocalPla
                      "in-process and caches them after the first epoch")
     if spec.train.ckpt.enable_checkpoint and spec.train.ckpt.save_mode == "async":
         notes.append("train.ckpt.save_mode async is a cosmos-rl setting: the local backend writes checkpoints synchronously")
-    resume_from = None
     output_dir = Path(spec.train.output_dir)
+    chosen, continue_run = resume_from, False
     if resume:
-        resume_from = layout.newest_complete_checkpoint(output_dir)
-        if resume_from is None:
+        newest = layout.newest_complete_checkpoint(output_dir)
+        if newest is not None:
+            chosen, continue_run = newest, True
+        elif resume_from is None:
             notes.append(f"--resume: no complete checkpoint under {output_dir}; starting a new run")
         else:
-            ranks = layout.saving_ranks(resume_from)
-            if ranks != world:
-                raise InputError(
-                    f"checkpoint {resume_from} was written by {ranks} rank(s); this spec runs {world}",
-                    where="policy.parallelism.dp_shard_size",
-                    fix=f"resume with the same parallelism ({ranks} ranks), or start a new run without --resume",
-                )
-    run_dir = pick_run_dir(output_dir, resume_from, dry_run=dry_run)
+            notes.append(f"--resume: no complete checkpoint under {output_dir} yet; starting from --resume-from {resume_from}")
+    if chosen is not None and chosen.exists():
+        check_ranks(chosen, world, flag="--resume" if continue_run else "--resume-from")
+    elif chosen is not None:
+        notes.append(f"--resume-from {chosen} is not on this machine: it must be a complete checkpoint on the machine that trains")
+    run_dir = pick_run_dir(output_dir, chosen if continue_run else None, dry_run=dry_run)
+    resume_from = chosen
     argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world}",
             *process_args(WORKER, run_dir, model_path, resume_from)]
     return LocalPlan(argv, world, run_dir, model_path, resume_from, count.train, plan.steps_per_epoch, plan.total_steps, notes,
@@ -224,13 +242,14 @@ def train_local(
     job: Any = None,
     log: Callable[[str], None] = print,
     stdout: Any = None,
+    resume_from: Path | None = None,
 ) -> dict[str, Any]:
     """Run (or plan, with dry_run) a local FSDP2 training. Returns the plan (dry run) or a summary.
 
     stdout: where the ranks' output goes (None: inherit; the CLI passes stderr under --json).
     Raises RunError when a rank fails.
     """
-    plan = plan_local(spec, resume=resume, dry_run=dry_run)
+    plan = plan_local(spec, resume=resume, dry_run=dry_run, resume_from=resume_from)
     for line in plan.lines():
         log(line)
     for line in [*monitor.where_to_look(plan.run_dir, spec.logging.logger), *(f"upload     : {n}" for n in upload.credential_notes(spec))]:
