@@ -167,6 +167,30 @@ def test_slurm_tomls_fresh_and_resume(tmp_path):
     assert fresh["policy"]["model_name_or_path"] == "nvidia/Cosmos-Reason2-8B"  # hf_model:// resolved before launch
 
 
+def test_submit_resume_from_a_checkpoint(tmp_path, capsys):
+    """--resume-from: the slurm job's fresh TOML loads that checkpoint (its requeue TOML still resumes its own
+    newest one); local / docker jobs pass it to `skillbank train`; an incomplete one is refused; a node-only
+    path is passed on with a note."""
+    spec = write_spec(tmp_path)
+    ckpt = tmp_path / "old" / "20250101000000" / "checkpoints" / "step_40" / "policy"
+    ckpt.mkdir(parents=True)
+    (ckpt / "cosmos_config").write_text(json.dumps({"policy": {"parallelism": {"dp_shard_size": 8}}}))
+    for rank in range(7):
+        (ckpt / f".rank_{rank}_complete").write_text("")
+    code, _, err = run_cli("submit", "--platform", "slurm", "--spec", str(spec), "--resume-from", str(ckpt.parent), "--dry-run", capsys=capsys)
+    assert code == 2 and "7 of 8 saving ranks" in err
+    (ckpt / ".rank_7_complete").write_text("")
+    code, out, _ = run_cli("submit", "--platform", "slurm", "--spec", str(spec), "--resume-from", str(ckpt.parent), "--dry-run", "--json", capsys=capsys)
+    assert code == 0
+    job_dir = Path(json.loads(out)["record"]["outputs"]["job_dir"])
+    assert tomllib.loads((job_dir / "cosmos-rl.toml").read_text())["train"]["resume"] == str(ckpt.resolve())
+    assert tomllib.loads((job_dir / "cosmos-rl-resume.toml").read_text())["train"]["resume"] is True
+    code, out, _ = run_cli("submit", "--platform", "local", "--spec", str(spec), "--resume-from", "/cluster/only/step_9", "--dry-run", "--json", capsys=capsys)
+    record = json.loads(out)["record"]
+    assert code == 0 and record["argv"][-2:] == ["--resume-from", "/cluster/only/step_9"]
+    assert any("not on this machine" in n for n in record["notes"])
+
+
 def test_slurm_requeue_resumes_only_with_a_checkpoint(tmp_path):
     """Run the script's resume block in bash: fresh TOML without a checkpoint, resume TOML with one."""
     ctx, rendered = render_slurm(tmp_path, write_spec(tmp_path))

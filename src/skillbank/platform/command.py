@@ -58,6 +58,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--partition", default=None, help="slurm: partition")
     p.add_argument("--account", default=None, help="slurm: account")
     p.add_argument("--time", default=None, metavar="HH:MM:SS", help="slurm: time limit")
+    p.add_argument("--resume-from", metavar="CHECKPOINT", default=None,
+                   help="train: the job starts from this checkpoint (`skillbank train --resume-from`: a step_N[/policy] or run folder, "
+                   "complete by cosmos-rl's markers; checked here when this machine has it, else on the node); a requeued attempt "
+                   "continues its own newest checkpoint instead")
     p.add_argument("--dry-run", action="store_true", help="render into the job folder, print its path, submit nothing")
     p.add_argument("--json", action="store_true", help="print the job record as one JSON document")
     search = p.add_argument_group("--action automl", "what the study searches (as `skillbank automl`; the job always passes --resume)")
@@ -129,6 +133,7 @@ def run_submit(args: argparse.Namespace) -> int:
     record, path = submit(
         platform=args.platform, spec_path=args.spec, backend=args.backend, skill=args.skill,
         nodes=args.nodes, gpus_per_node=args.gpus_per_node, options=options, dry_run=args.dry_run, automl=automl_job(args),
+        resume_from=args.resume_from,
     )
     if args.dry_run:
         headline = f"job {record.id}: rendered for {record.platform} ({record.backend}); nothing was submitted\n{record.script}"

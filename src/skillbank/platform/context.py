@@ -81,6 +81,7 @@ class JobContext:
     python: str = field(default_factory=lambda: sys.executable)
     action: str = "train"
     automl: AutomlJob | None = None
+    resume_from: str | None = None  # train: a checkpoint the run starts from (`skillbank train --resume-from`)
 
     @property
     def study_dir(self) -> Path | None:
@@ -108,6 +109,8 @@ class JobContext:
     def train_argv(self, python: str | None = None, *, resume: bool = False) -> list[str]:
         """`skillbank train` on the spec copy, direct (AutoML routing was decided before submitting)."""
         argv = [python or self.python, *TRAIN_COMMAND, "--spec", str(self.spec_copy), "--backend", self.backend, "--automl-policy", "off"]
+        if self.resume_from:  # a requeued attempt (--resume too) continues its own newest checkpoint when it has one
+            argv += ["--resume-from", self.resume_from]
         return [*argv, "--resume"] if resume else argv
 
     def preflight_argv(self, python: str | None = None) -> list[str]:

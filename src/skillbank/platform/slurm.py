@@ -165,7 +165,7 @@ def render_toml(ctx: JobContext, run_dir: Path) -> tuple[Path, Path, list[str]]:
     fresh, resume = ctx.job_dir / "cosmos-rl.toml", ctx.job_dir / "cosmos-rl-resume.toml"
     notes: list[str] = []
     try:
-        for path, flag in ((fresh, False), (resume, True)):
+        for path, flag in ((fresh, ctx.resume_from or False), (resume, True)):  # --resume-from: the fresh start loads that checkpoint
             built = cosmos_toml.build_toml(ctx.spec, model=model, family=family, run_dir=run_dir, run_id=ctx.job_id, resume=flag)
             cosmos_toml.write_toml(path, built.data)
             notes = list(built.notes)

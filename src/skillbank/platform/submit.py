@@ -99,6 +99,26 @@ def _preflight_gpus(platform: str, flag: int | None, ctx: JobContext) -> int | N
     return flag if platform == "local" else ctx.gpus_per_node
 
 
+def _resume_from(ctx: JobContext, path: str | None) -> list[str]:
+    """--resume-from for a train job: a complete checkpoint when this machine has it (refused, exit 2,
+    when it is incomplete); a path only the node has is passed on and checked there by `skillbank train`."""
+    if not path:
+        return []
+    if ctx.automl is not None:
+        raise InputError("--resume-from starts one training run from a checkpoint; an AutoML study resumes itself",
+                         where="--resume-from", fix="drop it, or submit --action train")
+    from skillbank.training import layout
+
+    if not Path(path).expanduser().exists():
+        ctx.resume_from = path
+        return [f"--resume-from {path} is not on this machine: `skillbank train` checks it on the node"]
+    try:
+        ctx.resume_from = str(layout.resolve_checkpoint(path))
+    except ValueError as exc:
+        raise InputError(str(exc), where="--resume-from", fix="pass a complete checkpoint (`skillbank jobs diagnose RUN_DIR` names the last one)") from None
+    return [f"starts from checkpoint {ctx.resume_from}"]
+
+
 def submit(
     *,
     platform: str,
@@ -110,6 +130,7 @@ def submit(
     options: Options | None = None,
     dry_run: bool = False,
     automl: AutomlJob | None = None,
+    resume_from: str | None = None,
 ) -> tuple[rec.JobRecord, Path]:
     from skillbank.spec.io import load_spec
     from skillbank.spec.registry import spec_model
@@ -125,6 +146,7 @@ def submit(
         platform=platform, backend=backend, skill=skill, spec_path=spec_path, spec=spec,  # type: ignore[arg-type]
         nodes=nodes, gpus_per_node=gpus_per_node, options=options or Options(), automl=automl,
     )
+    notes = _resume_from(ctx, resume_from)
     pre = preflight_gate(ctx, gpus_per_node=_preflight_gpus(platform, gpus_per_node, ctx))
     if not dry_run:
         module.require_engine()
@@ -156,7 +178,7 @@ def submit(
             study_dir=str(ctx.study_dir) if ctx.study_dir else None,
         ),
         preflight=pre,
-        notes=rendered.notes,
+        notes=[*notes, *rendered.notes],
     )
     if not dry_run:
         record.external_kind = {"local": "pid", "docker": "docker-container", "slurm": "slurm-job"}[platform]  # type: ignore[assignment]
