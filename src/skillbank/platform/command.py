@@ -39,7 +39,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--partition", default=None, help="slurm: partition")
     p.add_argument("--account", default=None, help="slurm: account")
     p.add_argument("--time", default=None, metavar="HH:MM:SS", help="slurm: time limit")
-    p.add_argument("--dry-run", action="store_true", help="render into the job folder, print its path, submit nothing")
+    p.add_argument("--dry-run", action="store_true", help="render into the job folder, print its path, submit nothing; writes only <results_dir>/jobs/<id>/ and its record "
+                   "<results_dir>/jobs/<id>.json (not indexed: `jobs status` finds it by path or --results-dir); the environment is checked on the node, every platform alike")
+    from skillbank.spec.pathmap import add_argument as add_path_map
+
+    add_path_map(p)
     p.add_argument("--json", action="store_true", help="print the job record as one JSON document")
     search = p.add_argument_group("--action automl", "what the study searches (as `skillbank automl`; the job always passes --resume)")
     add_search_arguments(search)
@@ -93,11 +97,13 @@ def _print_record(record: Any, path: Any, as_json: bool, headline: str) -> None:
 def run_submit(args: argparse.Namespace) -> int:
     from skillbank.platform.context import Options
     from skillbank.platform.submit import submit
+    from skillbank.spec.pathmap import from_args
 
     options = Options(image=args.image, partition=args.partition, account=args.account, time=args.time, shm_size=args.shm_size)
     record, path = submit(
         platform=args.platform, spec_path=args.spec, backend=args.backend, skill=args.skill,
         nodes=args.nodes, gpus_per_node=args.gpus_per_node, options=options, dry_run=args.dry_run, automl=automl_job(args),
+        paths=from_args(args),
     )
     if args.dry_run:
         headline = f"job {record.id}: rendered for {record.platform} ({record.backend}); nothing was submitted\n{record.script}"

@@ -55,20 +55,21 @@ def load_run_preflight() -> Callable[..., Any] | None:
     return getattr(module, "run_preflight", None)
 
 
-def runs_on(platform: str) -> str:
-    """Where a platform's job meets its environment: this machine for local, a node (a container,
-    a Slurm allocation) otherwise."""
-    return "here" if platform == "local" else "node"
+def runs_on(platform: str, dry_run: bool = False) -> str:
+    """Where a platform's job meets its environment: this machine for a local launch, a node (a
+    container, a Slurm allocation, or wherever a dry run's command.sh is run) otherwise."""
+    return "here" if platform == "local" and not dry_run else "node"
 
 
-def preflight_gate(ctx: JobContext, *, gpus_per_node: int | None) -> dict[str, Any]:
+def preflight_gate(ctx: JobContext, *, gpus_per_node: int | None, dry_run: bool = False) -> dict[str, Any]:
     run = load_run_preflight()
     if run is None:
         print("warning: skillbank.preflight.run is not available: submitting without preflight", file=sys.stderr)
         return {"ran": False, "reason": "skillbank.preflight.run.run_preflight not available"}
     report = run(
         skill=ctx.skill, action="train", spec_path=str(ctx.spec_path),
-        gpus_per_node=gpus_per_node, nodes=ctx.nodes, backend=ctx.backend, runs_on=runs_on(ctx.platform),
+        gpus_per_node=gpus_per_node, nodes=ctx.nodes, backend=ctx.backend, runs_on=runs_on(ctx.platform, dry_run),
+        **({"paths": ctx.paths} if ctx.paths else {}),
     )
     report.require_ok(skill=ctx.skill, action="train", spec_path=ctx.spec_path, outcome="nothing was submitted")
     return {"ran": True, **report.summary()}
@@ -92,11 +93,28 @@ def check_study(automl: AutomlJob, skill: str, spec: Any) -> None:
                 ranges=dict(automl.ranges), choices={k: list(v) for k, v in automl.choices})
 
 
-def _preflight_gpus(platform: str, flag: int | None, ctx: JobContext) -> int | None:
+def _preflight_gpus(platform: str, flag: int | None, ctx: JobContext, dry_run: bool = False) -> int | None:
     """What preflight should assume about GPUs per node: the allocation on Slurm and Docker (the flag,
     else the shape the spec asks for), what the flag says on this machine (None: the env check counts
     this machine's GPUs)."""
-    return flag if platform == "local" else ctx.gpus_per_node
+    return flag if platform == "local" and not dry_run else ctx.gpus_per_node
+
+
+def node_spec(spec_path: str, skill: str, paths: Any) -> tuple[Any, dict[str, Any] | None, list[str]]:
+    """The train spec as the node sees it: under a path map every path key REMOTE (and each LOCAL
+    checked: it exists here or holds a path the spec names); the spec file's own keys in that view
+    (what the job folder's copy holds); notes on paths no LOCAL covers."""
+    from skillbank.spec.io import load_spec, read_spec_file
+    from skillbank.spec.registry import spec_model
+    from skillbank.spec.validation import validate
+
+    model = spec_model(skill, "train")
+    if not paths:
+        return load_spec(spec_path, model), None, []
+    local = paths.local(read_spec_file(spec_path), model)
+    paths.check_used(local, model)
+    remote, notes = paths.remote(local, model)
+    return validate(model, remote, source=spec_path), remote, notes
 
 
 def submit(
@@ -110,22 +128,23 @@ def submit(
     options: Options | None = None,
     dry_run: bool = False,
     automl: AutomlJob | None = None,
+    paths: Any = None,
 ) -> tuple[rec.JobRecord, Path]:
-    from skillbank.spec.io import load_spec
-    from skillbank.spec.registry import spec_model
-
+    """`paths` (skillbank.spec.pathmap.PathMap): data are checked at LOCAL, every file of the job folder
+    and the record's node paths name REMOTE."""
     module = platform_module(platform)
     backend = backend or default_backend(platform)
     if backend not in BACKENDS:
         raise InputError(f"unknown backend {backend!r}", where="--backend", fix=f"one of: {', '.join(BACKENDS)}")
-    spec = load_spec(spec_path, spec_model(skill, "train"))
+    spec, spec_data, path_notes = node_spec(spec_path, skill, paths)
     if automl is not None:
         check_study(automl, skill, spec)
     ctx = build_context(
         platform=platform, backend=backend, skill=skill, spec_path=spec_path, spec=spec,  # type: ignore[arg-type]
         nodes=nodes, gpus_per_node=gpus_per_node, options=options or Options(), automl=automl,
+        **({"paths": paths, "spec_data": spec_data} if paths else {}),
     )
-    pre = preflight_gate(ctx, gpus_per_node=_preflight_gpus(platform, gpus_per_node, ctx))
+    pre = preflight_gate(ctx, gpus_per_node=_preflight_gpus(platform, gpus_per_node, ctx, dry_run), dry_run=dry_run)
     if not dry_run:
         module.require_engine()
     sha = copy_spec(ctx)
@@ -137,6 +156,7 @@ def submit(
         skill=skill,
         action=ctx.action,  # type: ignore[arg-type]
         spec=rec.SpecRef(path=str(ctx.spec_path), sha256=sha, copy_path=str(ctx.spec_copy)),
+        path_map=ctx.paths.items(),
         argv=rendered.argv,
         script=str(rendered.script) if rendered.script else None,
         status="rendered" if dry_run else "submitted",
@@ -149,14 +169,14 @@ def submit(
         outputs=rec.Outputs(
             results_dir=str(ctx.results_dir),
             job_dir=str(ctx.job_dir),
-            train_output_dir=str(ctx.train_output_dir),
+            train_output_dir=str(ctx.train_output_dir),  # the node's (REMOTE under a path map), as run_dir, logs and study_dir
             run_dir=str(rendered.run_dir) if rendered.run_dir else None,
             log=str(rendered.log) if rendered.log else None,
             cosmos_log_dir=str(rendered.cosmos_log_dir) if rendered.cosmos_log_dir else None,
             study_dir=str(ctx.study_dir) if ctx.study_dir else None,
         ),
         preflight=pre,
-        notes=rendered.notes,
+        notes=[*rendered.notes, *path_notes],
     )
     if not dry_run:
         record.external_kind = {"local": "pid", "docker": "docker-container", "slurm": "slurm-job"}[platform]  # type: ignore[assignment]
@@ -170,7 +190,7 @@ def submit(
             raise RunError(f"{platform} launch failed: {exc} (record: {rec.record_path(ctx.results_dir, ctx.job_id)})") from None
         if platform == "slurm":
             record.outputs.log = str(ctx.job_dir / f"slurm-{record.external_id}.out")
-    return record, rec.save(record)
+    return record, rec.save(record, index=not dry_run)  # a dry run writes nothing outside its job folder's results_dir/jobs
 
 
 # --- status / logs / cancel ------------------------------------------------------------------------
