@@ -67,7 +67,7 @@ def quote_argv(argv: list[str], *, wrap: int = 0) -> str:
     """argv as one shell line; with wrap > 0, the program and its subcommand on the first line, then
     one option (with its value) per continuation line. A word that starts with "$" stays a variable
     (double quotes): "$JOB_DIR/spec.yaml", the job folder a rendered script finds when it runs."""
-    quoted = [f'"{a}"' if a.startswith("$") and '"' not in a else shlex.quote(a) for a in argv]
+    quoted = [f'"{a}"' if a.startswith("$(") or (a.startswith("$") and '"' not in a) else shlex.quote(a) for a in argv]
     if not wrap:
         return " ".join(quoted)
     first = 1

@@ -11,24 +11,28 @@ from skillbank.automl.command import DEFAULT_METRIC, add_metric_argument, add_se
 from skillbank.training.backends import BACKENDS
 
 PLATFORMS = ("local", "docker", "slurm")
-ACTIONS = ("train", "automl")
+ACTIONS = ("train", "automl", "rl")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "submit",
-        help="run a train spec (or an AutoML study on it) on this machine, in Docker, or on Slurm (preflight first; a job record either way)",
+        help="run a train spec (or an AutoML study on it, or an rl spec's GRPO) on this machine, in Docker, or on Slurm (preflight first; a job record either way)",
         description="Submit a train spec as a job: `skillbank train` (--action train, the default) or an AutoML study "
         "(--action automl: `skillbank automl --resume --study NAME --out <results_dir>/automl/NAME`; the study name defaults to "
         "the spec file's stem, so re-submitting the same spec, or a Slurm requeue, continues the same study; `jobs cancel` "
-        "stops every trial). Preflight runs first: a spec or data error submits nothing (exit 2). "
+        "stops every trial), or an rl spec's GRPO (--action rl: cosmos-rl on the TOMLs rendered into the job folder, a requeue resumes from "
+        "the newest checkpoint; --backend local: `skillbank rl --backend local`). Preflight runs first: a spec or data error submits nothing (exit 2). "
         "The environment (HF_TOKEN, redis-server, GPUs, free disk) is checked here for --platform local; for docker and "
         "slurm its findings are listed as 'check on the node' and the rendered job runs `skillbank preflight --only env` "
         "as its first step there. --dry-run writes the command or sbatch script into <results_dir>/jobs/<id>/ and submits nothing.",
     )
     p.add_argument("--platform", required=True, choices=PLATFORMS)
-    p.add_argument("--spec", required=True, metavar="FILE", help="train spec (YAML) of the model skill (automl: the study's base spec)")
-    p.add_argument("--action", choices=ACTIONS, default="train", help="train (default): one training run; automl: a hyperparameter study on the spec, its trials one after another where the job runs")
+    p.add_argument("--spec", required=True, metavar="FILE", help="train spec (YAML) of the model skill (automl: the study's base spec; rl: an rl spec)")
+    p.add_argument("--action", choices=ACTIONS, default="train", help="train (default): one training run; automl: a hyperparameter study on the spec, its trials one after another where the job runs; "
+                   "rl: GRPO from an rl spec (policy + rollout GPUs on one node)")
+    p.add_argument("--model-family", default=None, choices=("qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"),
+                   help="rl: the family of a start checkpoint this machine cannot read (default: its config.json here, with --path-map at LOCAL, else its name)")
     p.add_argument("--backend", choices=BACKENDS, default=None, help="training backend (default: cosmos-rl on every platform; local: torchrun + FSDP2, one node)")
     p.add_argument("--skill", default="tao-finetune-cosmos-reason", help="model skill the spec belongs to")
     p.add_argument("--nodes", type=int, default=None, metavar="N", help="confirm the node count (must equal policy.parallelism.dp_replicate_size)")
@@ -103,7 +107,7 @@ def run_submit(args: argparse.Namespace) -> int:
     record, path = submit(
         platform=args.platform, spec_path=args.spec, backend=args.backend, skill=args.skill,
         nodes=args.nodes, gpus_per_node=args.gpus_per_node, options=options, dry_run=args.dry_run, automl=automl_job(args),
-        paths=from_args(args),
+        paths=from_args(args), action=args.action if args.action != "automl" else "train", model_family=args.model_family,
     )
     if args.dry_run:
         headline = f"job {record.id}: rendered for {record.platform} ({record.backend}); nothing was submitted\n{record.script}"

@@ -6,7 +6,8 @@ Nodes and GPUs come from the spec's parallelism (cosmos-rl: one replica of
 tp*cp*pp*dp_shard GPUs per node, dp_replicate nodes); flags may only confirm them.
 Every rendered job starts with `preflight_argv`: the environment checks, on the machine that trains.
 A job's action is train (`skillbank train`) or automl (`skillbank automl ... --resume` on the spec
-copy, its study in <results_dir>/automl/<study>): `job_argv` is the command either way.
+copy, its study in <results_dir>/automl/<study>) or rl (GRPO on an rl spec: cosmos-rl on the TOML
+rendered into the job folder, or `skillbank rl --backend local`): `job_argv` is the command either way.
 
 With a path map (`--path-map LOCAL=REMOTE`, skillbank.spec.pathmap) `spec` is the node's view: every
 path in it, and so in every file rendered from it, is REMOTE; `spec_here()` is this machine's view
@@ -32,6 +33,9 @@ JOB_DIR = "$JOB_DIR"  # the job folder inside a rendered script (skillbank.platf
 TRAIN_COMMAND = ("-m", "skillbank.cli", "train")
 AUTOML_COMMAND = ("-m", "skillbank.cli", "automl")
 PREFLIGHT_COMMAND = ("-m", "skillbank.cli", "preflight")
+RL_COMMAND = ("-m", "skillbank.cli", "rl")
+GRPO_SCRIPT_MODULE = "skillbank.training.cosmos_rl.grpo_script"
+FIND_GRPO_SCRIPT = f"$(python -c 'import importlib.util as u; print(u.find_spec(\"{GRPO_SCRIPT_MODULE}\").origin)')"  # where the node has it
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,7 @@ class JobContext:
     action: str = "train"
     automl: AutomlJob | None = None
     paths: PathMap = field(default_factory=PathMap)
+    model_family: str | None = None  # rl: --model-family, for a checkpoint only the node has
     spec_data: dict | None = None  # the spec file's own keys, node's view (what the copy holds under a path map)
 
     @property
@@ -110,7 +115,8 @@ class JobContext:
         """The spec with this machine's paths (for reading the data and the model here)."""
         if not self.paths:
             return self.spec
-        return TrainSpec.model_validate(self.paths.local(self.spec.model_dump(mode="json"), TrainSpec))
+        model = type(self.spec)
+        return model.model_validate(self.paths.local(self.spec.model_dump(mode="json"), model))  # type: ignore[return-value]
 
     def spec_arg(self, in_script: bool) -> str:
         """The spec copy as a command names it: "$JOB_DIR/<name>" inside a rendered script (the job
@@ -122,7 +128,29 @@ class JobContext:
         which always resumes its study (created by the first run, continued by a requeue or resubmit)."""
         if self.automl:
             return self.automl_argv(python, in_script=in_script)
+        if self.action == "rl":
+            return self.rl_argv(python, resume=resume, in_script=in_script)
         return self.train_argv(python, resume=resume, in_script=in_script)
+
+    @property
+    def run_dir(self) -> Path:
+        """A cosmos-rl job's run folder (the node's): <train.output_dir>/<job id>."""
+        return self.train_output_dir / self.job_id
+
+    def rl_argv(self, python: str | None = None, *, resume: bool = False, in_script: bool = False) -> list[str]:
+        """GRPO: `skillbank rl --backend local` on the spec copy, or cosmos-rl on the TOML in the job
+        folder (resume: the TOML with train.resume) with skillbank's GRPO dataset script."""
+        if self.backend == "local":
+            argv = [python or self.python, *RL_COMMAND, "--spec", self.spec_arg(in_script), "--backend", "local"]
+            return [*argv, "--resume"] if resume else argv
+        toml = RL_TOMLS[1 if resume else 0]
+        if in_script:
+            config, script = f"{JOB_DIR}/{toml}", FIND_GRPO_SCRIPT
+        else:
+            import importlib.util
+
+            config, script = str(self.job_dir / toml), str(importlib.util.find_spec(GRPO_SCRIPT_MODULE).origin)  # type: ignore[union-attr]
+        return ["cosmos-rl", "--config", config, "--log-dir", str(self.run_dir / "logs"), script]
 
     def automl_argv(self, python: str | None = None, *, in_script: bool = False) -> list[str]:
         """`skillbank automl --resume` on the spec copy, the study named and its folder fixed."""
@@ -148,14 +176,14 @@ class JobContext:
         It exits 2 on a finding, so the script stops before cosmos-rl starts; spec and data were
         checked at submit."""
         return [
-            python or self.python, *PREFLIGHT_COMMAND, "--skill", self.skill, "--action", "train", "--spec", self.spec_arg(in_script),
+            python or self.python, *PREFLIGHT_COMMAND, "--skill", self.skill, "--action", "rl" if self.action == "rl" else "train", "--spec", self.spec_arg(in_script),
             "--only", "env", "--runs-on", "here", "--backend", self.backend, "--gpus-per-node", str(self.gpus_per_node),
         ]
 
     def dataset_dirs(self) -> list[Path]:
         """Folders the job reads data from: each annotation file's folder and each media folder."""
         out: list[Path] = []
-        for split in (self.spec.custom.train_dataset, self.spec.custom.val_dataset):
+        for split in (self.spec.custom.train_dataset, getattr(self.spec.custom, "val_dataset", None)):
             if split is None:
                 continue
             if split.annotation_path:
@@ -189,8 +217,14 @@ class JobContext:
         return ref.repo
 
 
+RL_TOMLS = ("cosmos-rl.toml", "cosmos-rl-resume.toml")  # an rl job's TOMLs in its job folder (fresh, train.resume)
+
+
 def parallel_shape(spec: TrainSpec) -> tuple[int, int]:
-    """(nodes, GPUs per node): dp_replicate_size, and dp_shard * tp * cp * pp."""
+    """(nodes, GPUs per node): dp_replicate_size, and dp_shard * tp * cp * pp; an rl spec: one node with
+    the policy's GPUs plus the rollout engines'."""
+    if not hasattr(spec.policy.parallelism, "dp_replicate_size"):  # RlSpec
+        return 1, spec.gpus  # type: ignore[attr-defined]
     par = spec.policy.parallelism
     return par.dp_replicate_size, par.dp_shard_size * par.tp_size * par.cp_size * par.pp_size
 
@@ -207,6 +241,10 @@ def check_shape(spec: TrainSpec, nodes: int | None, gpus_per_node: int | None, *
             where="policy.parallelism.dp_replicate_size",
             fix=f"set policy.parallelism.dp_replicate_size={nodes} in the spec (nodes = data-parallel replicas), or drop --nodes",
         )
+    if exact_gpus and gpus_per_node is not None and gpus_per_node != spec_gpus and not hasattr(spec.policy.parallelism, "dp_replicate_size"):
+        raise InputError(
+            f"--gpus-per-node {gpus_per_node} disagrees with the rl spec: policy {spec.policy_gpus} + rollout {spec.rollout.num_gpus} GPUs = {spec_gpus}",  # type: ignore[attr-defined]
+            where="rollout.num_gpus", fix=f"set policy.parallelism.dp_shard_size and rollout.num_gpus so they add up to {gpus_per_node}, or drop --gpus-per-node")
     if exact_gpus and gpus_per_node is not None and gpus_per_node != spec_gpus:
         raise InputError(
             f"--gpus-per-node {gpus_per_node} disagrees with the spec: dp_shard_size*tp_size*cp_size*pp_size is {spec_gpus}",
@@ -231,6 +269,8 @@ def build_context(
     automl: AutomlJob | None = None,
     paths: PathMap | None = None,
     spec_data: dict | None = None,
+    action: str | None = None,
+    model_family: str | None = None,
 ) -> JobContext:
     """`spec` is the node's view under a path map (`paths`); `spec_data` the spec file's keys in that view."""
     cwd = (cwd or Path.cwd()).resolve()
@@ -256,7 +296,8 @@ def build_context(
             where="policy.parallelism.dp_replicate_size",
             fix="set policy.parallelism.dp_replicate_size=1 for the study, or submit a multi-node train job with --action train",
         )
-    job_id = job_id or rec.new_job_id("automl" if automl else "train")
+    action = "automl" if automl else (action or "train")
+    job_id = job_id or rec.new_job_id(action)
     results_dir = _abs(paths.to_local(spec.results_dir), cwd)  # where the record and the job folder are written here
     jdir = rec.job_dir(results_dir, job_id)
     return JobContext(
@@ -274,10 +315,11 @@ def build_context(
         nodes=n_nodes,
         gpus_per_node=n_gpus,
         options=options,
-        action="automl" if automl else "train",
+        action=action,
         automl=automl,
         paths=paths,
         spec_data=spec_data,
+        model_family=model_family,
     )
 
 
@@ -292,7 +334,7 @@ def copy_spec(ctx: JobContext) -> str:
     if ctx.paths and ctx.spec_data is not None:
         from skillbank.spec.io import write_spec
 
-        write_spec(ctx.spec_copy, ctx.spec_data, TrainSpec)
+        write_spec(ctx.spec_copy, ctx.spec_data, type(ctx.spec))
     else:
         shutil.copyfile(ctx.spec_path, ctx.spec_copy)
     return rec.sha256_file(ctx.spec_copy)

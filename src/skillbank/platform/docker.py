@@ -183,6 +183,11 @@ def docker_argv(ctx: JobContext, *, in_script: bool = False) -> tuple[list[str],
 
 
 def render(ctx: JobContext) -> Rendered:
+    notes = []
+    if ctx.action == "rl" and ctx.backend == "cosmos-rl":
+        from skillbank.platform.grpo import render_grpo_tomls
+
+        notes = render_grpo_tomls(ctx)[2]
     argv, image, names = docker_argv(ctx)
     in_script, _, _ = docker_argv(ctx, in_script=True)
     script = shell_script(
@@ -190,7 +195,6 @@ def render(ctx: JobContext) -> Rendered:
         f"docker job {ctx.job_id}: run this on a Docker host with NVIDIA GPUs (credentials pass by name from your shell)",
         [*_build_hint(ctx, image), *job_dir_lines(ctx.spec_copy.name), quote_argv(in_script, wrap=2)],
     )
-    notes = []
     if ctx.backend == "cosmos-rl":
         notes.append(f"the container runs cosmos-rl on {ctx.gpus_per_node} GPU(s) (policy.parallelism); `--gpus all` exposes every GPU of the host")
     return Rendered(argv=argv, script=script, image=image, env=names, notes=notes)

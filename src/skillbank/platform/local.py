@@ -24,6 +24,11 @@ STATE_NAME = "state.json"
 
 
 def render(ctx: JobContext) -> Rendered:
+    notes: list[str] = []
+    if ctx.action == "rl" and ctx.backend == "cosmos-rl":
+        from skillbank.platform.grpo import render_grpo_tomls
+
+        notes = render_grpo_tomls(ctx)[2]
     argv = ctx.job_argv()
     covered = not ctx.paths or ctx.paths.covered(ctx.cwd)
     workdir = ctx.node(ctx.cwd) if covered else "$JOB_DIR"
@@ -39,7 +44,8 @@ def render(ctx: JobContext) -> Rendered:
             f"exec {quote_argv(ctx.job_argv(python, in_script=True))}",
         ],
     )
-    return Rendered(argv=argv, script=script, log=ctx.job_dir / LOG_NAME)
+    return Rendered(argv=argv, script=script, log=ctx.job_dir / LOG_NAME, notes=notes,
+                    run_dir=ctx.run_dir if ctx.action == "rl" and ctx.backend == "cosmos-rl" else None)
 
 
 def launch(ctx: JobContext, rendered: Rendered) -> str:

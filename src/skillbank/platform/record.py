@@ -61,7 +61,7 @@ class JobRecord(BaseModel):
     platform: Platform
     backend: Backend
     skill: str
-    action: Literal["train", "automl"] = Field("train", description="train: `skillbank train`; automl: `skillbank automl --resume` (a study; its trials run on one machine).")
+    action: Literal["train", "automl", "rl"] = Field("train", description="train: `skillbank train`; automl: `skillbank automl --resume` (a study; its trials run on one machine); rl: GRPO on an rl spec (cosmos-rl on the job folder's TOMLs, or `skillbank rl --backend local`).")
     spec: SpecRef
     argv: list[str] = Field(description="What was (or would be) executed: the train or automl command, `docker run ...`, or `sbatch SCRIPT`.")
     script: str | None = Field(None, description="The rendered file (docker: command.sh, slurm: job.sbatch).")

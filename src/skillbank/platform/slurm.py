@@ -146,10 +146,12 @@ def srun(*options: str) -> str:
 def _prelude(ctx: JobContext) -> list[str]:
     par = ctx.spec.policy.parallelism
     where = "in the container SKILLBANK_IMAGE names (pyxis/enroot)" if ctx.options.image else "in the Python environment SKILLBANK_VENV names"
-    what = f"AutoML study {ctx.automl.study} ({ctx.backend} trials)" if ctx.automl else f"{ctx.backend} SFT"
+    what = f"AutoML study {ctx.automl.study} ({ctx.backend} trials)" if ctx.automl else f"{ctx.backend} {'GRPO' if ctx.action == 'rl' else 'SFT'}"
+    shape = (f"policy tp {par.tp_size} x dp_shard {par.dp_shard_size} + rollout.num_gpus {ctx.spec.rollout.num_gpus}" if ctx.action == "rl"  # type: ignore[attr-defined]
+             else f"policy.parallelism: dp_replicate {par.dp_replicate_size}, dp_shard {par.dp_shard_size}, tp {par.tp_size}, cp {par.cp_size}, pp {par.pp_size}")
     return [
         f"# skillbank job {ctx.job_id}: {what} on {ctx.nodes} node(s) x {ctx.gpus_per_node} GPU(s)",
-        f"#   (policy.parallelism: dp_replicate {par.dp_replicate_size}, dp_shard {par.dp_shard_size}, tp {par.tp_size}, cp {par.cp_size}, pp {par.pp_size}).",
+        f"#   ({shape}).",
         f"# Submit from the job folder, wherever it was copied: cd <job folder> && sbatch {SCRIPT_NAME}  (or: skillbank submit --platform slurm ...).",
         "# HF_TOKEN / WANDB_API_KEY are inherited from the submitting shell by name (--export=ALL); no value is written here.",
         f"# Every step runs {where}.",
@@ -191,7 +193,15 @@ SCRIPT_MODULE = "skillbank.training.cosmos_rl.script"  # the dataset script cosm
 def _cosmos_body(ctx: JobContext) -> tuple[list[str], Path, Path, list[str]]:
     run_dir = ctx.train_output_dir / ctx.job_id
     log_dir = run_dir / "cosmos-rl-logs"
-    fresh, resume, notes = render_toml(ctx, run_dir)
+    if ctx.action == "rl":  # GRPO: its TOMLs and its dataset script (policy and rollout ranks on the allocation)
+        from skillbank.platform.context import GRPO_SCRIPT_MODULE
+        from skillbank.platform.grpo import render_grpo_tomls
+
+        fresh, resume, notes = render_grpo_tomls(ctx)
+        module = GRPO_SCRIPT_MODULE
+    else:
+        fresh, resume, notes = render_toml(ctx, run_dir)
+        module = SCRIPT_MODULE
     lines = [
         f"RUN_DIR={_q(run_dir)}",
         f"LOG_DIR={_q(log_dir)}",
@@ -220,7 +230,7 @@ def _cosmos_body(ctx: JobContext) -> tuple[list[str], Path, Path, list[str]]:
         "NODE_LIST=$(IFS=';'; echo \"${NODES[*]}\")",
         'echo "skillbank: nodes $NODE_LIST, controller on $HEAD_NODE:$PORT"',
         "# cosmos-rl runs skillbank's dataset script by path: where it lies in the job's environment.",
-        "SCRIPT=$(" + srun("--nodes=1", "--ntasks=1", "python -c " + _q(f'import importlib.util as u; print(u.find_spec("{SCRIPT_MODULE}").origin)')) + ")",
+        "SCRIPT=$(" + srun("--nodes=1", "--ntasks=1", "python -c " + _q(f'import importlib.util as u; print(u.find_spec("{module}").origin)')) + ")",
         "export CONFIG LOG_DIR SCRIPT HEAD_NODE NODE_LIST PORT RDZV_PORT",
         'mkdir -p "$LOG_DIR"',
         'ATTEMPT_LOG="$JOB_DIR/launcher-attempt-$ATTEMPT.log"',
@@ -246,8 +256,8 @@ def _cosmos_body(ctx: JobContext) -> tuple[list[str], Path, Path, list[str]]:
 
 
 def _local_body(ctx: JobContext) -> list[str]:
-    fresh = quote_argv(ctx.train_argv("python", in_script=True))
-    resume = quote_argv(ctx.train_argv("python", resume=True, in_script=True))
+    fresh = quote_argv(ctx.job_argv("python", in_script=True))
+    resume = quote_argv(ctx.job_argv("python", resume=True, in_script=True))
     return [
         "# The local backend (torchrun + FSDP2) on one node; a requeued attempt resumes (train --resume).",
         'if [ "$ATTEMPT" -gt 0 ]; then',

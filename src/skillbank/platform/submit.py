@@ -12,6 +12,9 @@ runs `skillbank preflight --only env --runs-on here` as its first step there (Jo
 An automl job (`automl=AutomlJob(...)`) passes the same gate on its base train spec and runs
 `skillbank automl --resume` in <results_dir>/automl/<study>: the first run creates the study, a
 requeued or re-submitted job continues it, and cancel stops the runner, which stops every trial.
+
+An rl job (`action="rl"`, an rl spec) passes preflight of the rl action and runs GRPO: cosmos-rl on
+the TOMLs rendered into the job folder (skillbank.platform.grpo), or `skillbank rl --backend local`.
 """
 
 from __future__ import annotations
@@ -66,12 +69,13 @@ def preflight_gate(ctx: JobContext, *, gpus_per_node: int | None, dry_run: bool 
     if run is None:
         print("warning: skillbank.preflight.run is not available: submitting without preflight", file=sys.stderr)
         return {"ran": False, "reason": "skillbank.preflight.run.run_preflight not available"}
+    action = "rl" if ctx.action == "rl" else "train"
     report = run(
-        skill=ctx.skill, action="train", spec_path=str(ctx.spec_path),
+        skill=ctx.skill, action=action, spec_path=str(ctx.spec_path),
         gpus_per_node=gpus_per_node, nodes=ctx.nodes, backend=ctx.backend, runs_on=runs_on(ctx.platform, dry_run),
         **({"paths": ctx.paths} if ctx.paths else {}),
     )
-    report.require_ok(skill=ctx.skill, action="train", spec_path=ctx.spec_path, outcome="nothing was submitted")
+    report.require_ok(skill=ctx.skill, action=action, spec_path=ctx.spec_path, outcome="nothing was submitted")
     return {"ran": True, **report.summary()}
 
 
@@ -100,7 +104,7 @@ def _preflight_gpus(platform: str, flag: int | None, ctx: JobContext, dry_run: b
     return flag if platform == "local" and not dry_run else ctx.gpus_per_node
 
 
-def node_spec(spec_path: str, skill: str, paths: Any) -> tuple[Any, dict[str, Any] | None, list[str]]:
+def node_spec(spec_path: str, skill: str, paths: Any, action: str = "train") -> tuple[Any, dict[str, Any] | None, list[str]]:
     """The train spec as the node sees it: under a path map every path key REMOTE (and each LOCAL
     checked: it exists here or holds a path the spec names); the spec file's own keys in that view
     (what the job folder's copy holds); notes on paths no LOCAL covers."""
@@ -108,7 +112,7 @@ def node_spec(spec_path: str, skill: str, paths: Any) -> tuple[Any, dict[str, An
     from skillbank.spec.registry import spec_model
     from skillbank.spec.validation import validate
 
-    model = spec_model(skill, "train")
+    model = spec_model(skill, action)
     if not paths:
         return load_spec(spec_path, model), None, []
     local = paths.local(read_spec_file(spec_path), model)
@@ -129,6 +133,8 @@ def submit(
     dry_run: bool = False,
     automl: AutomlJob | None = None,
     paths: Any = None,
+    action: str = "train",
+    model_family: str | None = None,
 ) -> tuple[rec.JobRecord, Path]:
     """`paths` (skillbank.spec.pathmap.PathMap): data are checked at LOCAL, every file of the job folder
     and the record's node paths name REMOTE."""
@@ -136,13 +142,17 @@ def submit(
     backend = backend or default_backend(platform)
     if backend not in BACKENDS:
         raise InputError(f"unknown backend {backend!r}", where="--backend", fix=f"one of: {', '.join(BACKENDS)}")
-    spec, spec_data, path_notes = node_spec(spec_path, skill, paths)
+    if action == "rl" and automl is not None:
+        raise InputError("an rl job is not an AutoML study", where="--action")
+    if model_family is not None and action != "rl":
+        raise InputError("--model-family names the family of an rl job's start checkpoint", where="--model-family", fix="add --action rl, or drop it")
+    spec, spec_data, path_notes = node_spec(spec_path, skill, paths, "rl" if action == "rl" else "train")
     if automl is not None:
         check_study(automl, skill, spec)
     ctx = build_context(
         platform=platform, backend=backend, skill=skill, spec_path=spec_path, spec=spec,  # type: ignore[arg-type]
         nodes=nodes, gpus_per_node=gpus_per_node, options=options or Options(), automl=automl,
-        **({"paths": paths, "spec_data": spec_data} if paths else {}),
+        action=action, model_family=model_family, **({"paths": paths, "spec_data": spec_data} if paths else {}),
     )
     pre = preflight_gate(ctx, gpus_per_node=_preflight_gpus(platform, gpus_per_node, ctx, dry_run), dry_run=dry_run)
     if not dry_run:
