@@ -321,6 +321,7 @@ def _rl(spec: Any, ctx: Context) -> None:
             env_checks.check_hf_token([model], f)
         if not local:
             env_checks.check_redis("cosmos-rl", f)
+            env_checks.check_vllm(f)  # the rollout engine, in the job's environment
             ctx.stats["gpus"] = rl_checks.visible_gpus(spec, f)
     patch = env_checks.patch_size(model, f) if model is not None else 16
     custom = spec.custom
