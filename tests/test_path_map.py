@@ -280,3 +280,22 @@ def test_rl_env_checks_that_vllm_imports(laptop, capsys, tmp_path, monkeypatch):
     assert not findings(report)
     local = run_preflight(skill="tao-finetune-cosmos-reason", action="rl", spec_path=spec, only=["env"], runs_on="here", backend="local")
     assert not findings(local)  # the local backend samples its own rollouts with transformers
+
+
+# --- docs = behaviour ------------------------------------------------------------------------------
+
+
+def test_docs_name_the_image_file_and_the_backend_default_as_the_code_does(capsys):
+    import re
+
+    [sqsh] = re.findall(r"enroot import -o (\S+\.sqsh)", (ROOT / "Dockerfile").read_text())
+    named = {m for p in (ROOT / "skills").rglob("*.md") for m in re.findall(r"[\w.-]+\.sqsh", p.read_text())}
+    assert named == {sqsh}, named
+    with pytest.raises(SystemExit):
+        cli.main(["submit", "--help"])
+    import re as _re
+
+    assert "default: cosmos-rl on every platform" in _re.sub(r"\s+", " ", capsys.readouterr().out)
+    skill = (ROOT / "skills" / "platform" / "tao-run-platform" / "SKILL.md").read_text()
+    [row] = [ln for ln in skill.splitlines() if ln.startswith("| `--backend")]
+    assert "`cosmos-rl` on every platform" in row
