@@ -122,6 +122,8 @@ def test_every_written_file_names_remote_and_dry_runs_write_only_their_job_folde
     assert tomllib.loads(toml)["custom"]["model_family"] == "qwen3_vl"  # read from the model's config.json at LOCAL
     code, _, err = run_cli(capsys, "train", "--spec", str(spec), "--automl-policy", "off", *pmap)
     assert code == 2 and "--dry-run" in err  # a real run trains here: no map
+    code, _, err = run_cli(capsys, "submit", "--platform", "local", "--spec", str(spec), *pmap)
+    assert code == 2 and "--dry-run" in err
     # submit --dry-run on every platform: the job folder and its record, nothing else (no index under the cache).
     for platform in ("slurm", "docker", "local"):
         before = files_under(laptop, home, cache)

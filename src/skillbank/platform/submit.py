@@ -146,6 +146,9 @@ def submit(
         raise InputError("an rl job is not an AutoML study", where="--action")
     if model_family is not None and action != "rl":
         raise InputError("--model-family names the family of an rl job's start checkpoint", where="--model-family", fix="add --action rl, or drop it")
+    if paths and not dry_run and platform in ("local", "docker"):
+        raise InputError(f"--path-map renders a job for another machine, but --platform {platform} launches it on this one", where="--path-map",
+                         fix="add --dry-run and run the job folder's command.sh where the REMOTE paths exist, or drop --path-map")
     spec, spec_data, path_notes = node_spec(spec_path, skill, paths, "rl" if action == "rl" else "train")
     if automl is not None:
         check_study(automl, skill, spec)
