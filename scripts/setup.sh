@@ -6,7 +6,9 @@
 #   bash scripts/setup.sh --gpu    a GPU training node: .venv/ with the CUDA stack of requirements-gpu.txt
 #                                  (CUDA torch, cosmos-rl with its real dependencies) and skillbank,
 #                                  flash-attn built against that torch, redis-server, then a check that
-#                                  torch sees CUDA, cosmos-rl's config imports and redis-server runs.
+#                                  torch sees CUDA, cosmos-rl's config imports, vLLM (GRPO rollouts) is
+#                                  installed and redis-server runs. Not `skillbank quantize` (its extra
+#                                  needs compressed-tensors >= 0.16; vLLM pins 0.13.0): quantize on the CPU setup.
 #                                  --no-cuda-check: the same without asking for a GPU (image builds).
 set -euo pipefail
 mode=cpu cuda_check=1
@@ -64,13 +66,16 @@ if os.environ["SKILLBANK_CUDA_CHECK"] == "1":
     print(f"setup: {torch.cuda.device_count()} GPU(s): {torch.cuda.get_device_name(0)}; flash-attn imports")
 elif importlib.util.find_spec("flash_attn") is None:
     sys.exit("setup: flash-attn is not installed")
+if importlib.util.find_spec("vllm") is None:
+    sys.exit("setup: vllm is not installed (requirements-gpu.txt pins it: cosmos-rl's GRPO rollout workers import it)")
+print("setup: vllm installed (GRPO rollouts)")
 PY
   PATH="$PWD/.venv/bin:$PATH" redis-server --version
   echo "setup: ok, GPU stack ($(.venv/bin/skillbank --version))"
   exit 0
 fi
 "${pip[@]}" torch==2.13.0
-"${pip[@]}" -c constraints.txt -e ".[dev]"
+"${pip[@]}" -c constraints.txt -e ".[dev,quantize]"
 # cosmos-rl as is would pull a CUDA torch and the NVIDIA stack: take the package alone, then the
 # light dependencies its config model and launcher import. Left out on purpose: torchao (its CUDA
 # kernels fail to load on CPU, noisily, whenever transformers imports it) and the deprecated

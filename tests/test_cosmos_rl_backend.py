@@ -569,12 +569,17 @@ class FakeJob:
 def test_dry_run_writes_the_toml_and_prints_the_plan(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", SECRET)
     monkeypatch.setenv("WANDB_API_KEY", SECRET + "w")
+    monkeypatch.chdir(tmp_path)  # results_dir ./results
     spec = make_spec(tmp_path)
     said, job = [], FakeJob()
     assert train_cosmos_rl(spec, spec_path=tmp_path / "spec.yaml", resume=False, dry_run=True, job=job, log=said.append) == 0
     text = "\n".join(said)
-    run_dir = next((tmp_path / "results").iterdir())
-    toml_path = run_dir / "cosmos_rl.toml"
+    # The only thing written: the TOML in the job folder it prints; the run folder is named, not created.
+    [toml_path] = [p for p in tmp_path.joinpath("results").rglob("*") if p.is_file()]
+    assert toml_path.name == "cosmos_rl.toml" and toml_path.parent.parent == tmp_path / "results" / "jobs"
+    assert f"job folder: {toml_path.parent}" in text
+    run_dir = Path(toml_pkg.load(toml_path)["train"]["output_dir"])
+    assert run_dir.parent == tmp_path / "results" and not run_dir.exists()
     assert f"--config {toml_path}" in text and "cosmos-rl --config" in text and str(run_dir) in text
     assert "HF_TOKEN" in text and "WANDB_API_KEY" in text and "PATH" in text
     assert "downloaded before a real launch" in text
@@ -608,18 +613,19 @@ def test_resume_from_a_checkpoint_is_a_path_in_the_toml_that_cosmos_accepts(cosm
         resume_setting(make_spec(tmp_path / "b", policy={"parallelism": {"dp_shard_size": 8}}), False, ckpt)
 
 
-def test_dry_run_plans_for_an_output_dir_this_machine_cannot_create(tmp_path):
+def test_dry_run_plans_for_an_output_dir_this_machine_cannot_create(tmp_path, monkeypatch):
     """Plan here, run there: train.output_dir may be a cluster path (here: under a regular file, so
-    mkdir fails); the dry run still plans, with the TOML in a temporary folder it names."""
+    mkdir fails); the dry run names it in the TOML, which goes to the job folder it prints."""
+    monkeypatch.chdir(tmp_path)
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("")
     spec = make_spec(tmp_path, train={"output_dir": str(blocker / "cluster" / "runs")})
     said = []
     assert train_cosmos_rl(spec, spec_path=tmp_path / "spec.yaml", resume=False, dry_run=True, log=said.append) == 0
-    text = "\n".join(said)
-    assert "cannot be created here" in text
     toml_line = next(line for line in said if line.strip().startswith("TOML"))
-    assert Path(toml_line.split(":", 1)[1].strip()).is_file()
+    toml_path = Path(toml_line.split(":", 1)[1].strip())
+    assert toml_path.is_file() and toml_path.parent.parent == tmp_path / "results" / "jobs"
+    assert toml_pkg.load(toml_path)["train"]["output_dir"].startswith(str(blocker / "cluster" / "runs") + "/")
 
 
 def test_hf_model_is_downloaded_before_launch(tmp_path, monkeypatch):

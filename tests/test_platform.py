@@ -107,7 +107,7 @@ SLURM_GOLDEN_HEADER = """#!/bin/bash
 #SBATCH --ntasks-per-node=1
 #SBATCH --gpus-per-node=8
 #SBATCH --exclusive
-#SBATCH --output={job_dir}/slurm-%j.out
+#SBATCH --output=slurm-%j.out
 #SBATCH --open-mode=append
 #SBATCH --requeue
 #SBATCH --export=ALL
@@ -275,7 +275,7 @@ def test_docker_dry_run_argv(tmp_path, monkeypatch, capsys):
     assert record["image"] == "skillbank/cosmos-rl:0.4.7-torch2.10-cu128" and record["image"] in argv  # skill_info's pinned tag
     assert argv[argv.index("-w") + 1] == str(tmp_path)
     container = Path(argv[-1]).read_text()
-    assert "--backend cosmos-rl --automl-policy off" in container and record["spec"]["copy_path"] in container
+    assert "--backend cosmos-rl --automl-policy off" in container and '--spec "$JOB_DIR/spec.yaml"' in container
     job_dir = Path(record["outputs"]["job_dir"])
     subprocess.run(["bash", "-n", str(job_dir / "command.sh")], check=True)
     text = all_text_under(job_dir) + json.dumps(record)
@@ -323,7 +323,7 @@ esac"""})
 
 def _fake_train(monkeypatch, code: str) -> None:
     """Replace the train command the local platform runs with a small python program."""
-    monkeypatch.setattr(ctxmod.JobContext, "train_argv", lambda self, python=None, resume=False: [sys.executable, "-c", code])
+    monkeypatch.setattr(ctxmod.JobContext, "train_argv", lambda self, python=None, resume=False, in_script=False: [sys.executable, "-c", code])
 
 
 def _wait_status(job_id: str, want: set[str], capsys, timeout: float = 20.0) -> dict:
@@ -414,6 +414,8 @@ def test_jobs_lookup_errors_and_list(tmp_path, capsys):
     assert code == 2 and json.loads(out)["ok"] is False
     record = submit_json(capsys, "--platform", "slurm", "--spec", str(write_spec(tmp_path)), "--dry-run")["record"]
     code, out, _ = run_cli("jobs", "list", "--json", capsys=capsys)
+    assert record["id"] not in [j["id"] for j in json.loads(out)["jobs"]]  # a dry run writes nothing under the cache: no index entry
+    code, out, _ = run_cli("jobs", "list", "--results-dir", "results", "--json", capsys=capsys)
     assert record["id"] in [j["id"] for j in json.loads(out)["jobs"]]
     code, _, err = run_cli("jobs", "logs", record["id"], capsys=capsys)
     assert code == 2 and "dry-run" in err

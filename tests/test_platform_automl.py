@@ -63,10 +63,11 @@ def test_render_local_docker_slurm_runs_automl_with_resume(tmp_path, capsys):
         line = next(ln for ln in text.splitlines() if " automl " in ln)
         assert text.index("preflight --skill") < text.index(line)
         argv = shlex.split(line.split("srun", 1)[-1] if platform == "slurm" else line)
-        check_study_command(argv, record["spec"]["copy_path"], study_dir)
+        check_study_command(argv, "$JOB_DIR/spec.yaml", study_dir)  # the script finds its job folder when it runs
         assert "skillbank.cli train" not in text and "cosmos-rl --config" not in text
-        if platform == "local":
-            assert record["argv"] == argv[1:]  # `exec <argv>`: the detached launch runs the same command
+        if platform == "local":  # `exec <argv>`: the detached launch runs the same command, the job folder spelled out
+            job_dir = str(Path(record["spec"]["copy_path"]).parent)
+            assert record["argv"] == [a.replace("$JOB_DIR", job_dir) for a in argv[1:]]
 
 
 def test_resubmit_of_the_same_spec_uses_the_same_study(tmp_path, capsys):

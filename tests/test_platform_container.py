@@ -115,7 +115,7 @@ def test_slurm_container_render(tmp_path):
         f'SKILLBANK_IMAGE="${{SKILLBANK_IMAGE:-{IMAGE}}}"',
         f'SKILLBANK_MOUNTS="${{SKILLBANK_MOUNTS:-{mounts}}}"',
         'IN_ENV=(--container-image="$SKILLBANK_IMAGE" --container-mounts="$SKILLBANK_MOUNTS" --container-workdir="$SKILLBANK_WORKDIR" --container-env=HF_HOME)',
-        f'export HF_HOME="${{HF_HOME:-{tmp_path / "hf"}}}"',
+        'export HF_HOME="${HF_HOME:-$HOME/.cache/huggingface}"  # the node\'s model cache',  # never the submitting machine's
         f'SKILLBANK_WORKDIR="${{SKILLBANK_WORKDIR:-{tmp_path}}}"',
     ):
         assert line in text.splitlines() or line + "  # relative spec paths start here" in text.splitlines() or line in text, line
@@ -211,5 +211,5 @@ def test_slurm_local_backend_in_a_container(tmp_path):
     )
     ctxmod.copy_spec(ctx)
     text = slurm.render(ctx).script.read_text()
-    assert f'srun ${{IN_ENV[@]+"${{IN_ENV[@]}}"}} --nodes=1 --ntasks=1 python -m skillbank.cli train --spec {ctx.spec_copy}' in text
+    assert 'srun ${IN_ENV[@]+"${IN_ENV[@]}"} --nodes=1 --ntasks=1 python -m skillbank.cli train --spec "$JOB_DIR/spec.yaml"' in text
     assert sys.executable not in text

@@ -257,7 +257,9 @@ def test_rendered_job_runs_the_env_checks_first(tmp_path, demo_dataset_dir, plat
     bare, calls = job_tools(tmp_path, gpus=False)
     ctx, script = render(tmp_path, platform, spec, bare / "python")
     text = script.read_text()
-    step = " ".join(ctx.preflight_argv("python" if platform == "docker" else None)[1:])
+    from skillbank.platform.base import quote_argv
+
+    step = quote_argv(ctx.preflight_argv("python" if platform == "docker" else None, in_script=True)[1:])  # "$JOB_DIR/spec.yaml": found when it runs
     assert f"{step}" in text and "--only env --runs-on here --backend cosmos-rl --gpus-per-node 8" in step
     trainer = "exec cosmos-rl" if platform == "slurm" else "skillbank.cli train"
     assert text.index(step) < text.index(trainer)

@@ -14,6 +14,29 @@ from skillbank import atomic
 from skillbank.errors import InputError, RunError
 
 
+def job_dir_lines(marker: str) -> list[str]:
+    """Shell lines that set JOB_DIR when the script runs, wherever its folder was copied: an explicit
+    SKILLBANK_JOB_DIR, else the folder of the script as it was submitted (sbatch runs a spooled copy:
+    the original's path comes from `scontrol show job`), SLURM_SUBMIT_DIR, the script's own folder,
+    the working directory. The spec copy (`marker`) proves a folder is the job's."""
+    return [
+        "# --- The job folder (spec copy, TOMLs, logs): SKILLBANK_JOB_DIR, else where this script was submitted from.",
+        'JOB_DIR="${SKILLBANK_JOB_DIR:-}"',
+        'if [ -z "$JOB_DIR" ]; then',
+        '  for candidate in \\',
+        '      "$(dirname "$(scontrol show job "${SLURM_JOB_ID:-none}" 2>/dev/null | sed -n \'s|^ *Command=||p\' | head -n 1)")" \\',
+        '      "${SLURM_SUBMIT_DIR:-}" "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)" "$PWD"; do',
+        f'    if [ -n "$candidate" ] && [ -f "$candidate/{marker}" ]; then JOB_DIR=$(cd "$candidate" && pwd); break; fi',
+        "  done",
+        "fi",
+        f'if [ ! -f "$JOB_DIR/{marker}" ]; then',
+        f'  echo "skillbank: cannot find the job folder (no {marker} beside this script); export SKILLBANK_JOB_DIR=<the job folder>" >&2',
+        "  exit 2",
+        "fi",
+        "export SKILLBANK_JOB_DIR=\"$JOB_DIR\"",
+    ]
+
+
 FIRST_STEP = "# First step: the environment checks where the job runs (HF_TOKEN, redis-server, GPUs, free disk, the model);"
 
 
@@ -42,8 +65,9 @@ def shell_script(path: Path, title: str, lines: list[str]) -> Path:
 
 def quote_argv(argv: list[str], *, wrap: int = 0) -> str:
     """argv as one shell line; with wrap > 0, the program and its subcommand on the first line, then
-    one option (with its value) per continuation line."""
-    quoted = [shlex.quote(a) for a in argv]
+    one option (with its value) per continuation line. A word that starts with "$" stays a variable
+    (double quotes): "$JOB_DIR/spec.yaml", the job folder a rendered script finds when it runs."""
+    quoted = [f'"{a}"' if a.startswith("$(") or (a.startswith("$") and '"' not in a) else shlex.quote(a) for a in argv]
     if not wrap:
         return " ".join(quoted)
     first = 1

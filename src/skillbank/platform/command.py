@@ -30,24 +30,28 @@ examples:
   skillbank jobs diagnose /lustre/me/outputs/sft/20250601120000 --json
   skillbank jobs diagnose /lustre/me/logs            # a cosmos-rl --log-dir folder
 """
-ACTIONS = ("train", "automl")
+ACTIONS = ("train", "automl", "rl")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "submit",
-        help="run a train spec (or an AutoML study on it) on this machine, in Docker, or on Slurm (preflight first; a job record either way)",
+        help="run a train spec (or an AutoML study on it, or an rl spec's GRPO) on this machine, in Docker, or on Slurm (preflight first; a job record either way)",
         description="Submit a train spec as a job: `skillbank train` (--action train, the default) or an AutoML study "
         "(--action automl: `skillbank automl --resume --study NAME --out <results_dir>/automl/NAME`; the study name defaults to "
         "the spec file's stem, so re-submitting the same spec, or a Slurm requeue, continues the same study; `jobs cancel` "
-        "stops every trial). Preflight runs first: a spec or data error submits nothing (exit 2). "
+        "stops every trial), or an rl spec's GRPO (--action rl: cosmos-rl on the TOMLs rendered into the job folder, a requeue resumes from "
+        "the newest checkpoint; --backend local: `skillbank rl --backend local`). Preflight runs first: a spec or data error submits nothing (exit 2). "
         "The environment (HF_TOKEN, redis-server, GPUs, free disk) is checked here for --platform local; for docker and "
         "slurm its findings are listed as 'check on the node' and the rendered job runs `skillbank preflight --only env` "
         "as its first step there. --dry-run writes the command or sbatch script into <results_dir>/jobs/<id>/ and submits nothing.",
     )
     p.add_argument("--platform", required=True, choices=PLATFORMS)
-    p.add_argument("--spec", required=True, metavar="FILE", help="train spec (YAML) of the model skill (automl: the study's base spec)")
-    p.add_argument("--action", choices=ACTIONS, default="train", help="train (default): one training run; automl: a hyperparameter study on the spec, its trials one after another where the job runs")
+    p.add_argument("--spec", required=True, metavar="FILE", help="train spec (YAML) of the model skill (automl: the study's base spec; rl: an rl spec)")
+    p.add_argument("--action", choices=ACTIONS, default="train", help="train (default): one training run; automl: a hyperparameter study on the spec, its trials one after another where the job runs; "
+                   "rl: GRPO from an rl spec (policy + rollout GPUs on one node)")
+    p.add_argument("--model-family", default=None, choices=("qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"),
+                   help="rl: the family of a start checkpoint this machine cannot read (default: its config.json here, with --path-map at LOCAL, else its name)")
     p.add_argument("--backend", choices=BACKENDS, default=None, help="training backend (default: cosmos-rl on every platform; local: torchrun + FSDP2, one node)")
     p.add_argument("--skill", default="tao-finetune-cosmos-reason", help="model skill the spec belongs to")
     p.add_argument("--nodes", type=int, default=None, metavar="N", help="confirm the node count (must equal policy.parallelism.dp_replicate_size)")
@@ -62,7 +66,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="train: the job starts from this checkpoint (`skillbank train --resume-from`: a step_N[/policy] or run folder, "
                    "complete by cosmos-rl's markers; checked here when this machine has it, else on the node); a requeued attempt "
                    "continues its own newest checkpoint instead")
-    p.add_argument("--dry-run", action="store_true", help="render into the job folder, print its path, submit nothing")
+    p.add_argument("--dry-run", action="store_true", help="render into the job folder, print its path, submit nothing; writes only <results_dir>/jobs/<id>/ and its record "
+                   "<results_dir>/jobs/<id>.json (not indexed: `jobs status` finds it by path or --results-dir); the environment is checked on the node, every platform alike")
+    from skillbank.spec.pathmap import add_argument as add_path_map
+
+    add_path_map(p)
     p.add_argument("--json", action="store_true", help="print the job record as one JSON document")
     search = p.add_argument_group("--action automl", "what the study searches (as `skillbank automl`; the job always passes --resume)")
     add_search_arguments(search)
@@ -128,11 +136,13 @@ def _print_record(record: Any, path: Any, as_json: bool, headline: str) -> None:
 def run_submit(args: argparse.Namespace) -> int:
     from skillbank.platform.context import Options
     from skillbank.platform.submit import submit
+    from skillbank.spec.pathmap import from_args
 
     options = Options(image=args.image, partition=args.partition, account=args.account, time=args.time, shm_size=args.shm_size)
     record, path = submit(
         platform=args.platform, spec_path=args.spec, backend=args.backend, skill=args.skill,
         nodes=args.nodes, gpus_per_node=args.gpus_per_node, options=options, dry_run=args.dry_run, automl=automl_job(args),
+        paths=from_args(args), action=args.action if args.action != "automl" else "train", model_family=args.model_family,
         resume_from=args.resume_from,
     )
     if args.dry_run:

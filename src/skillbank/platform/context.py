@@ -6,7 +6,14 @@ Nodes and GPUs come from the spec's parallelism (cosmos-rl: one replica of
 tp*cp*pp*dp_shard GPUs per node, dp_replicate nodes); flags may only confirm them.
 Every rendered job starts with `preflight_argv`: the environment checks, on the machine that trains.
 A job's action is train (`skillbank train`) or automl (`skillbank automl ... --resume` on the spec
-copy, its study in <results_dir>/automl/<study>): `job_argv` is the command either way.
+copy, its study in <results_dir>/automl/<study>) or rl (GRPO on an rl spec: cosmos-rl on the TOML
+rendered into the job folder, or `skillbank rl --backend local`): `job_argv` is the command either way.
+
+With a path map (`--path-map LOCAL=REMOTE`, skillbank.spec.pathmap) `spec` is the node's view: every
+path in it, and so in every file rendered from it, is REMOTE; `spec_here()` is this machine's view
+(what preflight and the record count read), and the job folder is written at the LOCAL results_dir.
+A rendered script names its spec copy through `JOB_SPEC` ("$JOB_DIR/<name>"), so the job folder
+finds its files from wherever it lies.
 """
 
 from __future__ import annotations
@@ -19,11 +26,16 @@ from pathlib import Path
 from skillbank import modelref
 from skillbank.errors import InputError
 from skillbank.platform import record as rec
+from skillbank.spec.pathmap import PathMap
 from skillbank.spec.train import TrainSpec
 
+JOB_DIR = "$JOB_DIR"  # the job folder inside a rendered script (skillbank.platform.base.quote_argv keeps it a variable)
 TRAIN_COMMAND = ("-m", "skillbank.cli", "train")
 AUTOML_COMMAND = ("-m", "skillbank.cli", "automl")
 PREFLIGHT_COMMAND = ("-m", "skillbank.cli", "preflight")
+RL_COMMAND = ("-m", "skillbank.cli", "rl")
+GRPO_SCRIPT_MODULE = "skillbank.training.cosmos_rl.grpo_script"
+FIND_GRPO_SCRIPT = f"$(python -c 'import importlib.util as u; print(u.find_spec(\"{GRPO_SCRIPT_MODULE}\").origin)')"  # where the node has it
 
 
 @dataclass(frozen=True)
@@ -82,22 +94,70 @@ class JobContext:
     action: str = "train"
     automl: AutomlJob | None = None
     resume_from: str | None = None  # train: a checkpoint the run starts from (`skillbank train --resume-from`)
+    paths: PathMap = field(default_factory=PathMap)
+    model_family: str | None = None  # rl: --model-family, for a checkpoint only the node has
+    spec_data: dict | None = None  # the spec file's own keys, node's view (what the copy holds under a path map)
 
     @property
     def study_dir(self) -> Path | None:
-        """An automl job's study folder: <results_dir>/automl/<study> (the same for every submit of a study)."""
-        return self.results_dir / "automl" / self.automl.study if self.automl else None
+        """An automl job's study folder: <results_dir>/automl/<study> (the same for every submit of a
+        study), as the node sees it."""
+        return Path(self.node(self.results_dir)) / "automl" / self.automl.study if self.automl else None
 
-    def job_argv(self, python: str | None = None, *, resume: bool = False) -> list[str]:
+    def node(self, path: str | Path) -> str:
+        """A path of this machine as the node sees it (unchanged without a path map)."""
+        return self.paths.to_remote(str(path))
+
+    def here(self, path: str | Path) -> str:
+        """A path of the node's as this machine sees it (unchanged without a path map)."""
+        return self.paths.to_local(str(path))
+
+    def spec_here(self) -> TrainSpec:
+        """The spec with this machine's paths (for reading the data and the model here)."""
+        if not self.paths:
+            return self.spec
+        model = type(self.spec)
+        return model.model_validate(self.paths.local(self.spec.model_dump(mode="json"), model))  # type: ignore[return-value]
+
+    def spec_arg(self, in_script: bool) -> str:
+        """The spec copy as a command names it: "$JOB_DIR/<name>" inside a rendered script (the job
+        folder's own location, found when the script runs), its absolute path here otherwise."""
+        return f"{JOB_DIR}/{self.spec_copy.name}" if in_script else str(self.spec_copy)
+
+    def job_argv(self, python: str | None = None, *, resume: bool = False, in_script: bool = False) -> list[str]:
         """The job's command: `skillbank train` (resume: a requeued attempt), or `skillbank automl`,
         which always resumes its study (created by the first run, continued by a requeue or resubmit)."""
-        return self.automl_argv(python) if self.automl else self.train_argv(python, resume=resume)
+        if self.automl:
+            return self.automl_argv(python, in_script=in_script)
+        if self.action == "rl":
+            return self.rl_argv(python, resume=resume, in_script=in_script)
+        return self.train_argv(python, resume=resume, in_script=in_script)
 
-    def automl_argv(self, python: str | None = None) -> list[str]:
+    @property
+    def run_dir(self) -> Path:
+        """A cosmos-rl job's run folder (the node's): <train.output_dir>/<job id>."""
+        return self.train_output_dir / self.job_id
+
+    def rl_argv(self, python: str | None = None, *, resume: bool = False, in_script: bool = False) -> list[str]:
+        """GRPO: `skillbank rl --backend local` on the spec copy, or cosmos-rl on the TOML in the job
+        folder (resume: the TOML with train.resume) with skillbank's GRPO dataset script."""
+        if self.backend == "local":
+            argv = [python or self.python, *RL_COMMAND, "--spec", self.spec_arg(in_script), "--backend", "local"]
+            return [*argv, "--resume"] if resume else argv
+        toml = RL_TOMLS[1 if resume else 0]
+        if in_script:
+            config, script = f"{JOB_DIR}/{toml}", FIND_GRPO_SCRIPT
+        else:
+            import importlib.util
+
+            config, script = str(self.job_dir / toml), str(importlib.util.find_spec(GRPO_SCRIPT_MODULE).origin)  # type: ignore[union-attr]
+        return ["cosmos-rl", "--config", config, "--log-dir", str(self.run_dir / "logs"), script]
+
+    def automl_argv(self, python: str | None = None, *, in_script: bool = False) -> list[str]:
         """`skillbank automl --resume` on the spec copy, the study named and its folder fixed."""
         assert self.automl is not None
         return [
-            python or self.python, *AUTOML_COMMAND, "--skill", self.skill, "--spec", str(self.spec_copy),
+            python or self.python, *AUTOML_COMMAND, "--skill", self.skill, "--spec", self.spec_arg(in_script),
             "--study", self.automl.study, "--out", str(self.study_dir), "--resume", "--backend", self.backend, *self.automl.argv(),
         ]
 
@@ -106,27 +166,27 @@ class JobContext:
         p = Path(path).expanduser()
         return p if p.is_absolute() else (self.cwd / p).resolve()
 
-    def train_argv(self, python: str | None = None, *, resume: bool = False) -> list[str]:
+    def train_argv(self, python: str | None = None, *, resume: bool = False, in_script: bool = False) -> list[str]:
         """`skillbank train` on the spec copy, direct (AutoML routing was decided before submitting)."""
-        argv = [python or self.python, *TRAIN_COMMAND, "--spec", str(self.spec_copy), "--backend", self.backend, "--automl-policy", "off"]
+        argv = [python or self.python, *TRAIN_COMMAND, "--spec", self.spec_arg(in_script), "--backend", self.backend, "--automl-policy", "off"]
         if self.resume_from:  # a requeued attempt (--resume too) continues its own newest checkpoint when it has one
             argv += ["--resume-from", self.resume_from]
         return [*argv, "--resume"] if resume else argv
 
-    def preflight_argv(self, python: str | None = None) -> list[str]:
+    def preflight_argv(self, python: str | None = None, *, in_script: bool = False) -> list[str]:
         """The job's first step: `skillbank preflight --only env --runs-on here` on the spec copy, on the
         machine that trains (HF_TOKEN, redis-server, GPUs, free disk at train.output_dir, the model).
         It exits 2 on a finding, so the script stops before cosmos-rl starts; spec and data were
         checked at submit."""
         return [
-            python or self.python, *PREFLIGHT_COMMAND, "--skill", self.skill, "--action", "train", "--spec", str(self.spec_copy),
+            python or self.python, *PREFLIGHT_COMMAND, "--skill", self.skill, "--action", "rl" if self.action == "rl" else "train", "--spec", self.spec_arg(in_script),
             "--only", "env", "--runs-on", "here", "--backend", self.backend, "--gpus-per-node", str(self.gpus_per_node),
         ]
 
     def dataset_dirs(self) -> list[Path]:
         """Folders the job reads data from: each annotation file's folder and each media folder."""
         out: list[Path] = []
-        for split in (self.spec.custom.train_dataset, self.spec.custom.val_dataset):
+        for split in (self.spec.custom.train_dataset, getattr(self.spec.custom, "val_dataset", None)):
             if split is None:
                 continue
             if split.annotation_path:
@@ -160,8 +220,14 @@ class JobContext:
         return ref.repo
 
 
+RL_TOMLS = ("cosmos-rl.toml", "cosmos-rl-resume.toml")  # an rl job's TOMLs in its job folder (fresh, train.resume)
+
+
 def parallel_shape(spec: TrainSpec) -> tuple[int, int]:
-    """(nodes, GPUs per node): dp_replicate_size, and dp_shard * tp * cp * pp."""
+    """(nodes, GPUs per node): dp_replicate_size, and dp_shard * tp * cp * pp; an rl spec: one node with
+    the policy's GPUs plus the rollout engines'."""
+    if not hasattr(spec.policy.parallelism, "dp_replicate_size"):  # RlSpec
+        return 1, spec.gpus  # type: ignore[attr-defined]
     par = spec.policy.parallelism
     return par.dp_replicate_size, par.dp_shard_size * par.tp_size * par.cp_size * par.pp_size
 
@@ -178,6 +244,10 @@ def check_shape(spec: TrainSpec, nodes: int | None, gpus_per_node: int | None, *
             where="policy.parallelism.dp_replicate_size",
             fix=f"set policy.parallelism.dp_replicate_size={nodes} in the spec (nodes = data-parallel replicas), or drop --nodes",
         )
+    if exact_gpus and gpus_per_node is not None and gpus_per_node != spec_gpus and not hasattr(spec.policy.parallelism, "dp_replicate_size"):
+        raise InputError(
+            f"--gpus-per-node {gpus_per_node} disagrees with the rl spec: policy {spec.policy_gpus} + rollout {spec.rollout.num_gpus} GPUs = {spec_gpus}",  # type: ignore[attr-defined]
+            where="rollout.num_gpus", fix=f"set policy.parallelism.dp_shard_size and rollout.num_gpus so they add up to {gpus_per_node}, or drop --gpus-per-node")
     if exact_gpus and gpus_per_node is not None and gpus_per_node != spec_gpus:
         raise InputError(
             f"--gpus-per-node {gpus_per_node} disagrees with the spec: dp_shard_size*tp_size*cp_size*pp_size is {spec_gpus}",
@@ -200,8 +270,14 @@ def build_context(
     job_id: str | None = None,
     cwd: Path | None = None,
     automl: AutomlJob | None = None,
+    paths: PathMap | None = None,
+    spec_data: dict | None = None,
+    action: str | None = None,
+    model_family: str | None = None,
 ) -> JobContext:
+    """`spec` is the node's view under a path map (`paths`); `spec_data` the spec file's keys in that view."""
     cwd = (cwd or Path.cwd()).resolve()
+    paths = paths or PathMap(cwd=cwd)
     src = Path(spec_path).expanduser()
     src = src if src.is_absolute() else (cwd / src)
     n_nodes, n_gpus = check_shape(spec, nodes, gpus_per_node, exact_gpus=platform == "slurm")
@@ -223,8 +299,9 @@ def build_context(
             where="policy.parallelism.dp_replicate_size",
             fix="set policy.parallelism.dp_replicate_size=1 for the study, or submit a multi-node train job with --action train",
         )
-    job_id = job_id or rec.new_job_id("automl" if automl else "train")
-    results_dir = _abs(spec.results_dir, cwd)
+    action = "automl" if automl else (action or "train")
+    job_id = job_id or rec.new_job_id(action)
+    results_dir = _abs(paths.to_local(spec.results_dir), cwd)  # where the record and the job folder are written here
     jdir = rec.job_dir(results_dir, job_id)
     return JobContext(
         job_id=job_id,
@@ -241,15 +318,28 @@ def build_context(
         nodes=n_nodes,
         gpus_per_node=n_gpus,
         options=options,
-        action="automl" if automl else "train",
+        action=action,
         automl=automl,
+        paths=paths,
+        spec_data=spec_data,
+        model_family=model_family,
     )
 
 
 def copy_spec(ctx: JobContext) -> str:
-    """Copy the spec into the job folder (the job runs from the copy) and return its sha256."""
-    ctx.job_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(ctx.spec_path, ctx.spec_copy)
+    """Copy the spec into the job folder (the job runs from the copy) and return its sha256; under a
+    path map the copy is the spec file with the node's paths."""
+    try:
+        ctx.job_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create the job folder {ctx.job_dir} here ({exc.strerror or exc})", where="results_dir",
+                         fix="map results_dir to a folder of this machine with --path-map LOCAL=REMOTE, or set results_dir to one") from None
+    if ctx.paths and ctx.spec_data is not None:
+        from skillbank.spec.io import write_spec
+
+        write_spec(ctx.spec_copy, ctx.spec_data, type(ctx.spec))
+    else:
+        shutil.copyfile(ctx.spec_path, ctx.spec_copy)
     return rec.sha256_file(ctx.spec_copy)
 
 

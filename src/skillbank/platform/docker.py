@@ -6,6 +6,11 @@ datasets and a local model read-only, results and the run folder read-write, the
 read-only on PYTHONPATH, the Hugging Face cache at /root/.cache/huggingface. Credentials go by name
 (`-e HF_TOKEN`: docker copies the value from the submitting shell), so no value lands in the
 command, the record or the job folder.
+
+command.sh (what a person runs on the Docker host) finds its job folder from its own location and
+mounts it, so the folder can be copied to the host anywhere; the host's HF_HOME is read there. Under
+`--path-map` the spec's folders are mounted at their REMOTE paths, and skillbank's sources are
+mounted only when a LOCAL covers them (else the image's own skillbank runs).
 """
 
 from __future__ import annotations
@@ -16,11 +21,12 @@ from pathlib import Path
 
 import skillbank
 from skillbank.errors import InputError, RunError
-from skillbank.platform.base import FIRST_STEP, Rendered, call, have, quote_argv, shell_script
+from skillbank.platform.base import FIRST_STEP, Rendered, call, have, job_dir_lines, quote_argv, shell_script
 from skillbank.platform.context import JobContext
 from skillbank.platform.record import TERMINAL, JobRecord
 
 CONTAINER_HF_HOME = "/root/.cache/huggingface"
+NODE_HF_HOME = "${HF_HOME:-$HOME/.cache/huggingface}"  # the Docker host's cache, read where command.sh runs
 # What `skillbank train` imports before it reaches torch / cosmos-rl (the image has those).
 LIGHT_DEPS = ("pydantic>=2.7,<3", "pyyaml>=6", "tomli-w>=1.0", "jsonschema>=4.20", "qwen-vl-utils")
 PASS_ALWAYS = ("HF_TOKEN",)
@@ -70,7 +76,7 @@ def _spec_folders(ctx: JobContext) -> list[tuple[Path, bool]]:
     model = ctx.local_model_dir()
     if model is not None:
         wanted.append((model, True))
-    return [*wanted, (ctx.results_dir, False), (ctx.train_output_dir, False)]
+    return [*wanted, (Path(ctx.node(ctx.results_dir)), False), (ctx.train_output_dir, False)]
 
 
 def spec_mounts(ctx: JobContext) -> list[tuple[Path, bool]]:
@@ -78,16 +84,24 @@ def spec_mounts(ctx: JobContext) -> list[tuple[Path, bool]]:
     return _collapse(_spec_folders(ctx))
 
 
-def mounts(ctx: JobContext) -> list[tuple[Path, Path, bool]]:
-    """(host, container, read_only) mounts; nested ones collapse into an ancestor that covers them."""
+def _sources(ctx: JobContext) -> tuple[Path | None, Path | None]:
+    """skillbank's sources and the bank (skills/, config.json) as the Docker host knows them; under a
+    path map only when a LOCAL covers them (else None: the image's own skillbank runs)."""
     src = Path(skillbank.__file__).resolve().parent.parent  # the folder holding the skillbank package
-    wanted: list[tuple[Path, bool]] = [(src, True)]
     try:
         from skillbank.paths import bank_root
 
-        wanted.append((bank_root(), True))  # skills/ and config.json: skill_info, templates
+        root: Path | None = bank_root()
     except InputError:
-        pass
+        root = None
+    if not ctx.paths:
+        return src, root
+    return tuple(Path(ctx.node(p)) if p is not None and ctx.paths.covered(p) else None for p in (src, root))  # type: ignore[return-value]
+
+
+def mounts(ctx: JobContext) -> list[tuple[Path, Path, bool]]:
+    """(host, container, read_only) mounts; nested ones collapse into an ancestor that covers them."""
+    wanted: list[tuple[Path, bool]] = [(p, True) for p in _sources(ctx) if p is not None]
     out = [(path, path, ro) for path, ro in _collapse([*wanted, *_spec_folders(ctx)])]
     out.append((host_hf_home(), Path(CONTAINER_HF_HOME), False))
     return out
@@ -124,19 +138,22 @@ def container_script(ctx: JobContext) -> Path:
         ctx.job_dir / "container.sh",
         f"inside the container of docker job {ctx.job_id}",
         [
+            *job_dir_lines(ctx.spec_copy.name),
             "python -c 'import pydantic, yaml, tomli_w, jsonschema, qwen_vl_utils' 2>/dev/null \\",
             f"  || python -m pip install --quiet --disable-pip-version-check {deps}",
             f"{FIRST_STEP}\n# a finding exits 2 here, before cosmos-rl starts.",
-            quote_argv(ctx.preflight_argv("python")),
-            f"exec {quote_argv(ctx.job_argv('python'))}",
+            quote_argv(ctx.preflight_argv("python", in_script=True)),
+            f"exec {quote_argv(ctx.job_argv('python', in_script=True))}",
         ],
     )
 
 
-def docker_argv(ctx: JobContext) -> tuple[list[str], str, list[str]]:
+def docker_argv(ctx: JobContext, *, in_script: bool = False) -> tuple[list[str], str, list[str]]:
+    """`docker run` as submit launches it here, or (in_script) as command.sh runs it on the Docker
+    host: the job folder found and mounted from where command.sh lies, the host's own HF_HOME."""
     image = image_for(ctx)
     names = env_names()
-    src = Path(skillbank.__file__).resolve().parent.parent
+    src, root = _sources(ctx)
     argv = [
         "docker", "run", "--detach",
         "--name", f"skillbank-{ctx.job_id}",
@@ -148,28 +165,36 @@ def docker_argv(ctx: JobContext) -> tuple[list[str], str, list[str]]:
         "--ulimit", "stack=67108864",
     ]
     for host, inside, ro in mounts(ctx):
-        argv += ["-v", f"{host}:{inside}" + (":ro" if ro else "")]
+        host_text = NODE_HF_HOME if in_script and str(inside) == CONTAINER_HF_HOME else str(host)
+        argv += ["-v", f"{host_text}:{inside}" + (":ro" if ro else "")]
+    if in_script:
+        argv += ["-v", "$JOB_DIR:$JOB_DIR"]  # the job folder, wherever command.sh found it
     for name in names:
         argv += ["-e", name]  # by name: docker copies the value from this environment
-    argv += ["-e", f"HF_HOME={CONTAINER_HF_HOME}", "-e", f"PYTHONPATH={src}"]
-    try:
-        from skillbank.paths import bank_root
-
-        argv += ["-e", f"SKILLBANK_ROOT={bank_root()}"]
-    except InputError:
-        pass
-    argv += ["-w", str(ctx.cwd), image, "bash", str(container_script(ctx))]
+    argv += ["-e", f"HF_HOME={CONTAINER_HF_HOME}"]
+    if src is not None:
+        argv += ["-e", f"PYTHONPATH={src}"]
+    if root is not None:
+        argv += ["-e", f"SKILLBANK_ROOT={root}"]
+    workdir = ctx.node(ctx.cwd) if not ctx.paths or ctx.paths.covered(ctx.cwd) else "$JOB_DIR"
+    script = "$JOB_DIR/container.sh" if in_script else str(container_script(ctx))
+    argv += ["-w", workdir, image, "bash", script]
     return argv, image, names
 
 
 def render(ctx: JobContext) -> Rendered:
+    notes = []
+    if ctx.action == "rl" and ctx.backend == "cosmos-rl":
+        from skillbank.platform.grpo import render_grpo_tomls
+
+        notes = render_grpo_tomls(ctx)[2]
     argv, image, names = docker_argv(ctx)
+    in_script, _, _ = docker_argv(ctx, in_script=True)
     script = shell_script(
         ctx.job_dir / "command.sh",
         f"docker job {ctx.job_id}: run this on a Docker host with NVIDIA GPUs (credentials pass by name from your shell)",
-        [*_build_hint(ctx, image), quote_argv(argv, wrap=2)],
+        [*_build_hint(ctx, image), *job_dir_lines(ctx.spec_copy.name), quote_argv(in_script, wrap=2)],
     )
-    notes = []
     if ctx.backend == "cosmos-rl":
         notes.append(f"the container runs cosmos-rl on {ctx.gpus_per_node} GPU(s) (policy.parallelism); `--gpus all` exposes every GPU of the host")
     return Rendered(argv=argv, script=script, image=image, env=names, notes=notes)
@@ -178,7 +203,11 @@ def render(ctx: JobContext) -> Rendered:
 def _build_hint(ctx: JobContext, image: str) -> list[str]:
     if image != default_image(ctx.skill):
         return []
-    return [f"# The image is built from skillbank's Dockerfile, once per host: {build_command(image)}"]
+    command = build_command(image)
+    if ctx.paths:  # the checkout as the Docker host knows it, or a placeholder
+        root = command.rsplit(" ", 1)[-1]
+        command = f"docker build -t {image} {ctx.node(root) if ctx.paths.covered(root) else '<the skillbank checkout>'}"
+    return [f"# The image is built from skillbank's Dockerfile, once per host: {command}"]
 
 
 def require_image(ctx: JobContext, image: str) -> None:

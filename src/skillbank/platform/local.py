@@ -1,7 +1,9 @@
 """Local platform: `skillbank train` (or `skillbank automl`) as a detached process on this machine, its log in the job folder.
 
-command.sh (for a run by hand) starts with the environment checks, like every rendered job; the
-detached launch needs no such line: submit checked this machine, and `skillbank train` checks it again.
+command.sh (for a run by hand, here or on another machine: `--dry-run` defers the environment
+checks to where it runs) finds its job folder from its own location and starts with the environment
+checks, like every rendered job; the detached launch needs no such line: submit checked this
+machine, and `skillbank train` checks it again.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from skillbank.platform.base import FIRST_STEP, Rendered, quote_argv, shell_script, tail_file
+from skillbank.platform.base import FIRST_STEP, Rendered, job_dir_lines, quote_argv, shell_script, tail_file
 from skillbank.platform.context import JobContext
 from skillbank.platform.record import TERMINAL, JobRecord
 
@@ -22,18 +24,28 @@ STATE_NAME = "state.json"
 
 
 def render(ctx: JobContext) -> Rendered:
+    notes: list[str] = []
+    if ctx.action == "rl" and ctx.backend == "cosmos-rl":
+        from skillbank.platform.grpo import render_grpo_tomls
+
+        notes = render_grpo_tomls(ctx)[2]
     argv = ctx.job_argv()
+    covered = not ctx.paths or ctx.paths.covered(ctx.cwd)
+    workdir = ctx.node(ctx.cwd) if covered else "$JOB_DIR"
+    python = ctx.node(ctx.python) if not ctx.paths or ctx.paths.covered(ctx.python) else "python"
     script = shell_script(
         ctx.job_dir / "command.sh",
         f"local job {ctx.job_id}",
         [
-            f"cd {quote_argv([str(ctx.cwd)])}",
+            *job_dir_lines(ctx.spec_copy.name),
+            f"cd \"${{SKILLBANK_WORKDIR:-{workdir}}}\"  # relative spec paths start here",
             f"{FIRST_STEP}\n# a finding exits 2 here, before training (or the study) starts.",
-            quote_argv(ctx.preflight_argv()),
-            f"exec {quote_argv(argv)}",
+            quote_argv(ctx.preflight_argv(python, in_script=True)),
+            f"exec {quote_argv(ctx.job_argv(python, in_script=True))}",
         ],
     )
-    return Rendered(argv=argv, script=script, log=ctx.job_dir / LOG_NAME)
+    return Rendered(argv=argv, script=script, log=ctx.job_dir / LOG_NAME, notes=notes,
+                    run_dir=ctx.run_dir if ctx.action == "rl" and ctx.backend == "cosmos-rl" else None)
 
 
 def launch(ctx: JobContext, rendered: Rendered) -> str:

@@ -61,7 +61,7 @@ class JobRecord(BaseModel):
     platform: Platform
     backend: Backend
     skill: str
-    action: Literal["train", "automl"] = Field("train", description="train: `skillbank train`; automl: `skillbank automl --resume` (a study; its trials run on one machine).")
+    action: Literal["train", "automl", "rl"] = Field("train", description="train: `skillbank train`; automl: `skillbank automl --resume` (a study; its trials run on one machine); rl: GRPO on an rl spec (cosmos-rl on the job folder's TOMLs, or `skillbank rl --backend local`).")
     spec: SpecRef
     argv: list[str] = Field(description="What was (or would be) executed: the train or automl command, `docker run ...`, or `sbatch SCRIPT`.")
     script: str | None = Field(None, description="The rendered file (docker: command.sh, slurm: job.sbatch).")
@@ -78,6 +78,7 @@ class JobRecord(BaseModel):
     image: str | None = None
     env: list[str] = Field(default_factory=list, description="Names of the variables passed through (values are never recorded).")
     outputs: Outputs
+    path_map: list[str] = Field(default_factory=list, description="--path-map LOCAL=REMOTE pairs: the job folder's files, train_output_dir, run_dir, cosmos_log_dir and study_dir name REMOTE (the node's paths); results_dir, job_dir, the spec path and script are where they are on the submitting machine.")
     preflight: dict[str, Any] = Field(default_factory=dict, description="{ran, ok, errors, warnings, runs_on, check_on_node} or {ran: false, reason}; check_on_node lists the environment findings a job that runs elsewhere checks on its node.")
     notes: list[str] = Field(default_factory=list)
 
@@ -102,10 +103,13 @@ def _index_dir() -> Path:
     return cache_dir() / "jobs"
 
 
-def save(record: JobRecord) -> Path:
-    """Write the record (atomically) and point the id index at it."""
+def save(record: JobRecord, *, index: bool = True) -> Path:
+    """Write the record (atomically) and point the id index at it (a dry run's is not indexed: it
+    writes nothing outside <results_dir>/jobs/; find it with --results-dir or by its path)."""
     path = record_path(record.outputs.results_dir, record.id)
     atomic.write_json(path, record.model_dump(mode="json"))
+    if not index:
+        return path
     try:
         atomic.write_text(_index_dir() / record.id, str(path) + "\n")
     except OSError:

@@ -17,9 +17,13 @@ Shape (docs: shared/docs/cosmos-rl.md; cosmos_rl/launcher/launch_all.py, v0.4.7)
 - where it runs: with `--image IMAGE`, every srun goes into that container through pyxis/enroot
   (`--container-image`, `--container-mounts` of the spec's folders and HF_HOME at the same paths);
   without, the Python environment skillbank was submitted from (SKILLBANK_VENV) comes first on PATH;
-- portable: the script starts with its locations as variables with defaults (HF_HOME, SKILLBANK_WORKDIR,
-  SKILLBANK_JOB_DIR, SKILLBANK_VENV + SKILLBANK_ROOT, or SKILLBANK_IMAGE + SKILLBANK_MOUNTS); every other
-  path in it is one the spec names, and the dataset script is looked up where the job runs.
+- portable: the job folder is found when the script runs (SKILLBANK_JOB_DIR, else the submitted script's
+  folder from `scontrol show job`, SLURM_SUBMIT_DIR, the script's folder: base.job_dir_lines), and the
+  spec copy, the TOMLs, the batch log (`--output` is relative: submit runs `sbatch --chdir <job folder>`)
+  and the launcher logs are named from it, so the folder can be copied anywhere; HF_HOME defaults to the
+  node's own (~/.cache/huggingface there); the other locations are variables with defaults
+  (SKILLBANK_WORKDIR, SKILLBANK_VENV + SKILLBANK_ROOT, or SKILLBANK_IMAGE + SKILLBANK_MOUNTS); every other
+  path in it is one the spec names (REMOTE under --path-map), and the dataset script is looked up where the job runs.
 The TOML is rendered at submit time by the cosmos-rl backend (`training.cosmos_rl.toml`), from the
 spec copy in the job folder. Credentials are inherited by name (`--export=ALL`), never written.
 """
@@ -31,7 +35,7 @@ import shlex
 from pathlib import Path
 
 from skillbank.errors import InputError, RunError
-from skillbank.platform.base import FIRST_STEP, Rendered, call, have, quote_argv, tail_file
+from skillbank.platform.base import FIRST_STEP, Rendered, call, have, job_dir_lines, quote_argv, tail_file
 from skillbank.platform.context import JobContext
 from skillbank.platform.record import TERMINAL, JobRecord
 
@@ -57,7 +61,7 @@ def sbatch_header(ctx: JobContext) -> list[str]:
         "#SBATCH --ntasks-per-node=1",
         f"#SBATCH --gpus-per-node={ctx.gpus_per_node}",
         "#SBATCH --exclusive",
-        f"#SBATCH --output={ctx.job_dir}/slurm-%j.out",
+        "#SBATCH --output=slurm-%j.out",  # relative: the job folder (submit runs sbatch --chdir <job folder>; by hand: cd there first)
         "#SBATCH --open-mode=append",
         "#SBATCH --requeue",
         "#SBATCH --export=ALL",
@@ -79,20 +83,21 @@ def container_mounts(ctx: JobContext) -> str:
     from skillbank.platform.docker import spec_mounts
 
     items = [f"{host}:{host}" + (":ro" if ro else "") for host, ro in spec_mounts(ctx)]
-    return ",".join([*items, "$HF_HOME:$HF_HOME"])
+    return ",".join([*items, "$HF_HOME:$HF_HOME"])  # the node's HF_HOME, expanded there
 
 
 def environment(ctx: JobContext) -> list[str]:
-    """The variables at the top of the script: where the environment, the bank and the caches live.
-    Their defaults are this machine's; export one before `sbatch` (or edit its line) to run the same
-    script elsewhere. Every other path in the script is one the spec names (results_dir,
-    train.output_dir, the datasets, a local model)."""
+    """The variables at the top of the script: where the job folder, the environment, the bank and the
+    caches live. JOB_DIR is found when the script runs; HF_HOME is the node's own; the others default
+    to the submitting machine's locations as the node sees them (--path-map): export one before
+    `sbatch` (or edit its line) to run the same script elsewhere. Under a path map a location of this
+    machine that no LOCAL covers is not written at all (the node's own is used)."""
     lines = [
-        "# --- Where things are. Defaults: the submitting machine's; export a variable before sbatch, or edit",
-        "# --- its line, to run this script from another machine. Every other path is one the spec names.",
-        f"export HF_HOME=\"${{HF_HOME:-{_hf_home()}}}\"",
-        f"SKILLBANK_WORKDIR=\"${{SKILLBANK_WORKDIR:-{ctx.cwd}}}\"  # relative spec paths start here",
-        f"JOB_DIR=\"${{SKILLBANK_JOB_DIR:-{ctx.job_dir}}}\"  # the spec copy, the TOMLs, launcher logs",
+        *job_dir_lines(ctx.spec_copy.name),
+        "# --- Where things are. Export a variable before sbatch, or edit its line, to run this script elsewhere.",
+        "# --- Every other path is one the spec names.",
+        'export HF_HOME="${HF_HOME:-$HOME/.cache/huggingface}"  # the node\'s model cache',
+        f"SKILLBANK_WORKDIR=\"${{SKILLBANK_WORKDIR:-{_node_or(ctx, ctx.cwd, '$JOB_DIR')}}}\"  # relative spec paths start here",
     ]
     if ctx.options.image:
         lines += [
@@ -104,14 +109,24 @@ def environment(ctx: JobContext) -> list[str]:
         ]
     else:
         root = _bank_root()
+        venv = _node_or(ctx, venv_dir(ctx), "")
+        root = _node_or(ctx, root, "") if root else None
         lines += [
             "# The Python environment with skillbank, cosmos-rl and redis-server (bash scripts/setup.sh --gpu), on a shared filesystem.",
-            f"SKILLBANK_VENV=\"${{SKILLBANK_VENV:-{venv_dir(ctx)}}}\"",
+            f"SKILLBANK_VENV=\"${{SKILLBANK_VENV:-{venv}}}\"" + ("" if venv else "  # empty: the python first on the node's PATH"),
             *([f"export SKILLBANK_ROOT=\"${{SKILLBANK_ROOT:-{root}}}\"  # the bank: config.json and skills/"] if root else []),
-            'export PATH="$SKILLBANK_VENV/bin:$PATH"',
+            'if [ -n "$SKILLBANK_VENV" ]; then export PATH="$SKILLBANK_VENV/bin:$PATH"; fi',
             "IN_ENV=()  # srun options; a container job puts pyxis' here",
         ]
     return lines
+
+
+def _node_or(ctx: JobContext, path: object, fallback: str) -> str:
+    """A location of this machine as the node knows it: itself without a path map, its REMOTE under
+    one, `fallback` when no LOCAL covers it (never bake this machine's path into a node's script)."""
+    if not ctx.paths:
+        return str(path)
+    return ctx.node(str(path)) if ctx.paths.covered(str(path)) else fallback
 
 
 def _bank_root() -> str | None:
@@ -131,11 +146,13 @@ def srun(*options: str) -> str:
 def _prelude(ctx: JobContext) -> list[str]:
     par = ctx.spec.policy.parallelism
     where = "in the container SKILLBANK_IMAGE names (pyxis/enroot)" if ctx.options.image else "in the Python environment SKILLBANK_VENV names"
-    what = f"AutoML study {ctx.automl.study} ({ctx.backend} trials)" if ctx.automl else f"{ctx.backend} SFT"
+    what = f"AutoML study {ctx.automl.study} ({ctx.backend} trials)" if ctx.automl else f"{ctx.backend} {'GRPO' if ctx.action == 'rl' else 'SFT'}"
+    shape = (f"policy tp {par.tp_size} x dp_shard {par.dp_shard_size} + rollout.num_gpus {ctx.spec.rollout.num_gpus}" if ctx.action == "rl"  # type: ignore[attr-defined]
+             else f"policy.parallelism: dp_replicate {par.dp_replicate_size}, dp_shard {par.dp_shard_size}, tp {par.tp_size}, cp {par.cp_size}, pp {par.pp_size}")
     return [
         f"# skillbank job {ctx.job_id}: {what} on {ctx.nodes} node(s) x {ctx.gpus_per_node} GPU(s)",
-        f"#   (policy.parallelism: dp_replicate {par.dp_replicate_size}, dp_shard {par.dp_shard_size}, tp {par.tp_size}, cp {par.cp_size}, pp {par.pp_size}).",
-        "# Submit: sbatch " + str(ctx.job_dir / SCRIPT_NAME) + "  (or: skillbank submit --platform slurm ...).",
+        f"#   ({shape}).",
+        f"# Submit from the job folder, wherever it was copied: cd <job folder> && sbatch {SCRIPT_NAME}  (or: skillbank submit --platform slurm ...).",
         "# HF_TOKEN / WANDB_API_KEY are inherited from the submitting shell by name (--export=ALL); no value is written here.",
         f"# Every step runs {where}.",
         "set -euo pipefail",
@@ -148,25 +165,21 @@ def _prelude(ctx: JobContext) -> list[str]:
     ]
 
 
-def _hf_home() -> str:
-    from skillbank.platform.docker import host_hf_home
-
-    return str(host_hf_home())
-
-
 def render_toml(ctx: JobContext, run_dir: Path) -> tuple[Path, Path, list[str]]:
     """cosmos-rl's TOML for a fresh start and for a resume (train.resume = true), from the spec copy."""
     from skillbank.training.cosmos_rl import toml as cosmos_toml
     from skillbank.training.cosmos_rl.family import family_of
 
-    model_dir = ctx.local_model_dir()
+    model_dir = ctx.local_model_dir()  # the node's path under a path map
     model = str(model_dir) if model_dir is not None else str(ctx.hub_model())
-    family = family_of(str(model_dir) if model_dir is not None else ctx.spec.policy.model_name_or_path)
+    here = Path(ctx.here(model_dir)) if model_dir is not None else None  # read config.json where it is on this machine
+    family = family_of(str(here) if here is not None and here.exists() else model if model_dir is not None else ctx.spec.policy.model_name_or_path)
+    counts = cosmos_toml.train_steps(ctx.spec_here())  # the records are counted where they are here
     fresh, resume = ctx.job_dir / "cosmos-rl.toml", ctx.job_dir / "cosmos-rl-resume.toml"
     notes: list[str] = []
     try:
         for path, flag in ((fresh, ctx.resume_from or False), (resume, True)):  # --resume-from: the fresh start loads that checkpoint
-            built = cosmos_toml.build_toml(ctx.spec, model=model, family=family, run_dir=run_dir, run_id=ctx.job_id, resume=flag)
+            built = cosmos_toml.build_toml(ctx.spec, model=model, family=family, run_dir=run_dir, run_id=ctx.job_id, resume=flag, counts=counts)
             cosmos_toml.write_toml(path, built.data)
             notes = list(built.notes)
     except TypeError as exc:  # the backend's API moved: say so instead of writing a wrong file
@@ -180,7 +193,15 @@ SCRIPT_MODULE = "skillbank.training.cosmos_rl.script"  # the dataset script cosm
 def _cosmos_body(ctx: JobContext) -> tuple[list[str], Path, Path, list[str]]:
     run_dir = ctx.train_output_dir / ctx.job_id
     log_dir = run_dir / "cosmos-rl-logs"
-    fresh, resume, notes = render_toml(ctx, run_dir)
+    if ctx.action == "rl":  # GRPO: its TOMLs and its dataset script (policy and rollout ranks on the allocation)
+        from skillbank.platform.context import GRPO_SCRIPT_MODULE
+        from skillbank.platform.grpo import render_grpo_tomls
+
+        fresh, resume, notes = render_grpo_tomls(ctx)
+        module = GRPO_SCRIPT_MODULE
+    else:
+        fresh, resume, notes = render_toml(ctx, run_dir)
+        module = SCRIPT_MODULE
     lines = [
         f"RUN_DIR={_q(run_dir)}",
         f"LOG_DIR={_q(log_dir)}",
@@ -209,7 +230,7 @@ def _cosmos_body(ctx: JobContext) -> tuple[list[str], Path, Path, list[str]]:
         "NODE_LIST=$(IFS=';'; echo \"${NODES[*]}\")",
         'echo "skillbank: nodes $NODE_LIST, controller on $HEAD_NODE:$PORT"',
         "# cosmos-rl runs skillbank's dataset script by path: where it lies in the job's environment.",
-        "SCRIPT=$(" + srun("--nodes=1", "--ntasks=1", "python -c " + _q(f'import importlib.util as u; print(u.find_spec("{SCRIPT_MODULE}").origin)')) + ")",
+        "SCRIPT=$(" + srun("--nodes=1", "--ntasks=1", "python -c " + _q(f'import importlib.util as u; print(u.find_spec("{module}").origin)')) + ")",
         "export CONFIG LOG_DIR SCRIPT HEAD_NODE NODE_LIST PORT RDZV_PORT",
         'mkdir -p "$LOG_DIR"',
         'ATTEMPT_LOG="$JOB_DIR/launcher-attempt-$ATTEMPT.log"',
@@ -235,8 +256,8 @@ def _cosmos_body(ctx: JobContext) -> tuple[list[str], Path, Path, list[str]]:
 
 
 def _local_body(ctx: JobContext) -> list[str]:
-    fresh = " ".join(_q(a) for a in ctx.train_argv("python"))
-    resume = " ".join(_q(a) for a in ctx.train_argv("python", resume=True))
+    fresh = quote_argv(ctx.job_argv("python", in_script=True))
+    resume = quote_argv(ctx.job_argv("python", resume=True, in_script=True))
     return [
         "# The local backend (torchrun + FSDP2) on one node; a requeued attempt resumes (train --resume).",
         'if [ "$ATTEMPT" -gt 0 ]; then',
@@ -252,7 +273,7 @@ def _automl_body(ctx: JobContext) -> list[str]:
     re-submitted one continues it (finished trials kept, failed or stopped ones run again)."""
     return [
         "# The AutoML study: its trials run one after another on this node; every attempt resumes the study.",
-        srun("--nodes=1", "--ntasks=1", quote_argv(ctx.job_argv("python"))),
+        srun("--nodes=1", "--ntasks=1", quote_argv(ctx.job_argv("python", in_script=True))),
     ]
 
 
@@ -261,7 +282,7 @@ def first_step(ctx: JobContext) -> list[str]:
     return [
         FIRST_STEP,
         "# on every node; a finding exits 2 and ends the job before the model download and cosmos-rl.",
-        srun('--nodes="$SLURM_NNODES"', "--ntasks-per-node=1", quote_argv(ctx.preflight_argv("python"))),
+        srun('--nodes="$SLURM_NNODES"', "--ntasks-per-node=1", quote_argv(ctx.preflight_argv("python", in_script=True))),
         "",
     ]
 
@@ -288,7 +309,7 @@ def render(ctx: JobContext) -> Rendered:
     atomic.write_text(path, "\n".join([*lines, *body]) + "\n")
     path.chmod(0o755)
     return Rendered(
-        argv=["sbatch", "--parsable", str(path)],
+        argv=["sbatch", "--parsable", f"--chdir={ctx.job_dir}", str(path)],
         script=path,
         run_dir=run_dir,
         cosmos_log_dir=log_dir,

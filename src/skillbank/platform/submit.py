@@ -12,6 +12,9 @@ runs `skillbank preflight --only env --runs-on here` as its first step there (Jo
 An automl job (`automl=AutomlJob(...)`) passes the same gate on its base train spec and runs
 `skillbank automl --resume` in <results_dir>/automl/<study>: the first run creates the study, a
 requeued or re-submitted job continues it, and cancel stops the runner, which stops every trial.
+
+An rl job (`action="rl"`, an rl spec) passes preflight of the rl action and runs GRPO: cosmos-rl on
+the TOMLs rendered into the job folder (skillbank.platform.grpo), or `skillbank rl --backend local`.
 """
 
 from __future__ import annotations
@@ -55,22 +58,24 @@ def load_run_preflight() -> Callable[..., Any] | None:
     return getattr(module, "run_preflight", None)
 
 
-def runs_on(platform: str) -> str:
-    """Where a platform's job meets its environment: this machine for local, a node (a container,
-    a Slurm allocation) otherwise."""
-    return "here" if platform == "local" else "node"
+def runs_on(platform: str, dry_run: bool = False) -> str:
+    """Where a platform's job meets its environment: this machine for a local launch, a node (a
+    container, a Slurm allocation, or wherever a dry run's command.sh is run) otherwise."""
+    return "here" if platform == "local" and not dry_run else "node"
 
 
-def preflight_gate(ctx: JobContext, *, gpus_per_node: int | None) -> dict[str, Any]:
+def preflight_gate(ctx: JobContext, *, gpus_per_node: int | None, dry_run: bool = False) -> dict[str, Any]:
     run = load_run_preflight()
     if run is None:
         print("warning: skillbank.preflight.run is not available: submitting without preflight", file=sys.stderr)
         return {"ran": False, "reason": "skillbank.preflight.run.run_preflight not available"}
+    action = "rl" if ctx.action == "rl" else "train"
     report = run(
-        skill=ctx.skill, action="train", spec_path=str(ctx.spec_path),
-        gpus_per_node=gpus_per_node, nodes=ctx.nodes, backend=ctx.backend, runs_on=runs_on(ctx.platform),
+        skill=ctx.skill, action=action, spec_path=str(ctx.spec_path),
+        gpus_per_node=gpus_per_node, nodes=ctx.nodes, backend=ctx.backend, runs_on=runs_on(ctx.platform, dry_run),
+        **({"paths": ctx.paths} if ctx.paths else {}),
     )
-    report.require_ok(skill=ctx.skill, action="train", spec_path=ctx.spec_path, outcome="nothing was submitted")
+    report.require_ok(skill=ctx.skill, action=action, spec_path=ctx.spec_path, outcome="nothing was submitted")
     return {"ran": True, **report.summary()}
 
 
@@ -92,11 +97,28 @@ def check_study(automl: AutomlJob, skill: str, spec: Any) -> None:
                 ranges=dict(automl.ranges), choices={k: list(v) for k, v in automl.choices})
 
 
-def _preflight_gpus(platform: str, flag: int | None, ctx: JobContext) -> int | None:
+def _preflight_gpus(platform: str, flag: int | None, ctx: JobContext, dry_run: bool = False) -> int | None:
     """What preflight should assume about GPUs per node: the allocation on Slurm and Docker (the flag,
     else the shape the spec asks for), what the flag says on this machine (None: the env check counts
     this machine's GPUs)."""
-    return flag if platform == "local" else ctx.gpus_per_node
+    return flag if platform == "local" and not dry_run else ctx.gpus_per_node
+
+
+def node_spec(spec_path: str, skill: str, paths: Any, action: str = "train") -> tuple[Any, dict[str, Any] | None, list[str]]:
+    """The train spec as the node sees it: under a path map every path key REMOTE (and each LOCAL
+    checked: it exists here or holds a path the spec names); the spec file's own keys in that view
+    (what the job folder's copy holds); notes on paths no LOCAL covers."""
+    from skillbank.spec.io import load_spec, read_spec_file
+    from skillbank.spec.registry import spec_model
+    from skillbank.spec.validation import validate
+
+    model = spec_model(skill, action)
+    if not paths:
+        return load_spec(spec_path, model), None, []
+    local = paths.local(read_spec_file(spec_path), model)
+    paths.check_used(local, model)
+    remote, notes = paths.remote(local, model)
+    return validate(model, remote, source=spec_path), remote, notes
 
 
 def _resume_from(ctx: JobContext, path: str | None) -> list[str]:
@@ -109,11 +131,12 @@ def _resume_from(ctx: JobContext, path: str | None) -> list[str]:
                          where="--resume-from", fix="drop it, or submit --action train")
     from skillbank.training import layout
 
-    if not Path(path).expanduser().exists():
-        ctx.resume_from = path
+    here = Path(ctx.here(path)).expanduser()  # a node path under --path-map is read at its LOCAL side
+    if not here.exists():
+        ctx.resume_from = ctx.node(path)
         return [f"--resume-from {path} is not on this machine: `skillbank train` checks it on the node"]
     try:
-        ctx.resume_from = str(layout.resolve_checkpoint(path))
+        ctx.resume_from = ctx.node(layout.resolve_checkpoint(here))
     except ValueError as exc:
         raise InputError(str(exc), where="--resume-from", fix="pass a complete checkpoint (`skillbank jobs diagnose RUN_DIR` names the last one)") from None
     return [f"starts from checkpoint {ctx.resume_from}"]
@@ -130,24 +153,34 @@ def submit(
     options: Options | None = None,
     dry_run: bool = False,
     automl: AutomlJob | None = None,
+    paths: Any = None,
+    action: str = "train",
+    model_family: str | None = None,
     resume_from: str | None = None,
 ) -> tuple[rec.JobRecord, Path]:
-    from skillbank.spec.io import load_spec
-    from skillbank.spec.registry import spec_model
-
+    """`paths` (skillbank.spec.pathmap.PathMap): data are checked at LOCAL, every file of the job folder
+    and the record's node paths name REMOTE."""
     module = platform_module(platform)
     backend = backend or default_backend(platform)
     if backend not in BACKENDS:
         raise InputError(f"unknown backend {backend!r}", where="--backend", fix=f"one of: {', '.join(BACKENDS)}")
-    spec = load_spec(spec_path, spec_model(skill, "train"))
+    if action == "rl" and automl is not None:
+        raise InputError("an rl job is not an AutoML study", where="--action")
+    if model_family is not None and action != "rl":
+        raise InputError("--model-family names the family of an rl job's start checkpoint", where="--model-family", fix="add --action rl, or drop it")
+    if paths and not dry_run and platform in ("local", "docker"):
+        raise InputError(f"--path-map renders a job for another machine, but --platform {platform} launches it on this one", where="--path-map",
+                         fix="add --dry-run and run the job folder's command.sh where the REMOTE paths exist, or drop --path-map")
+    spec, spec_data, path_notes = node_spec(spec_path, skill, paths, "rl" if action == "rl" else "train")
     if automl is not None:
         check_study(automl, skill, spec)
     ctx = build_context(
         platform=platform, backend=backend, skill=skill, spec_path=spec_path, spec=spec,  # type: ignore[arg-type]
         nodes=nodes, gpus_per_node=gpus_per_node, options=options or Options(), automl=automl,
+        action=action, model_family=model_family, **({"paths": paths, "spec_data": spec_data} if paths else {}),
     )
     notes = _resume_from(ctx, resume_from)
-    pre = preflight_gate(ctx, gpus_per_node=_preflight_gpus(platform, gpus_per_node, ctx))
+    pre = preflight_gate(ctx, gpus_per_node=_preflight_gpus(platform, gpus_per_node, ctx, dry_run), dry_run=dry_run)
     if not dry_run:
         module.require_engine()
     sha = copy_spec(ctx)
@@ -159,6 +192,7 @@ def submit(
         skill=skill,
         action=ctx.action,  # type: ignore[arg-type]
         spec=rec.SpecRef(path=str(ctx.spec_path), sha256=sha, copy_path=str(ctx.spec_copy)),
+        path_map=ctx.paths.items(),
         argv=rendered.argv,
         script=str(rendered.script) if rendered.script else None,
         status="rendered" if dry_run else "submitted",
@@ -171,14 +205,14 @@ def submit(
         outputs=rec.Outputs(
             results_dir=str(ctx.results_dir),
             job_dir=str(ctx.job_dir),
-            train_output_dir=str(ctx.train_output_dir),
+            train_output_dir=str(ctx.train_output_dir),  # the node's (REMOTE under a path map), as run_dir, logs and study_dir
             run_dir=str(rendered.run_dir) if rendered.run_dir else None,
             log=str(rendered.log) if rendered.log else None,
             cosmos_log_dir=str(rendered.cosmos_log_dir) if rendered.cosmos_log_dir else None,
             study_dir=str(ctx.study_dir) if ctx.study_dir else None,
         ),
         preflight=pre,
-        notes=[*notes, *rendered.notes],
+        notes=[*notes, *rendered.notes, *path_notes],
     )
     if not dry_run:
         record.external_kind = {"local": "pid", "docker": "docker-container", "slurm": "slurm-job"}[platform]  # type: ignore[assignment]
@@ -192,7 +226,7 @@ def submit(
             raise RunError(f"{platform} launch failed: {exc} (record: {rec.record_path(ctx.results_dir, ctx.job_id)})") from None
         if platform == "slurm":
             record.outputs.log = str(ctx.job_dir / f"slurm-{record.external_id}.out")
-    return record, rec.save(record)
+    return record, rec.save(record, index=not dry_run)  # a dry run writes nothing outside its job folder's results_dir/jobs
 
 
 # --- status / logs / cancel ------------------------------------------------------------------------

@@ -29,6 +29,7 @@ Checks (each finding names one; severity error, warning or node; any error means
 - annotations.empty      a dataset with no records
 - vision.budget          vision + text tokens over policy.model_max_length; nframes > clip frames
 - env.redis              redis-server on PATH (cosmos-rl backend)
+- env.vllm               rl with cosmos-rl: vllm importable in the job's Python (the GRPO rollout workers import it)
 - env.hf_token           HF_TOKEN for gated models (nvidia/Cosmos-Reason*), by name, never printed
 - env.upload             train.ckpt.upload_s3 without AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, upload_hf without a
                          token, "wandb" in logging.logger without the package (warnings: the run goes on)

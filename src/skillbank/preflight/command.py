@@ -29,6 +29,9 @@ Spec and data errors stop a launch everywhere. The environment is the machine's:
 --runs-on node (the plan is made here, the job runs on another machine) env findings are listed
 as "check on the node" and do not fail; every job `skillbank submit` renders runs
 `skillbank preflight --only env --runs-on here` as its first step on the node.
+
+A spec written for another machine (`skillbank spec --path-map LOCAL=REMOTE`) is checked here with
+the same --path-map: its REMOTE paths are read at LOCAL (stats.path_map lists the map).
 """
 
 
@@ -53,6 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where the job runs: here (default; env findings are errors) or node (another machine: env findings are 'check on the node')")
     parser.add_argument("--only", action="append", metavar="GROUP",
                         help="check only these groups: spec, data, env (repeat, or a comma list; default: all three)")
+    from skillbank.spec.pathmap import add_argument as add_path_map
+
+    add_path_map(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON document {ok, findings (each with its group), stats}")
 
 
@@ -65,8 +71,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from skillbank.preflight.report import render_table
     from skillbank.preflight.run import run_preflight
+    from skillbank.spec.pathmap import from_args
 
     report = run_preflight(
+        paths=from_args(args),
         skill=args.skill,
         action=args.action,
         spec_path=args.spec,

@@ -162,6 +162,21 @@ def check_redis(backend: str | None, findings: Findings) -> None:
         findings.warning("env.redis", message + " (needed for --backend cosmos-rl)", fix, "PATH")
 
 
+VLLM_FIX = ("install the GPU stack, which pins vllm (bash scripts/setup.sh --gpu, requirements-gpu.txt), or run the job in "
+            "skillbank's image (Dockerfile; skillbank submit --platform docker|slurm --image ...)")
+
+
+def check_vllm(findings: Findings) -> None:
+    """cosmos-rl's GRPO rollout workers run `import vllm` in the job's Python: without it they die
+    after the policy has loaded. Found by spec, not imported (importing vllm takes seconds and a GPU)."""
+    import importlib.util
+    import sys
+
+    if importlib.util.find_spec("vllm") is None:
+        findings.error("env.vllm", f"vllm is not importable by {sys.executable}: cosmos-rl's GRPO rollout workers import it, "
+                       "and the job would fail when the rollouts start", VLLM_FIX, "rollout.backend")
+
+
 # ---- GPUs ------------------------------------------------------------------------------------------
 
 

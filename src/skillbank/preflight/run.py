@@ -61,7 +61,10 @@ def run_preflight(
     decode_sample: int = 0,
     runs_on: str = "here",
     only: Iterable[str] | None = None,
+    paths: Any = None,
 ) -> Report:
+    """`paths` (skillbank.spec.pathmap.PathMap): the spec names the node's paths; they are checked at
+    their LOCAL counterparts here."""
     started = time.perf_counter()
     if runs_on not in RUNS_ON:
         raise InputError(f"unknown location {runs_on!r}", where="--runs-on", fix=f"use one of: {', '.join(RUNS_ON)}")
@@ -69,6 +72,9 @@ def run_preflight(
     findings = Findings(runs_on=runs_on, only=groups)  # type: ignore[arg-type]
     ctx = Context(findings, gpus_per_node, nodes, backend, int(decode_sample or 0) if decode_sample == ALL else max(0, int(decode_sample or 0)))
     _arguments(ctx)
+    if paths:
+        spec = _local_view(skill, action, spec_path, spec, paths)
+        ctx.stats["path_map"] = paths.items()
     parsed = spec_checks.load(skill, action, spec_path, spec, ctx.findings)
     checks = ACTIONS.get(action)
     if parsed is not None and checks is not None:
@@ -90,6 +96,24 @@ def run_preflight(
         "seconds": round(time.perf_counter() - started, 3),
     }
     return Report(ctx.findings.finish(), stats)
+
+
+def _local_view(skill: str, action: str, spec_path: str | Path | None, spec: dict | None, paths: Any) -> dict | None:
+    """The spec dict with the node's paths moved to this machine's (a spec that cannot be read is
+    left to spec_checks.load, which reports it)."""
+    from skillbank.spec.io import read_spec_file
+    from skillbank.spec.registry import spec_model
+
+    try:
+        model = spec_model(skill, action)
+        data = spec if spec is not None else read_spec_file(spec_path) if spec_path is not None else None
+    except InputError:
+        return spec
+    if data is None:
+        return None
+    local = paths.local(data, model)
+    paths.check_used(local, model)
+    return local
 
 
 def _dataset_stats(d: Dataset) -> dict[str, Any]:
@@ -311,6 +335,7 @@ def _rl(spec: Any, ctx: Context) -> None:
             env_checks.check_hf_token([model], f)
         if not local:
             env_checks.check_redis("cosmos-rl", f)
+            env_checks.check_vllm(f)  # the rollout engine, in the job's environment
             ctx.stats["gpus"] = rl_checks.visible_gpus(spec, f)
     patch = env_checks.patch_size(model, f) if model is not None else 16
     custom = spec.custom

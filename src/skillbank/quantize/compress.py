@@ -79,8 +79,31 @@ def calibrate_weights(model) -> list[str]:
     return done
 
 
+MIN_COMPRESSED_TENSORS = (0, 16)
+
+
+def require_compressed_tensors() -> None:
+    """compressed-tensors >= 0.16 (skillbank's `quantize` extra): the GPU training stack leaves it at
+    vLLM's 0.13.0 pin, so say where quantize runs instead of failing on a missing preset."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        found = version("compressed-tensors")
+    except PackageNotFoundError:
+        found = None
+    parts = tuple(int(p) for p in (found or "0").split(".")[:2] if p.isdigit())
+    if found is None or parts < MIN_COMPRESSED_TENSORS:
+        raise InputError(
+            f"skillbank quantize needs compressed-tensors >= 0.16, this environment has {found or 'none'}",
+            where="compressed-tensors",
+            fix="pip install 'skillbank[quantize]' in an environment without vLLM (the CPU setup, bash scripts/setup.sh, has it); "
+                "the GPU stack keeps vLLM's compressed-tensors 0.13.0 for GRPO rollouts",
+        )
+
+
 def quantize(spec: "QuantizeSpec", *, overwrite: bool = False) -> QuantizeResult:
     """Quantize spec.model_path into spec.output_dir (staged, then renamed; a non-empty folder needs overwrite)."""
+    require_compressed_tensors()
     import torch
     from compressed_tensors.compressors import ModelCompressor
     from compressed_tensors.quantization import QuantizationConfig, QuantizationStatus, apply_quantization_config, preset_name_to_scheme

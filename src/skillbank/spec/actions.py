@@ -5,45 +5,45 @@ from __future__ import annotations
 from typing import Literal
 
 from skillbank.spec.base import Section
-from skillbank.spec.meta import param
+from skillbank.spec.meta import ModelRefStr, PathStr, param
 
 
 class InferenceSpec(Section):
     """Inference spec: one video and prompt, or a batch over an annotation file."""
 
     exclusive = (("fps", "num_frames"),)
-    model_path: str = param("hf_model://nvidia/Cosmos-Reason2-8B", "Model folder (a run's safetensors/step_N), hf_model://owner/repo or HF id.", popular=True)
-    video: str = param("", "One video file (single mode).")
+    model_path: ModelRefStr = param("hf_model://nvidia/Cosmos-Reason2-8B", "Model folder (a run's safetensors/step_N), hf_model://owner/repo or HF id.", popular=True)
+    video: PathStr = param("", "One video file (single mode).")
     prompt: str = param("", "The question (single mode).")
-    annotation_path: str = param("", "LLaVA annotations for batch mode (instead of video + prompt).")
-    media_dir: str = param("", "Media folder of batch mode (empty: the annotation file's folder).")
+    annotation_path: PathStr = param("", "LLaVA annotations for batch mode (instead of video + prompt).")
+    media_dir: PathStr = param("", "Media folder of batch mode (empty: the annotation file's folder).")
     system_prompt: str = param("You are a helpful assistant. Answer the question about the video with a short answer.", "System prompt (batch mode: a record whose conversations open with its own system turn keeps that one).")
     fps: float | None = param(2.0, "Frames per second. Exactly one of fps / num_frames.", gt=0, le=60)
     num_frames: int | None = param(None, "Fixed frames per video. Exactly one of fps / num_frames.", ge=2)
     max_tokens: int = param(64, "Max new tokens.", ge=1)
     temperature: float = param(0.0, "0 is greedy.", ge=0, le=2)
     batch_size: int = param(8, "Batch size of batch mode.", ge=1)
-    results_dir: str = param("./results/inference", "Where batch mode writes results.json.")
+    results_dir: PathStr = param("./results/inference", "Where batch mode writes results.json.")
 
 
 
 class QuantizeSpec(Section):
     """Quantize spec: FP8 dynamic or weight-only int8 / int4 of a trained model."""
 
-    model_path: str = param("", "Model folder to quantize (a run's safetensors/step_N or an exported folder).", popular=True)
+    model_path: ModelRefStr = param("", "Model folder to quantize (a run's safetensors/step_N or an exported folder).", popular=True)
     scheme: Literal["FP8_DYNAMIC", "W8A16", "W4A16"] = param("FP8_DYNAMIC", "FP8 dynamic (no calibration), or weight-only int8 / int4.", popular=True)
-    calibration_annotation_path: str = param("", "LLaVA annotations used for calibration (W4A16).")
-    calibration_media_dir: str = param("", "Media folder of the calibration set (empty: the annotation file's folder).")
+    calibration_annotation_path: PathStr = param("", "LLaVA annotations used for calibration (W4A16).")
+    calibration_media_dir: PathStr = param("", "Media folder of the calibration set (empty: the annotation file's folder).")
     num_calibration_samples: int = param(64, "Calibration samples.", ge=1)
     ignore: list[str] = param(default_factory=lambda: ["lm_head", "re:.*visual.*"], description="Modules left unquantized (the vision tower and lm_head by default).")
-    output_dir: str = param("./results/quantize", "Writes the quantized HF folder here.")
+    output_dir: PathStr = param("./results/quantize", "Writes the quantized HF folder here.")
 
 
 class ExportSpec(Section):
     """Export spec: a checkpoint or LoRA adapter to a Hugging Face safetensors folder."""
 
-    source: str = param("", "A run's checkpoint step folder, a safetensors/step_N folder, or a LoRA adapter folder.", popular=True)
-    base_model_path: str = param("", "Base model of a LoRA adapter (merged into it).")
+    source: ModelRefStr = param("", "A run's checkpoint step folder, a safetensors/step_N folder, or a LoRA adapter folder.", popular=True)
+    base_model_path: ModelRefStr = param("", "Base model of a LoRA adapter (merged into it).")
     merge_lora: bool = param(True, "Merge the LoRA adapter into the base weights.")
     dtype: Literal["bfloat16", "float16", "float32"] = param("bfloat16", "dtype of the exported weights.")
-    output_dir: str = param("./results/export", "Writes a Hugging Face safetensors folder with the processor and a manifest of file hashes.")
+    output_dir: PathStr = param("./results/export", "Writes a Hugging Face safetensors folder with the processor and a manifest of file hashes.")

@@ -30,6 +30,11 @@ global batch (train_batch_per_replica is per data-parallel rank), optimizer step
 (floor(records per rank / train_batch_per_replica): the incomplete batch is dropped) and in all,
 checkpoints kept and their disk. It needs custom.train_dataset.annotation_path to exist (records are
 counted, streamed); otherwise a note says it was skipped. `skillbank preflight` checks the rest.
+
+Plan here, run there: --path-map LOCAL=REMOTE (repeatable) writes every path key the spec names under
+LOCAL as REMOTE (relative paths are made absolute first), while the dataset root and the plan's record
+count are read at LOCAL here; --dataset-root may be given as LOCAL or REMOTE, the folder must exist
+at LOCAL. Paths under no LOCAL are written as given, with a note.
 """
 
 EXAMPLES = """\
@@ -45,6 +50,7 @@ examples:
   skillbank spec --from eval.toml --set fps=4 -o eval.toml                             # TOML in, TOML out
   skillbank spec --from sft.toml --set model_max_length=40960 -o train.yaml           # a cosmos-rl TOML: its defaults kept
   skillbank spec --from out/20250601120000/checkpoints/step_400/policy/cosmos_config -o resume.yaml   # a run's own config
+  skillbank spec --action train --dataset-root /home/me/qa --path-map /home/me=/lustre/me -o train.yaml   # for the cluster
 """
 
 
@@ -92,6 +98,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "or is a TOML with [train] and no results_dir), skillbank (a skill spec), cosmos-rl")
     p.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE", help="dotted key or shorthand override (repeatable)")
     p.add_argument("--dataset-root", metavar="DIR", help="folder with annotations.json (or train/ and val/ subfolders)")
+    from skillbank.spec.pathmap import add_argument as add_path_map
+
+    add_path_map(p)
     p.add_argument("-o", "--output", metavar="FILE", help="write the spec here (atomically; .toml TOML, .json JSON, else YAML) instead of stdout")
     p.add_argument("--json", action="store_true", help="print one JSON document {ok, skill, action, from, output, applied, notes, plan, spec}")
     p.set_defaults(run=run)
@@ -111,12 +120,17 @@ def run(args: argparse.Namespace) -> int:
         action = action or infer_action(args.skill, base, where=args.from_file)
     elif not action:
         raise InputError("no action given", where="--action", fix="pass --action train|evaluate|inference|quantize|export, or --from FILE to edit a spec")
-    built = build_spec(args.skill, action, args.assignments, dataset_root=args.dataset_root, base=base, source=args.from_file)
-    data = built.spec.model_dump(mode="json")
+    from skillbank.spec.pathmap import from_args
+
+    paths = from_args(args)
+    root = paths.to_local(args.dataset_root) if args.dataset_root else None
+    built = build_spec(args.skill, action, args.assignments, dataset_root=root, base=base, source=args.from_file)
+    spec, notes = _for_the_node(built, paths, source=args.from_file)
+    data = spec.model_dump(mode="json")
     if args.output:
-        write_spec(args.output, built.spec)
+        write_spec(args.output, spec)
     plan, plan_note = _plan(built.spec) if action == "train" else (None, None)
-    notes = (converted.notes if converted else []) + built.notes + ([plan_note] if plan_note else [])
+    notes = (converted.notes if converted else []) + notes + ([plan_note] if plan_note else [])
     if args.json:
         doc = {"ok": True, "skill": args.skill, "action": action, "from": args.from_file, "output": args.output,
                "from_format": ("cosmos-rl" if converted else "skillbank") if args.from_file else None,
@@ -150,6 +164,21 @@ def _from_cosmos(args: argparse.Namespace, base: dict[str, Any]) -> Any:
         raise InputError(f"{args.from_file} is a cosmos-rl SFT config: it becomes a train spec, not {args.action}", where="--action",
                          fix="drop --action (or pass --action train), or --from-format skillbank if the file is a skill spec")
     return from_cosmos(spec_model(args.skill, "train"), base, load_template(args.skill, "train"), where=args.from_file)
+
+
+def _for_the_node(built: Any, paths: Any, *, source: str | None) -> tuple[Any, list[str]]:
+    """The spec to write: with a path map, every path as the node sees it (built.spec stays this
+    machine's view, for the plan); each LOCAL must exist here or hold a path the spec names."""
+    if not paths:
+        return built.spec, list(built.notes)
+    from skillbank.spec.validation import validate
+
+    model = type(built.spec)
+    local = paths.local(built.spec.model_dump(mode="json"), model)
+    paths.check_used(local, model)
+    built.spec = validate(model, local, source=source or "spec")
+    remote, notes = paths.remote(local, model)
+    return validate(model, remote, source=source or "spec"), [*built.notes, *notes]
 
 
 def _plan(spec: Any) -> tuple[dict[str, Any] | None, str | None]:

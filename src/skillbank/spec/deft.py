@@ -14,12 +14,12 @@ from __future__ import annotations
 from typing import Literal
 
 from skillbank.spec.base import Section
-from skillbank.spec.meta import param
+from skillbank.spec.meta import ModelRefStr, PathStr, param
 
 
 class DeftSetSpec(Section):
-    annotation_path: str = param("", "LLaVA annotations.json (id, video, video_fps, conversations).")
-    media_dir: str = param("", "Folder the records' video paths are relative to (empty: the annotation file's folder).")
+    annotation_path: PathStr = param("", "LLaVA annotations.json (id, video, video_fps, conversations).")
+    media_dir: PathStr = param("", "Folder the records' video paths are relative to (empty: the annotation file's folder).")
 
 
 class MiningSpec(Section):
@@ -58,14 +58,14 @@ class StopSpec(Section):
 class DeftConfig(Section):
     """DEFT loop config of tao-run-deft: model, pool, proxy, frozen benchmark, mining, retraining, stop rule."""
 
-    model: str = param("", "Starting model: an HF folder, a run's safetensors/step_N folder, hf_model://owner/repo or an HF id.", popular=True)
+    model: ModelRefStr = param("", "Starting model: an HF folder, a run's safetensors/step_N folder, hf_model://owner/repo or an HF id.", popular=True)
     pool: DeftSetSpec = param(default_factory=DeftSetSpec, description="Training pool: labelled records mining adds from.")
     proxy: DeftSetSpec = param(default_factory=DeftSetSpec, description="Proxy set: where gaps are found and checkpoints are picked.")
     benchmark: DeftSetSpec = param(default_factory=DeftSetSpec, description="Frozen benchmark: decides adoption; never mined, trained on or used to pick a checkpoint.")
-    train_spec: str = param("", "Base train spec (YAML from `skillbank spec --action train`): its train set, steps and optimizer are every round's.", popular=True)
+    train_spec: PathStr = param("", "Base train spec (YAML from `skillbank spec --action train`): its train set, steps and optimizer are every round's.", popular=True)
     eval_config: str = param("", "Evaluate config (TOML or YAML): vision, generation, metric and system prompt of every evaluation; its dataset is replaced per set.", popular=True)
     mining: MiningSpec = param(default_factory=MiningSpec, description="Embedding and nearest-neighbour mining.")
     retrain: RetrainSpec = param(default_factory=RetrainSpec, description="How each round retrains.")
     stop: StopSpec = param(default_factory=StopSpec, description="Stop rule.")
-    output_dir: str = param("./results/deft", "Run folder: state.json, log.jsonl, round_N/<stage>/..., report.html.")
+    output_dir: PathStr = param("./results/deft", "Run folder: state.json, log.jsonl, round_N/<stage>/..., report.html.")
 

@@ -9,7 +9,7 @@ from pydantic import model_validator
 
 from skillbank.evaluation.answers import ANSWER_TYPES, TASK_TYPES  # the answer rules own both (a light module: duckdb loads inside its queries)
 from skillbank.spec.base import Section
-from skillbank.spec.meta import param, rule_error
+from skillbank.spec.meta import ModelRefStr, PathStr, param, rule_error
 
 
 # Default prompts (dataset.system_prompt null), per evaluation.answer_type and, for reasoning, per model
@@ -40,15 +40,15 @@ def default_prompt(answer_type: str, model_type: str) -> tuple[str, str]:
 
 
 class EvalDatasetSpec(Section):
-    annotation_path: str = param("", "LLaVA annotations.json of the evaluation set (id, video, video_fps, conversations).")
-    media_dir: str = param("", "Folder the records' video paths are relative to (empty: the annotation file's folder).")
+    annotation_path: PathStr = param("", "LLaVA annotations.json of the evaluation set (id, video, video_fps, conversations).")
+    media_dir: PathStr = param("", "Folder the records' video paths are relative to (empty: the annotation file's folder).")
     system_prompt: str | None = param(None, "System prompt; null: the answer type's default (short: a short-answer prompt; reasoning: the prompt the model family was trained with, by config.json model_type). A prompt given here is used as is. A record whose conversations open with its own system turn keeps that one.")
 
 
 class EvalModelSpec(Section):
-    model_name: str = param("hf_model://nvidia/Cosmos-Reason2-8B", "Model: an HF folder, a run's safetensors/step_N folder, hf_model://owner/repo or an HF id.", popular=True)
+    model_name: ModelRefStr = param("hf_model://nvidia/Cosmos-Reason2-8B", "Model: an HF folder, a run's safetensors/step_N folder, hf_model://owner/repo or an HF id.", popular=True)
     enable_lora: bool = param(False, "model_name is a LoRA adapter folder; it is applied to base_model_path.")
-    base_model_path: str = param("", "Base model of a LoRA adapter (required when enable_lora).")
+    base_model_path: ModelRefStr = param("", "Base model of a LoRA adapter (required when enable_lora).")
     dtype: Literal["bfloat16", "float16", "float32", "auto"] = param("auto", "Weights dtype; auto picks bfloat16 on GPU, float32 on CPU.")
 
     @model_validator(mode="after")
@@ -129,7 +129,7 @@ class EvaluateSpec(Section):
     metrics: MetricsSpec = param(default_factory=MetricsSpec, description="Metric selection.")
     results: ResultsSpec = param(default_factory=ResultsSpec, description="What to write.")
     num_gpus: int = param(1, "GPUs for evaluation (0 runs on CPU; the vLLM engine uses them as tensor parallel size).", ge=0)
-    results_dir: str = param("./results/evaluate", "Writes results.json and metrics.json here.")
+    results_dir: PathStr = param("./results/evaluate", "Writes results.json and metrics.json here.")
 
     @model_validator(mode="after")
     def _vllm_runs_whole_models(self) -> "EvaluateSpec":

@@ -10,15 +10,32 @@
 - math_cond: "^ 2" restricts integer search to powers of two.
 - depends_on: a dotted key this field only matters with (e.g. LoRA rank needs policy.lora.enable).
 - popular: shown first to agents and in the parameter tables.
+
+Fields that name a file or folder are typed `PathStr` (or `ModelRefStr`: a model folder or a hub id):
+that one declaration is what `--path-map LOCAL=REMOTE` rewrites (skillbank.spec.pathmap); the JSON
+Schema still says "string".
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 AutoML = Literal["default", "enabled", "disabled"]
+
+
+@dataclass(frozen=True)
+class SpecPath:
+    """Marks a spec field that names a path on the machine that runs the job; `model`: it may also
+    name a hub model (owner/repo, hf_model://), which is never a path."""
+
+    model: bool = False
+
+
+PathStr = Annotated[str, SpecPath()]
+ModelRefStr = Annotated[str, SpecPath(model=True)]
 
 
 def param(

@@ -17,7 +17,7 @@ from pydantic import model_validator
 
 from skillbank.evaluation.answers import ANSWER_TYPES, TASK_TYPES  # the answer rules own both (a light module)
 from skillbank.spec.base import Section
-from skillbank.spec.meta import param, rule_error
+from skillbank.spec.meta import ModelRefStr, PathStr, param, rule_error
 from skillbank.spec.train import MIN_MODEL_MAX_LENGTH, DatasetPathsSpec, LoggingSpec, VisionSpec
 
 # exact_match: skillbank's answer rules (skillbank.evaluation.answers, the evaluator's), on the extracted
@@ -76,7 +76,7 @@ class RlTrainSection(Section):
     epoch: int = param(1, "Passes over the prompts.", ge=1, le=100, automl="enabled", search=(1, 5), popular=True)
     train_batch_per_replica: int = param(32, "Rollout samples per policy step on each policy replica (prompts x n_generation), split over its data-parallel ranks. Must be a multiple of policy.parallelism.dp_shard_size x train_policy.mini_batch (cosmos-rl asserts it on the GPUs).", ge=1, automl="disabled", popular=True)
     max_num_steps: int | None = param(None, "Stop after this many policy steps (smoke tests); null trains all epochs.", ge=1)
-    output_dir: str = param("./results/rl", "Run folder: checkpoints go to <output_dir>/<timestamp>/checkpoints/step_N, exports to .../safetensors/step_N.")
+    output_dir: PathStr = param("./results/rl", "Run folder: checkpoints go to <output_dir>/<timestamp>/checkpoints/step_N, exports to .../safetensors/step_N.")
     seed: int = param(42, "Random seed.", ge=0)
     optm_name: Literal["AdamW", "Adam"] = param("AdamW", "Optimizer.")
     optm_lr: float = param(1e-6, "Peak learning rate. GRPO wants it small (1e-6); SFT's 1e-5 destabilises it.", gt=0, le=1e-3, automl="enabled", search=(1e-7, 1e-5), log=True, popular=True)
@@ -94,7 +94,7 @@ class RlParallelismSpec(Section):
 
 
 class RlPolicySpec(Section):
-    model_name_or_path: str = param("", "Starting checkpoint (required; preflight errors while empty): a parent SFT job's export (<output_dir>/<timestamp>/safetensors/step_N), "
+    model_name_or_path: ModelRefStr = param("", "Starting checkpoint (required; preflight errors while empty): a parent SFT job's export (<output_dir>/<timestamp>/safetensors/step_N), "
                                     "or a base model (hf_model://owner/repo, HF id; preflight warns: RL from a base model rarely follows the answer format).", popular=True)
     model_max_length: int = param(MIN_MODEL_MAX_LENGTH, "Max tokens per sample (prompt with video + response). Below 40960 video samples truncate and break vision-token alignment.", ge=MIN_MODEL_MAX_LENGTH)
     model_gradient_checkpointing: bool = param(True, "Recompute activations in backward to save memory.")
@@ -155,7 +155,7 @@ class RlSpec(Section):
     logging: RlLoggingSpec = param(default_factory=RlLoggingSpec, description="Logging.")
     custom: RlCustomSpec = param(default_factory=RlCustomSpec, description="Prompts, vision sampling, answer format (cosmos-rl's free `custom` table).")
     redis: str = param("12800", "Port of the redis-server cosmos-rl's controller starts.")
-    results_dir: str = param("./results", "Folder for job records and reports.")
+    results_dir: PathStr = param("./results", "Folder for job records and reports.")
 
     @model_validator(mode="after")
     def _batch_splits_over_ranks_and_mini_batches(self) -> "RlSpec":

@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import field_validator, model_validator
 
 from skillbank.spec.base import Section
-from skillbank.spec.meta import param, rule_error
+from skillbank.spec.meta import ModelRefStr, PathStr, param, rule_error
 
 MIN_MODEL_MAX_LENGTH = 40960
 DEFAULT_TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -73,7 +73,7 @@ class TrainSection(Section):
     epoch: int = param(3, "Passes over the training set. Published recipes overfit after 1-3 epochs: evaluate every checkpoint.", ge=1, le=1000, automl="default", search=(1, 20), popular=True)
     train_batch_per_replica: int = param(32, "Records per data-parallel rank per optimizer step (the global batch is this x dp_shard_size x dp_replicate_size). Must be a multiple of train_policy.mini_batch.", ge=1, automl="disabled", popular=True)
     max_num_steps: int | None = param(None, "Stop after this many optimizer steps (smoke tests); null trains all epochs.", ge=1)
-    output_dir: str = param("./results/train", "Run folder: checkpoints go to <output_dir>/<timestamp>/checkpoints/step_N, exports to .../safetensors/step_N.")
+    output_dir: PathStr = param("./results/train", "Run folder: checkpoints go to <output_dir>/<timestamp>/checkpoints/step_N, exports to .../safetensors/step_N.")
     seed: int = param(42, "Random seed for model init and training.", ge=0)
     optm_name: Literal["AdamW", "Adam"] = param("AdamW", "Optimizer.")
     optm_lr: float = param(1e-5, "Peak learning rate.", gt=0, le=1, automl="default", search=(1e-6, 1e-3), log=True, popular=True)
@@ -131,7 +131,7 @@ class LoraSpec(Section):
 
 
 class PolicySpec(Section):
-    model_name_or_path: str = param(
+    model_name_or_path: ModelRefStr = param(
         "hf_model://nvidia/Cosmos-Reason2-8B",
         "Model: hf_model://owner/repo (downloaded before launch), an HF id, or a local folder with config.json.",
         popular=True,
@@ -149,8 +149,8 @@ class LoggingSpec(Section):
 
 
 class DatasetPathsSpec(Section):
-    annotation_path: str = param("", "LLaVA annotations.json (a JSON array of records with id, video, video_fps, conversations).")
-    media_path: str = param("", "Folder the records' video / image paths are relative to (empty: the annotation file's folder).")
+    annotation_path: PathStr = param("", "LLaVA annotations.json (a JSON array of records with id, video, video_fps, conversations).")
+    media_path: PathStr = param("", "Folder the records' video / image paths are relative to (empty: the annotation file's folder).")
 
 
 class VisionSpec(Section):
@@ -178,4 +178,4 @@ class TrainSpec(Section):
     logging: LoggingSpec = param(default_factory=LoggingSpec, description="Logging.")
     custom: CustomSpec = param(default_factory=CustomSpec, description="Datasets, vision sampling and prompt (cosmos-rl's free `custom` table).")
     redis: str = param("12800", "Port of the redis-server cosmos-rl's controller starts.")
-    results_dir: str = param("./results", "Folder for job records and reports.")
+    results_dir: PathStr = param("./results", "Folder for job records and reports.")

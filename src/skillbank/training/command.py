@@ -30,6 +30,10 @@ must pass preflight first, --dry-run prints the study plan and starts nothing; -
 Backends: cosmos-rl (production, GPUs, one node to many) and local (torchrun + FSDP2 on this machine,
 CPU or GPUs; what tests and the embedded demo use). Both write
 <output_dir>/<timestamp>/checkpoints/step_N/policy and .../safetensors/step_N.
+A dry run launches nothing and writes only what it prints: the local backend nothing, cosmos-rl the
+TOML in a job folder <results_dir>/jobs/<train-...>/ (no run folder under output_dir, nothing under
+the cache). With --path-map LOCAL=REMOTE (dry runs only: a plan for another machine) the spec's
+REMOTE paths are read at LOCAL here and the TOML names REMOTE.
 SIGTERM / SIGINT stop the whole process tree (torchrun and its ranks, or the cosmos-rl launcher and
 its workers) and mark the job record cancelled.
 """
@@ -41,6 +45,7 @@ examples:
   skillbank train --spec train.yaml --automl-policy off --backend local --resume     # direct: continue a run
   skillbank train --spec train.yaml --automl-policy off --resume-from out/20250101120000/checkpoints/step_400
                                                           # a new run from a chosen checkpoint (any run's)
+  skillbank train --spec train.yaml --automl-policy off --dry-run --path-map /home/me=/lustre/me   # the node's TOML
   skillbank train --spec train.yaml --automl-policy auto --dry-run                   # AutoML: the study plan only
   skillbank train --spec train.yaml --automl-policy auto --param train.optm_lr --automl-max-trials 4
 exit codes: 0 trained; 2 bad input (nothing launched); 1 the run failed (resume with --resume).
@@ -61,7 +66,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="auto: AutoML when the skill supports it; off: direct training for this run (default: the router's, from --request, else auto)")
     p.add_argument("--request", default=None, help="the user's request in words (the router reads e.g. 'no HPO')")
     p.add_argument("--dry-run", action="store_true", help="print the plan (command, ranks, run folder; on the AutoML route the study plan) and launch nothing; "
-                   "plans for the machine that will train: spec and data must pass, HF_TOKEN / redis-server / GPUs / disk are listed as 'check on the node'")
+                   "plans for the machine that will train: spec and data must pass, HF_TOKEN / redis-server / GPUs / disk are listed as 'check on the node'; "
+                   "writes nothing but cosmos-rl's TOML in the job folder it prints (<results_dir>/jobs/<id>/)")
+    from skillbank.spec.pathmap import add_argument as add_path_map
+
+    add_path_map(p)
     p.add_argument("--resume", action="store_true", help="continue from the newest complete checkpoint under train.output_dir (AutoML route: continue the study)")
     p.add_argument("--resume-from", metavar="CHECKPOINT", default=None,
                    help="start a new run from this checkpoint, of this run or another: a checkpoints/step_N/policy folder, its step_N folder, "
@@ -80,8 +89,12 @@ def _preflight(args: argparse.Namespace, log: Any) -> dict[str, Any]:
     env findings are listed as "check on the node" instead of stopping the plan."""
     from skillbank.preflight.run import run_preflight
 
+    from skillbank.spec.pathmap import from_args
+
     runs_on = "node" if args.dry_run else "here"
-    report = run_preflight(skill=SKILL, action="train", spec_path=args.spec, backend=args.backend, gpus_per_node=None, nodes=None, runs_on=runs_on)
+    paths = from_args(args)
+    report = run_preflight(skill=SKILL, action="train", spec_path=args.spec, backend=args.backend, gpus_per_node=None, nodes=None, runs_on=runs_on,
+                           **({"paths": paths} if paths else {}))
     report.require_ok(skill=SKILL, action="train", spec_path=args.spec)
     for line in report.summary()["check_on_node"]:
         log(f"preflight: check on the node: {line}")
@@ -129,6 +142,12 @@ def run(args: argparse.Namespace) -> int:
     def log(line: str) -> None:
         print(line, file=log_stream, flush=True)
 
+    from skillbank.spec.pathmap import from_args
+
+    paths = from_args(args)
+    if paths and not args.dry_run:
+        raise InputError("--path-map plans for another machine: it goes with --dry-run (this command trains here)", where="--path-map",
+                         fix="add --dry-run, or use `skillbank submit --path-map ...` to render the job for the node")
     spec = load_spec(args.spec, TrainSpec)
     decision = route(skill=SKILL, action="train", request=args.request, automl_policy=args.automl_policy)
     if decision.action != "train":  # the request asks for RL (GRPO): that is the rl action's spec, not this SFT one
@@ -138,6 +157,9 @@ def run(args: argparse.Namespace) -> int:
         if args.resume_from:
             raise InputError("--resume-from starts one training run from a checkpoint, but this request routes to AutoML",
                              where="--resume-from", fix="pass --automl-policy off to train directly (AutoML resumes its study with --resume)")
+        if paths:
+            raise InputError("--path-map plans a direct run; this request routes to AutoML", where="--path-map",
+                             fix="add --automl-policy off, or render the study for the node with `skillbank submit --action automl --path-map ...`")
         log(f"route: automl ({decision.reason})")
         return _handoff_to_automl(args)
     if not decision.runnable:
@@ -145,6 +167,8 @@ def run(args: argparse.Namespace) -> int:
     _no_search_flags(args, decision.route)
     log(f"route: {decision.route} ({decision.reason})")
     resume_from = _resume_from(args, log)
+    if resume_from is not None and paths:
+        resume_from = Path(paths.to_remote(str(resume_from)))  # the TOML names the node's path
     preflight = _preflight(args, log)
 
     job = None
@@ -160,13 +184,21 @@ def run(args: argparse.Namespace) -> int:
         if args.backend == "local":
             from skillbank.training.local.launch import train_local
 
+            if paths:  # the plan reads this machine's files
+                spec = TrainSpec.model_validate(paths.local(spec.model_dump(mode="json"), TrainSpec))
             result: Any = train_local(spec, spec_path=args.spec, resume=args.resume, dry_run=args.dry_run, job=job, log=log,
                                       stdout=sys.stderr if args.json else None, resume_from=resume_from)
         else:
             from skillbank.training.cosmos_rl.launch import train_cosmos_rl
 
+            if paths:  # the TOML names the node's paths
+                remote, notes = paths.remote(paths.local(spec.model_dump(mode="json"), TrainSpec), TrainSpec)
+                spec = TrainSpec.model_validate(remote)
+                for note in notes:
+                    log(f"note: {note}")
             result = train_cosmos_rl(spec, spec_path=Path(args.spec), resume=args.resume, dry_run=args.dry_run, job=job, log=log,
-                                     resume_from=resume_from)
+                                     resume_from=resume_from,
+                                     **({"paths": paths} if paths else {}))
     if args.json:
         doc = {
             "ok": True,

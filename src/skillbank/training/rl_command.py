@@ -12,6 +12,7 @@ from skillbank.errors import InputError
 from skillbank.training.backends import BACKENDS, DEFAULT_BACKEND
 
 SKILL = "tao-finetune-cosmos-reason"
+FIND_SCRIPT = 'import importlib.util as u; print(u.find_spec("skillbank.training.cosmos_rl.grpo_script").origin)'  # where the node has it
 DESCRIPTION = """\
 Reinforcement learning (GRPO) after SFT, from an rl spec
 (skillbank spec --skill tao-finetune-cosmos-reason --action rl --set start=<SFT run>/safetensors/step_N ...).
@@ -23,6 +24,12 @@ with cosmos_rl.toml, and the command that launches it on the training machine:
   cosmos-rl --config <run>/cosmos_rl.toml --log-dir <run>/logs <skillbank>/training/cosmos_rl/grpo_script.py
 
 Nothing is launched. hf_model://owner/repo is written as the bare id (cosmos-rl downloads it).
+A checkpoint that only the training machine has (a path that does not exist here) is written as
+given, its family (which sets the data packer and the pixels per token) from --model-family, or from
+its config.json read at LOCAL with --path-map LOCAL=REMOTE, or from its name (Cosmos-Reason2, Qwen3-VL,
+...); the model check is then "check on the node". With --path-map every path in the TOML and the
+command is REMOTE, the prompts are read at LOCAL, and the run folder is created at LOCAL.
+To run it as a job (Slurm, Docker, this machine): skillbank submit --action rl --spec rl.yaml ...
 
 --backend local (this machine, CPU or one GPU): preflight, then GRPO in one process whose policy samples
 its own rollouts: train_batch_per_replica / rollout.n_generation prompts per policy step (the batch must
@@ -39,6 +46,7 @@ examples:
   skillbank rl --spec rl.yaml                                   # cosmos-rl: the TOML and the launch command
   skillbank rl --spec rl.yaml --backend local --dry-run         # local: the plan only
   skillbank rl --spec rl.yaml --backend local                   # local: train
+  skillbank rl --spec rl.yaml --path-map /home/me=/lustre/me --model-family qwen3_vl   # the node's TOML
   skillbank evaluate --run <train.output_dir>                   # then: every export of the newest run
 """
 
@@ -52,35 +60,66 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpus-per-node", type=int, help="GPUs the training machine has (policy + rollout GPUs must fit; cosmos-rl)")
     p.add_argument("--dry-run", action="store_true", help="local: print the plan (steps, prompts per step, run folder) and create nothing")
     p.add_argument("--resume", action="store_true", help="local: continue the newest run of train.output_dir from its newest complete checkpoint")
+    from skillbank.spec.pathmap import add_argument as add_path_map
+    from skillbank.training.cosmos_rl.family import FAMILIES
+
+    add_path_map(p)
+    p.add_argument("--model-family", choices=tuple(FAMILIES), default=None,
+                   help="cosmos-rl: the family of a starting checkpoint this machine cannot read (default: its config.json here, else its name)")
     p.add_argument("--json", action="store_true", help="print one JSON object (progress goes to stderr)")
     p.set_defaults(run=run)
 
 
-def prepare(spec_path: str | Path, *, gpus_per_node: int | None = None) -> dict[str, Any]:
+def node_specs(spec_path: str | Path, paths: Any) -> tuple[Any, Any, list[str]]:
+    """(this machine's view, the node's view, notes) of an rl spec under a path map (the same spec twice without one)."""
+    from skillbank.spec.io import load_spec, read_spec_file
+    from skillbank.spec.rl import RlSpec
+
+    if not paths:
+        spec = load_spec(spec_path, RlSpec)
+        return spec, spec, []
+    from skillbank.spec.validation import validate
+
+    local = paths.local(read_spec_file(spec_path), RlSpec)
+    paths.check_used(local, RlSpec)
+    remote, notes = paths.remote(local, RlSpec)
+    return validate(RlSpec, local, source=str(spec_path)), validate(RlSpec, remote, source=str(spec_path)), notes
+
+
+def prepare(spec_path: str | Path, *, gpus_per_node: int | None = None, paths: Any = None, model_family: str | None = None) -> dict[str, Any]:
     """Preflight, then the run folder and its TOML; returns what the command prints."""
     from skillbank.preflight.run import run_preflight
-    from skillbank.spec.io import load_spec
-    from skillbank.spec.rl import RlSpec
-    from skillbank.training.cosmos_rl.family import family_of
+    from skillbank.spec.pathmap import PathMap
+    from skillbank.training.cosmos_rl.family import node_family
     from skillbank.training.cosmos_rl.grpo import build_grpo_toml
     from skillbank.training.cosmos_rl.launch import RunLayout, resolve_model
     from skillbank.training.cosmos_rl.toml import write_toml
 
-    spec = load_spec(spec_path, RlSpec)
-    report = run_preflight(skill=SKILL, action="rl", spec_path=spec_path, gpus_per_node=gpus_per_node, runs_on="node")
+    paths = paths or PathMap()
+    here, spec, path_notes = node_specs(spec_path, paths)
+    report = run_preflight(skill=SKILL, action="rl", spec_path=spec_path, gpus_per_node=gpus_per_node, runs_on="node",
+                           **({"paths": paths} if paths else {}))
     report.require_ok(skill=SKILL, action="rl", spec_path=spec_path)
     model, notes = resolve_model(spec.policy.model_name_or_path, dry_run=True)
-    family = family_of(model)
-    layout = RunLayout.new(spec.train.output_dir)
+    family = node_family(model, here=paths.to_local(model) if model.startswith("/") else None, given=model_family)
+    try:
+        created = RunLayout.new(here.train.output_dir)  # the run folder, at LOCAL under a path map
+    except OSError as exc:
+        raise InputError(f"cannot create the run folder under train.output_dir {here.train.output_dir} here ({exc.strerror or exc})",
+                         where="train.output_dir", fix="map it to a folder of this machine with --path-map LOCAL=REMOTE, or set train.output_dir to one") from None
+    layout = RunLayout(created.run_id, Path(paths.to_remote(created.run_dir)) if paths else created.run_dir, created.run_dir)
     built = build_grpo_toml(spec, model=model, family=family, run_dir=layout.run_dir, run_id=layout.run_id)
     write_toml(layout.toml_path, built.data)
-    script = Path(__file__).with_name("cosmos_rl") / "grpo_script.py"
+    script: Any = Path(__file__).with_name("cosmos_rl") / "grpo_script.py"
+    if paths:  # the node's copy of the script: through the map, else looked up by the node's python
+        script = paths.to_remote(script) if paths.covered(script) else f"$(python -c '{FIND_SCRIPT}')"
+    node_toml = paths.to_remote(layout.toml_path) if paths else str(layout.toml_path)
     summary = report.summary()
     return {
         "ok": True,
         "run_dir": str(layout.run_dir),
         "toml": str(layout.toml_path),
-        "command": ["cosmos-rl", "--config", str(layout.toml_path), "--log-dir", str(layout.log_dir), str(script)],
+        "command": ["cosmos-rl", "--config", node_toml, "--log-dir", str(layout.log_dir), str(script)],
         "model": model,
         "family": family.model_type,
         "gpus": {"policy": built.policy_gpus, "rollout": built.rollout_gpus, "total": built.gpus},
@@ -88,7 +127,8 @@ def prepare(spec_path: str | Path, *, gpus_per_node: int | None = None) -> dict[
         "plan": report.stats.get("rl_plan"),
         "warnings": [f"{f.where}: {f.message}" for f in report.warnings],
         "check_on_node": summary["check_on_node"],
-        "notes": [*notes, *built.notes],
+        "path_map": paths.items(),
+        "notes": [*notes, *built.notes, *path_notes],
     }
 
 
@@ -128,12 +168,18 @@ def run_local(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     if args.backend == "local":
+        given = [flag for flag, value in (("--path-map", args.path_map), ("--model-family", args.model_family)) if value]
+        if given:
+            raise InputError(f"{given[0]} prepares a cosmos-rl run for another machine; --backend local runs here", where=given[0],
+                             fix="drop it, or use --backend cosmos-rl (or `skillbank submit --action rl --backend local --path-map ...`)")
         return run_local(args)
     if args.dry_run or args.resume:
         raise InputError("--dry-run and --resume belong to --backend local: with cosmos-rl, skillbank rl launches nothing "
                          "(it writes the TOML and prints the command; cosmos-rl resumes with train.resume in the TOML)",
                          where="--dry-run" if args.dry_run else "--resume", fix="drop the flag, or add --backend local")
-    out = prepare(args.spec, gpus_per_node=args.gpus_per_node)
+    from skillbank.spec.pathmap import from_args
+
+    out = prepare(args.spec, gpus_per_node=args.gpus_per_node, paths=from_args(args), model_family=args.model_family)
     if args.json:
         print(json.dumps(out))
         return 0

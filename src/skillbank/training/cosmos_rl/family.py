@@ -66,8 +66,27 @@ def family_of(model: str) -> ModelFamily:
     raise InputError(
         f"cannot tell the model family of {model!r} (not a folder with config.json, and the name names no Qwen-VL family)",
         where=MODEL_KEY,
-        fix="use hf_model://nvidia/Cosmos-Reason2-8B, a Qwen2.5-VL / Qwen3-VL id, or a local folder with config.json",
+        fix="use hf_model://nvidia/Cosmos-Reason2-8B, a Qwen2.5-VL / Qwen3-VL id, or a local folder with config.json; "
+            "for a checkpoint only the training machine has, pass --model-family (" + " | ".join(FAMILIES) + ") or --path-map LOCAL=REMOTE "
+            "so that its config.json is read here",
     )
+
+
+def node_family(model: str, *, here: str | None = None, given: str | None = None) -> ModelFamily:
+    """The family of the model a job loads on its node (`model`, maybe a path only the node has):
+    `given` (--model-family) when set, checked against the config.json when this machine can read one;
+    else the config.json at `here` (the model's LOCAL path under --path-map); else the model's name."""
+    local = Path(here).expanduser() if here else None
+    readable = local is not None and (local / "config.json").is_file()
+    if given is not None:
+        if given not in FAMILIES:
+            raise InputError(f"unknown model family {given!r}", where="--model-family", fix=f"one of: {', '.join(FAMILIES)}")
+        found = _model_type(local / "config.json") if readable else None  # type: ignore[operator]
+        if found is not None and found != given:
+            raise InputError(f"--model-family {given} disagrees with {local / 'config.json'} (model_type {found!r})",  # type: ignore[operator]
+                             where="--model-family", fix=f"drop --model-family, or pass --model-family {found}")
+        return FAMILIES[given]
+    return family_of(str(local) if readable else model)
 
 
 def _model_type(config_path: Path) -> str:

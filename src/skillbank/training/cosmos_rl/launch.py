@@ -4,7 +4,10 @@
 
 `hf_model://owner/repo` is downloaded (skillbank.modelref.download, HF_TOKEN read by name)
 before the launch: cosmos-rl knows no such scheme. The launcher's exit code cannot be trusted, so
-the outcome comes from the log watcher. A dry run writes the TOML and prints the plan only.
+the outcome comes from the log watcher. A dry run prints the plan and writes one file: the TOML, in a
+job folder <results_dir>/jobs/<train-...>/ that it prints (no run folder under output_dir, nothing
+under the cache); under --path-map the TOML names the node's paths (REMOTE), the records are counted
+and the model's family read at LOCAL.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ class RunLayout:
 
     run_id: str
     run_dir: Path
+    job_dir: Path | None = None  # a dry run: the TOML goes here, the run folder is only named
 
     @classmethod
     def new(cls, output_dir: str | Path) -> RunLayout:
@@ -53,7 +57,7 @@ class RunLayout:
 
     @property
     def toml_path(self) -> Path:
-        return self.run_dir / run_layout.TOML_FILE
+        return (self.job_dir or self.run_dir) / run_layout.TOML_FILE
 
     @property
     def log_dir(self) -> Path:
@@ -123,13 +127,17 @@ def train_cosmos_rl(
     job: Any | None = None,
     log: Callable[[str], None] = print,
     resume_from: Path | None = None,
+    paths: Any = None,
 ) -> int:
     """Run (or, with dry_run, plan) one cosmos-rl SFT run. Returns 0; a failed run raises RunError.
 
     resume_from: a step_N/policy folder: the new run starts from it (train.resume = its path); with
-    resume too, the newest complete checkpoint under output_dir wins when there is one."""
-    layout = _planned_layout(spec.train.output_dir, log) if dry_run else RunLayout.new(spec.train.output_dir)
-    plan = prepare(spec, layout=layout, resume=resume_setting(spec, resume, resume_from), dry_run=dry_run, log=log)
+    resume too, the newest complete checkpoint under output_dir wins when there is one.
+    `paths` (a dry run's --path-map): `spec` names the node's paths; they are read at LOCAL here."""
+    layout = _planned_layout(spec, paths) if dry_run else RunLayout.new(spec.train.output_dir)
+    plan = prepare(spec, layout=layout, resume=resume_setting(spec, resume, resume_from), dry_run=dry_run, log=log, paths=paths)
+    if layout.job_dir is not None:
+        log(f"job folder: {layout.job_dir} (the only thing this dry run wrote: {run_layout.TOML_FILE})")
     for line in plan.lines(dry_run=dry_run):
         log(line)
     log(f"  {monitor.where_to_look(layout.run_dir)[0]}")  # wandb, when logging.logger has it, is cosmos-rl's own
@@ -158,17 +166,15 @@ def train_cosmos_rl(
     return _report(result, layout=layout, job=job, fields=fields, log=log)
 
 
-def _planned_layout(output_dir: str, log: Callable[[str], None]) -> RunLayout:
-    """A dry run's folder for the TOML it writes: the run folder under output_dir when this machine
-    can create it, else a temporary folder (a plan made for a node whose output_dir is not mounted here)."""
-    try:
-        return RunLayout.new(output_dir)
-    except OSError as exc:
-        import tempfile
+def _planned_layout(spec: TrainSpec, paths: Any = None) -> RunLayout:
+    """A dry run's layout: the run folder it would create, named, not created (<output_dir>/<timestamp>,
+    as the node sees it), and a job folder <results_dir>/jobs/<id>/ here for the TOML."""
+    from skillbank.platform.record import job_dir, new_job_id
 
-        folder = Path(tempfile.mkdtemp(prefix="skillbank-plan-"))
-        log(f"note: train.output_dir {output_dir} cannot be created here ({exc.strerror or exc}); the planned TOML goes to {folder}")
-        return RunLayout(folder.name, folder)
+    output_dir = Path(spec.train.output_dir).expanduser()
+    results = Path(paths.to_local(spec.results_dir) if paths else spec.results_dir).expanduser().resolve()
+    stamp = run_layout.timestamp()
+    return RunLayout(stamp, (output_dir if output_dir.is_absolute() else output_dir.resolve()) / stamp, job_dir(results, new_job_id("train")))
 
 
 def resume_setting(spec: TrainSpec, resume: bool, resume_from: Path | None) -> bool | str:
@@ -192,17 +198,20 @@ def resume_setting(spec: TrainSpec, resume: bool, resume_from: Path | None) -> b
     return str(resume_from)
 
 
-def prepare(spec: TrainSpec, *, layout: RunLayout, resume: bool | str, dry_run: bool, log: Callable[[str], None] = print) -> LaunchPlan:
-    """Everything short of launching: checks, model download (not in a dry run), the TOML on disk."""
+def prepare(spec: TrainSpec, *, layout: RunLayout, resume: bool | str, dry_run: bool, log: Callable[[str], None] = print, paths: Any = None) -> LaunchPlan:
+    """Everything short of launching: checks, model download (not in a dry run), the TOML on disk.
+    With `paths`, `spec` names the node's paths: the records and the model's config are read at LOCAL."""
     env = launch_env()
     missing = missing_tools(env)
     if missing and not dry_run:
         why, fix = TOOLS[missing[0]]
         raise InputError(f"{missing[0]} is not on PATH ({why})", where="PATH", fix=fix)
     notes = [f"{tool} is not on PATH ({TOOLS[tool][0]}): a real launch would stop here" for tool in missing]
-    counts = train_steps(spec)  # bad data paths fail here, before a long download
+    here = spec if not paths else TrainSpec.model_validate(paths.local(spec.model_dump(mode="json"), TrainSpec))
+    counts = train_steps(here)  # bad data paths fail here, before a long download
     model, model_notes = resolve_model(spec.policy.model_name_or_path, dry_run=dry_run, log=log)
-    family = family_of(model)
+    local_model = Path(paths.to_local(model)) if paths else None
+    family = family_of(str(local_model) if local_model is not None and local_model.exists() else model)
     built = build_toml(spec, model=model, family=family, run_dir=layout.run_dir, run_id=layout.run_id, resume=resume, counts=counts)
     write_toml(layout.toml_path, built.data)
     argv = ["cosmos-rl", "--config", str(layout.toml_path), "--log-dir", str(layout.log_dir), str(SCRIPT)]
