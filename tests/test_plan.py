@@ -49,7 +49,7 @@ def test_bundled_configs_count_on_meta_as_shipped():
         assert config is not None and config.bundled == repo
         count = params.count_on_meta(config)
         assert (count.total, count.largest_unit, count.root) == (counts[repo]["total"], counts[repo]["largest_unit"], counts[repo]["root"])
-        assert counts[repo]["sha256"] == config.sha256
+        assert counts[repo]["signature"] == params.signature(config.data)
     assert round(counts["nvidia/Cosmos-Reason2-8B"]["total"] / 1e9, 2) == 8.77
     assert round(counts["nvidia/Cosmos-Reason1-7B"]["total"] / 1e9, 2) == 8.29
 
@@ -71,6 +71,13 @@ def test_preflight_disk_estimate_uses_the_counted_parameters(tmp_path, demo_data
 
     count, how = env_checks.model_params(env_checks.resolve("policy.model_name_or_path", "nvidia/Cosmos-Reason2-8B"))
     assert count == 8_767_123_696 and "meta device" in how
+    # a config re-saved by another transformers version in the hub cache (no weights) has the bundled one's shape
+    config = json.loads(params.bundled_config("nvidia/Cosmos-Reason2-8B").read_text())
+    snapshot = tmp_path / "hf-home" / "hub" / "models--nvidia--Cosmos-Reason2-8B" / "snapshots" / "abc"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text(json.dumps({**config, "transformers_version": "4.99.0", "dtype": "float16"}))
+    count, how = params.model_params("nvidia/Cosmos-Reason2-8B")
+    assert count == 8_767_123_696 and "Hugging Face cache" in how
     report = run_preflight(skill=SKILL, action="train", spec_path=_spec(tmp_path, demo_dataset_dir), only=["data"])
     disk = report.stats["plan"]["disk"]
     assert disk["params"] == 8_767_123_696 and "meta device" in disk["params_from"]

@@ -8,8 +8,8 @@ policy.lora's r / target_modules (peft on meta too).
 
 The config comes from a local model folder, the local Hugging Face cache (an owner/repo id), or the
 config.json files of the public Cosmos-Reason models shipped in `configs/` so that planning works
-offline. `configs/counts.json` holds the meta-device counts of those shipped files (a test recounts
-them): the light path (`model_params`, what preflight's disk estimate and `skillbank spec` use)
+offline. `configs/counts.json` holds the meta-device counts of those shipped files, keyed by the
+config keys that decide the count (a test recounts them): the light path (`model_params`, what preflight's disk estimate and `skillbank spec` use)
 reads it without importing torch; `skillbank plan` counts whatever config it finds.
 """
 
@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from skillbank import modelref
-from skillbank.hashing import sha256_file
 
 CONFIGS = Path(__file__).parent / "configs"
 COUNTS_FILE = CONFIGS / "counts.json"
@@ -38,10 +37,6 @@ class ModelConfig:
     path: Path
     where: str
     bundled: str | None = None  # the owner/repo of a config shipped with the bank
-
-    @property
-    def sha256(self) -> str:
-        return sha256_file(self.path)
 
 
 @dataclass(frozen=True)
@@ -98,13 +93,28 @@ def _counts() -> dict[str, Any]:
         return {}
 
 
+SHAPE_KEYS = ("model_type", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+              "vocab_size", "tie_word_embeddings", "depth", "num_heads", "out_hidden_size", "patch_size", "temporal_patch_size",
+              "spatial_merge_size", "num_position_embeddings", "deepstack_visual_indexes", "in_channels", "in_chans")
+
+
+def signature(data: dict[str, Any]) -> str:
+    """The keys that decide the parameter count (a config re-saved by another transformers version,
+    with other dtypes or token ids, has the same one)."""
+    def pick(d: dict[str, Any]) -> dict[str, Any]:
+        return {k: d[k] for k in SHAPE_KEYS if k in d}
+
+    text = {**pick(data), **pick(data.get("text_config") or {})}
+    return json.dumps({"text": text, "vision": pick(data.get("vision_config") or {})}, sort_keys=True)
+
+
 def known_count(config: ModelConfig) -> ParamCount | None:
-    """The shipped meta-device count of a config identical (sha256) to a bundled one; no torch."""
-    sha = config.sha256
+    """The shipped meta-device count of a config with a bundled one's shape; no torch."""
+    sig = signature(config.data)
     for repo, row in _counts().items():
-        if row.get("sha256") == sha:
+        if row.get("signature") == sig:
             return ParamCount(row["total"], row["total"], 0, row["largest_unit"], row["root"],
-                              f"counted on the meta device from {config.where}" + ("" if config.bundled else f" (= the bundled {repo})"))
+                              f"counted on the meta device from {config.where}" + ("" if config.bundled == repo else f" (the shape of the bundled {repo})"))
     return None
 
 
@@ -171,7 +181,7 @@ def write_counts() -> dict[str, Any]:
     for repo in bundled_repos():
         config = find_config_bundled(repo)
         count = count_on_meta(config)
-        rows[repo] = {"sha256": config.sha256, "total": count.total, "largest_unit": count.largest_unit, "root": count.root}
+        rows[repo] = {"signature": signature(config.data), "total": count.total, "largest_unit": count.largest_unit, "root": count.root}
     atomic.write_text(COUNTS_FILE, json.dumps(rows, indent=2, sort_keys=True) + "\n")
     return rows
 
