@@ -70,7 +70,7 @@ def test_preflight_disk_estimate_uses_the_counted_parameters(tmp_path, demo_data
     from skillbank.preflight.run import run_preflight
 
     count, how = env_checks.model_params(env_checks.resolve("policy.model_name_or_path", "nvidia/Cosmos-Reason2-8B"))
-    assert count == 8_767_123_696 and "meta device" in how
+    assert count == 8_767_123_696 and "meta-device count" in how
     # a config re-saved by another transformers version in the hub cache (no weights) has the bundled one's shape
     config = json.loads(params.bundled_config("nvidia/Cosmos-Reason2-8B").read_text())
     snapshot = tmp_path / "hf-home" / "hub" / "models--nvidia--Cosmos-Reason2-8B" / "snapshots" / "abc"
@@ -80,7 +80,7 @@ def test_preflight_disk_estimate_uses_the_counted_parameters(tmp_path, demo_data
     assert count == 8_767_123_696 and "Hugging Face cache" in how
     report = run_preflight(skill=SKILL, action="train", spec_path=_spec(tmp_path, demo_dataset_dir), only=["data"])
     disk = report.stats["plan"]["disk"]
-    assert disk["params"] == 8_767_123_696 and "meta device" in disk["params_from"]
+    assert disk["params"] == 8_767_123_696 and "meta-device count" in disk["params_from"]
 
 
 def test_plan_memory_parts_layouts_and_recommendation(tmp_path, demo_dataset_dir):

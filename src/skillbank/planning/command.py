@@ -16,8 +16,8 @@ How many GPUs, how long, and does it fit? For a train spec, from three counted f
     the bank ships of nvidia/Cosmos-Reason2-8B, Cosmos-Reason2-2B and Cosmos-Reason1-7B: no network)
     built on the meta device; with policy.lora the adapters peft adds are the trained parameters;
   - tokens per sample: preflight's data scan (the stats.tokens_per_sample `preflight --json` shows);
-    memory at the longest sample, time at the mean. Records without clip lengths fall back to the
-    spec's vision budget (said under assumptions);
+    memory at the longest sample, time at the mean. Records without clip lengths: --decode-sample K
+    measures K clips, else every sample is taken to fill the spec's vision budget (said under assumptions);
   - steps: records per rank, global batch and steps as cosmos-rl counts them.
 
 Memory per GPU, each part shown (GiB): weights (fp32 master, sharded over dp_shard_size x tp x pp),
@@ -35,6 +35,12 @@ disk_gib, disk, layouts, recommendation, assumptions. Nothing is written.
 """
 
 
+def _decode_count(text: str) -> int:
+    from skillbank.preflight.decode import parse_count
+
+    return parse_count(text)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     from skillbank.planning.estimate import DEFAULT_MFU, GPUS
 
@@ -49,6 +55,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help=f"model FLOPs utilisation, a fraction (default {DEFAULT_MFU}: see assumptions for its source)")
     parser.add_argument("--trials", type=int, default=1, metavar="N",
                         help="an AutoML study's trials (its --max-trials): disk = trials x kept checkpoints (default 1)")
+    parser.add_argument("--decode-sample", type=_decode_count, default=0, metavar="K|all",
+                        help="decode K sampled clips (or all) to measure their lengths when the records state none (preflight's flag; default 0)")
     parser.add_argument("--json", action="store_true", help="print one JSON document (the keys above)")
     parser.set_defaults(run=run)
 
@@ -63,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         if value is not None and value < 1:
             raise InputError(f"{name} must be at least 1 (got {value})", where=name, fix=f"pass a positive {name}")
     spec = load_spec(args.spec, spec_model(args.skill, "train"))
-    plan = build_plan(Inputs(spec, args.spec, args.skill, args.nodes, args.gpus_per_node, args.gpu, args.mfu, args.trials))
+    plan = build_plan(Inputs(spec, args.spec, args.skill, args.nodes, args.gpus_per_node, args.gpu, args.mfu, args.trials, args.decode_sample))
     if args.json:
         print(json.dumps(plan, indent=2))
     else:

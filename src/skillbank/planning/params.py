@@ -114,7 +114,7 @@ def known_count(config: ModelConfig) -> ParamCount | None:
     for repo, row in _counts().items():
         if row.get("signature") == sig:
             return ParamCount(row["total"], row["total"], 0, row["largest_unit"], row["root"],
-                              f"counted on the meta device from {config.where}" + ("" if config.bundled == repo else f" (the shape of the bundled {repo})"))
+                              f"a meta-device count of {config.where}" + ("" if config.bundled == repo else f" (the shape of the bundled {repo})"))
     return None
 
 
@@ -142,7 +142,7 @@ def count_on_meta(config: ModelConfig, lora: Any = None) -> ParamCount:
     else:
         trainable = total
     return ParamCount(total, trainable, adapters, max(sizes, default=0), total - sum(sizes),
-                      f"counted on the meta device from {config.where}")
+                      f"a meta-device count of {config.where}")
 
 
 def model_params(value: str) -> tuple[float, str]:

@@ -30,6 +30,7 @@ class Inputs:
     gpu: str = "h100-80gb"
     mfu: float = est.DEFAULT_MFU
     trials: int = 1
+    decode_sample: int = 0  # preflight's --decode-sample: clips decoded to measure their lengths
 
 
 def model_config(spec: Any) -> ModelConfig:
@@ -50,7 +51,7 @@ def token_figures(inputs: Inputs, config: ModelConfig, assumptions: list[str]) -
     from skillbank.preflight.run import run_preflight
     from skillbank.preflight.vision import TYPICAL_TEXT_TOKENS, VisionBudget
 
-    report = run_preflight(skill=inputs.skill, action="train", spec_path=inputs.spec_path, only=["data"])
+    report = run_preflight(skill=inputs.skill, action="train", spec_path=inputs.spec_path, only=["data"], decode_sample=inputs.decode_sample)
     stats = report.stats
     records = (stats.get("plan") or {}).get("train_records")
     if stats.get("errors"):
@@ -67,7 +68,7 @@ def token_figures(inputs: Inputs, config: ModelConfig, assumptions: list[str]) -
     assumptions.append(
         f"the records state no clip length (duration / num_frames) and none was decoded: every sample is assumed to fill the spec's vision budget, "
         f"custom.vision.total_pixels {budget.total_pixels:,} / {budget.pixels_per_token} pixels per token = {vision:,} vision tokens + ~{text} text tokens "
-        f"(capped by policy.model_max_length {budget.model_max_length:,}); add duration to the records or run preflight --decode-sample K for measured figures"
+        f"(capped by policy.model_max_length {budget.model_max_length:,}); add duration to the records or pass --decode-sample K for measured figures"
     )
     return {"samples": 0, "mean": tokens, "max": tokens, "bound": "budget", "memory_at": tokens, "time_at": tokens, "source": "the spec's vision budget (VisionBudget)"}, records
 
@@ -121,14 +122,32 @@ def layout(inputs: Inputs, arch: est.Arch, count: ParamCount, tokens: dict[str, 
     }
 
 
-def recommend(rows: list[dict[str, Any]], usable: float) -> dict[str, Any]:
+def remedies(spec: Any, breakdown: dict[str, float]) -> str:
+    """What lowers memory, the largest part first, leaving out what the spec already does."""
+    fixes = {
+        "logits": "lower train.train_policy.mini_batch or the tokens per sample (custom.vision.fps / total_pixels)",
+        "activations": ("" if spec.policy.model_gradient_checkpointing else "enable policy.model_gradient_checkpointing, ")
+        + "lower train.train_policy.mini_batch or custom.vision.fps / total_pixels",
+        "optimizer": "" if spec.policy.lora.enable else "enable policy.lora, or use more GPUs per replica (--gpus-per-node)",
+        "gradients": "" if spec.policy.lora.enable else "enable policy.lora",
+        "weights": "use more GPUs per replica (--gpus-per-node)",
+    }
+    largest = sorted(breakdown, key=breakdown.get, reverse=True)
+    said = [f"{part} ({breakdown[part]:.1f} GiB): {fixes[part]}" for part in largest if fixes.get(part)]
+    return "; ".join(said[:3])
+
+
+def recommend(spec: Any, rows: list[dict[str, Any]], usable: float) -> dict[str, Any]:
+    """The fastest layout that fits and trains (and the cheapest in GPU-hours when it differs)."""
     fitting = [r for r in rows if r["fits"]]
     if not fitting:
-        return {"nodes": None, "reason": f"no layout fits in {usable:.1f} GiB per GPU: enable policy.model_gradient_checkpointing, lower "
-                                          "train.train_policy.mini_batch, enable policy.lora, lower custom.vision.total_pixels, or use more GPUs per replica"}
-    timed = [r for r in fitting if r["total_time_h"] is not None]
+        return {"nodes": None, "reason": f"no layout fits in {usable:.1f} GiB per GPU; the largest parts: {remedies(spec, rows[0]['memory_breakdown_gib'])}"}
+    timed = [r for r in fitting if r["total_steps"]]
     if not timed:
-        return {"nodes": fitting[0]["nodes"], "reason": "fits in memory; the step count is unknown (no train records counted), so the smallest layout"}
+        known = any(r["total_steps"] is not None for r in fitting)
+        why = "every layout that fits trains zero steps (fewer records per rank than train.train_batch_per_replica)" if known else \
+            "the step count is unknown (no train records counted)"
+        return {"nodes": fitting[0]["nodes"] if not known else None, "reason": f"fits in memory, but {why}"}
     fastest = min(timed, key=lambda r: r["total_time_h"])
     cheapest = min(timed, key=lambda r: (r["gpu_hours"], r["gpus"]))
     if fastest is cheapest:
@@ -147,7 +166,7 @@ def build_plan(inputs: Inputs) -> dict[str, Any]:
     config = model_config(spec)
     count = count_on_meta(config, spec.policy.lora)
     arch = est.Arch.from_config(config.data)
-    assumptions: list[str] = [f"parameters {count.source}"]
+    assumptions: list[str] = [f"parameters: {count.source}"]
     tokens, records = token_figures(inputs, config, assumptions)
     par = spec.policy.parallelism
     per_node = inputs.gpus_per_node or par.dp_shard_size * par.tp_size * par.cp_size * par.pp_size
@@ -191,7 +210,7 @@ def build_plan(inputs: Inputs) -> dict[str, Any]:
         "disk_gib": disk["disk_gib"],
         "disk": disk,
         "layouts": rows,
-        "recommendation": recommend(rows, usable),
+        "recommendation": recommend(spec, rows, usable),
         "assumptions": assumptions,
     }
 
