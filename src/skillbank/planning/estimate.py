@@ -32,9 +32,9 @@ LOGIT_BYTES = 16  # per vocab entry and token: logits, fp32 upcast, log-softmax,
 RESERVE = 0.10  # of a GPU's memory kept for the CUDA context, NCCL buffers and allocator fragmentation
 DEFAULT_MFU = 0.30
 MFU_SOURCE = (
-    "0.30: dense FSDP bf16 training of 7-8B transformers on H100 reaches about 30-40% MFU in public reports "
-    "(e.g. torchtitan's Llama-3-8B figures); video VLM batches with long, uneven sequences usually reach less. "
-    "Measure a few steps of your run (tokens/s) and pass --mfu"
+    "0.30, a planning default: nanotron's public H100 benchmark logs (huggingface.co/nanotron/old_bench, Llama 1B on 8 GPUs) "
+    "record 230-300 model TFLOPS per GPU, 23-30% of the 989 dense bf16 peak; video VLM batches with long, uneven sequences "
+    "usually reach less. Time a few steps of your own run (tokens/s) and pass --mfu"
 )
 
 
@@ -152,15 +152,16 @@ class Memory:
 
 
 def memory(arch: Arch, *, total: int, trainable: int, adapters: int, largest_unit: int, root: int, shard: int,
-           b: int, tokens: Tokens, mini_batch: int, checkpointing: bool) -> Memory:
-    """Per-GPU bytes of one rank of a replica sharded over `shard` GPUs."""
+           b: int, tokens: Tokens, mini_batch: int, checkpointing: bool, sequence_split: int = 1) -> Memory:
+    """Per-GPU bytes of one rank of a replica sharded over `shard` GPUs; `sequence_split` (tp x cp)
+    GPUs share one sample's activations and logits."""
     return Memory({
         "weights": (total + adapters) * MASTER_BYTES / shard,
         "gathered_weights": (root + 2 * largest_unit) * b,  # FSDP2 all-gathers even on one GPU
         "gradients": trainable * GRAD_BYTES / shard,
         "optimizer": trainable * ADAM_BYTES / shard,
-        "activations": mini_batch * (activation_bytes(arch, tokens, b, checkpointing) + (checkpoint_extra(arch, tokens, b) if checkpointing else 0.0)),
-        "logits": mini_batch * logits_bytes(arch, tokens),
+        "activations": mini_batch * (activation_bytes(arch, tokens, b, checkpointing) + (checkpoint_extra(arch, tokens, b) if checkpointing else 0.0)) / sequence_split,
+        "logits": mini_batch * logits_bytes(arch, tokens) / sequence_split,
     })
 
 

@@ -79,20 +79,27 @@ def _tokens(n: float) -> est.Tokens:
     return est.Tokens(n, max(0.0, n - TYPICAL_TEXT_TOKENS))
 
 
+def with_layout(spec: Any, shard: int, nodes: int) -> Any:
+    """The spec with dp_shard_size / dp_replicate_size of a layout (what the step arithmetic reads)."""
+    par = spec.policy.parallelism.model_copy(update={"dp_shard_size": shard, "dp_replicate_size": nodes})
+    return spec.model_copy(update={"policy": spec.policy.model_copy(update={"parallelism": par})})
+
+
 def layout(inputs: Inputs, arch: est.Arch, count: ParamCount, tokens: dict[str, Any], records: int | None, nodes: int, per_node: int) -> dict[str, Any]:
     """Memory and time of the spec on `nodes` x `per_node` GPUs (one replica per node, FSDP within it)."""
     spec, gpu = inputs.spec, est.GPUS[inputs.gpu]
     par = spec.policy.parallelism
     model_parallel = par.tp_size * par.cp_size * par.pp_size
     shard = max(1, per_node // model_parallel)
-    split = spec.model_copy(update={"policy": spec.policy.model_copy(update={"parallelism": par.model_copy(update={"dp_shard_size": shard, "dp_replicate_size": nodes})})})
+    split = with_layout(spec, shard, nodes)
     b = est.DTYPE_BYTES[spec.train.param_dtype]
     lora, ckpt = spec.policy.lora.enable, spec.policy.model_gradient_checkpointing
     mini = spec.train.train_policy.mini_batch
 
     def mem(checkpointing: bool) -> est.Memory:
         return est.memory(arch, total=count.total, trainable=count.trainable, adapters=count.lora, largest_unit=count.largest_unit, root=count.root,
-                          shard=shard * par.tp_size * par.pp_size, b=b, tokens=_tokens(tokens["memory_at"]), mini_batch=mini, checkpointing=checkpointing)
+                          shard=shard * par.tp_size * par.pp_size, b=b, tokens=_tokens(tokens["memory_at"]), mini_batch=mini, checkpointing=checkpointing,
+                          sequence_split=par.tp_size * par.cp_size)
 
     chosen, other = mem(ckpt), mem(not ckpt)
     flops = est.flops_per_sample(arch, count.total, _tokens(tokens["time_at"]), lora=lora, checkpointing=ckpt)
@@ -223,8 +230,7 @@ def _text_tokens() -> int:
 
 def _disk(inputs: Inputs, count: ParamCount, records: int | None, main: dict[str, Any]) -> dict[str, Any]:
     spec = inputs.spec
-    par = spec.policy.parallelism
-    split = spec.model_copy(update={"policy": spec.policy.model_copy(update={"parallelism": par.model_copy(update={"dp_shard_size": main["dp_shard_size"], "dp_replicate_size": main["nodes"]})})})
+    split = with_layout(spec, main["dp_shard_size"], main["nodes"])
     plan = steps.step_plan(split, records) if records else None
     need = steps.disk_need(split, float(count.total), params_from=count.source, trials=inputs.trials, plan=plan, trained=float(count.trainable))
     if need is None:
