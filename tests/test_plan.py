@@ -98,7 +98,9 @@ def test_plan_memory_parts_layouts_and_recommendation(tmp_path, demo_dataset_dir
     parts = eight["memory_breakdown_gib"]
     assert set(parts) == {"weights", "gathered_weights", "gradients", "optimizer", "activations", "logits"}
     assert abs(sum(parts.values()) - eight["memory_per_gpu_gib"]) < 0.05
-    assert eight["tokens_per_sample"]["source"].startswith(("preflight", "the spec's vision budget"))
+    # the demo records state no clip length: every sample fills the spec's vision budget, and the plan says so
+    assert eight["tokens_per_sample"]["source"] == "the spec's vision budget (VisionBudget)"
+    assert any("state no clip length" in a for a in eight["assumptions"])
     assert [r["nodes"] for r in eight["layouts"]] == [1, 2, 4]
     assert eight["layouts"][0]["global_batch"] * 4 == eight["layouts"][2]["global_batch"]
     assert eight["recommendation"]["reason"] and eight["total_time_h"] is not None and eight["disk_gib"] >= eight["checkpoint_gib"] > 0
@@ -117,9 +119,11 @@ def test_plan_memory_parts_layouts_and_recommendation(tmp_path, demo_dataset_dir
 def test_cli_json_and_input_errors(tmp_path, demo_dataset_dir):
     spec = _spec(tmp_path, demo_dataset_dir, **{"policy.model_name_or_path": "nvidia/Cosmos-Reason1-7B"})
     env = {"HF_HOME": str(tmp_path / "hf-home"), "HF_HUB_OFFLINE": "1"}
-    proc = skillbank("plan", "--spec", spec, "--gpu", "h200", "--nodes", "2", "--json", env=env, timeout=300)
+    proc = skillbank("plan", "--spec", spec, "--gpu", "h200", "--nodes", "2", "--decode-sample", "3", "--json", env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     out = json_out(proc)
+    tokens = out["tokens_per_sample"]  # measured by preflight's scan of the decoded clips (stats.tokens_per_sample)
+    assert tokens["source"].startswith("preflight") and tokens["samples"] == 3 and tokens["memory_at"] == tokens["max"]
     assert all(k in out for k in KEYS) and round(out["params"] / 1e9, 2) == 8.29
     assert out["nodes"] == 2 and out["gpu"] == "h200" and any("MFU 0.3" in a for a in out["assumptions"])
     assert skillbank("plan", "--json", env=env).returncode == 2  # --spec is required
