@@ -114,6 +114,11 @@ def test_plan_memory_parts_layouts_and_recommendation(tmp_path, demo_dataset_dir
     assert lora["memory_breakdown_gib"]["optimizer"] < 0.1
     assert lora["memory_breakdown_gib"]["activations"] == eight["activations_gib"]["without_checkpointing"]
     assert lora["checkpoint_gib"] < eight["checkpoint_gib"]
+    # an AutoML study: each of the trials keeps every epoch's checkpoint
+    path = _spec(tmp_path, demo_dataset_dir, **{"train.epoch": 2, "train.ckpt.max_keep": 1})
+    study = build_plan(Inputs(load_spec(path, spec_model(SKILL, "train")), path, SKILL, gpus_per_node=8, trials=5))
+    assert study["disk"]["trials"] == 5 and study["disk"]["kept"] == 2
+    assert study["disk_gib"] == pytest.approx(study["checkpoint_gib"] * 2 * 5, rel=0.01)
 
 
 def test_cli_json_and_input_errors(tmp_path, demo_dataset_dir):

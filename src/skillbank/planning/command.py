@@ -54,7 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--mfu", type=float, default=DEFAULT_MFU, metavar="X",
                         help=f"model FLOPs utilisation, a fraction (default {DEFAULT_MFU}: see assumptions for its source)")
     parser.add_argument("--trials", type=int, default=1, metavar="N",
-                        help="an AutoML study's trials (its --max-trials): disk = trials x kept checkpoints (default 1)")
+                        help="an AutoML study's trials (its --max-trials): each trial keeps every epoch's checkpoint, disk = trials x those (default 1: one run)")
     parser.add_argument("--decode-sample", type=_decode_count, default=0, metavar="K|all",
                         help="decode K sampled clips (or all) to measure their lengths when the records state none (preflight's flag; default 0)")
     parser.add_argument("--json", action="store_true", help="print one JSON document (the keys above)")

@@ -231,6 +231,10 @@ def _text_tokens() -> int:
 def _disk(inputs: Inputs, count: ParamCount, records: int | None, main: dict[str, Any]) -> dict[str, Any]:
     spec = inputs.spec
     split = with_layout(spec, main["dp_shard_size"], main["nodes"])
+    if inputs.trials > 1:  # an AutoML study: every trial saves and exports each epoch and keeps all (automl.trials)
+        from skillbank.automl.trials import TRIAL_CKPT
+
+        split = split.model_copy(update={"train": split.train.model_copy(update={"ckpt": split.train.ckpt.model_copy(update=TRIAL_CKPT)})})
     plan = steps.step_plan(split, records) if records else None
     need = steps.disk_need(split, float(count.total), params_from=count.source, trials=inputs.trials, plan=plan, trained=float(count.trainable))
     if need is None:
