@@ -102,6 +102,7 @@ def test_plan_memory_parts_layouts_and_recommendation(tmp_path, demo_dataset_dir
     assert eight["tokens_per_sample"]["source"] == "the spec's vision budget (VisionBudget)"
     assert any("state no clip length" in a for a in eight["assumptions"])
     assert [r["nodes"] for r in eight["layouts"]] == [1, 2, 4]
+    assert eight["steps"]["total_steps"] == eight["total_steps"] and eight["steps"]["global_batch"] == eight["global_batch"] == 8
     assert eight["layouts"][0]["global_batch"] * 4 == eight["layouts"][2]["global_batch"]
     assert eight["recommendation"]["reason"] and eight["total_time_h"] is not None and eight["disk_gib"] >= eight["checkpoint_gib"] > 0
     # more shards: less weight / optimizer memory per GPU; checkpointing: fewer activations

@@ -31,7 +31,8 @@ hours and GPU-hours, and a recommendation: the fastest layout that fits.
 
 --json keys: params, trainable_params, lora_params, tokens_per_sample, memory_per_gpu_gib,
 memory_breakdown_gib, activations_gib, fits, step_time_s, total_time_h, total_steps, checkpoint_gib,
-disk_gib, disk, layouts, recommendation, assumptions. Nothing is written.
+disk_gib, disk, steps (the run's arithmetic as preflight states it: records per rank, global batch,
+steps per epoch, checkpoints), layouts, recommendation, assumptions. Nothing is written.
 """
 
 

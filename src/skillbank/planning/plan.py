@@ -45,15 +45,16 @@ def model_config(spec: Any) -> ModelConfig:
     return config
 
 
-def token_figures(inputs: Inputs, config: ModelConfig, assumptions: list[str]) -> tuple[dict[str, Any], int | None]:
-    """(tokens_per_sample, train records) from preflight's data scan; without clip lengths, the spec's
+def token_figures(inputs: Inputs, config: ModelConfig, assumptions: list[str]) -> tuple[dict[str, Any], steps.TrainCount | None]:
+    """(tokens_per_sample, the train records counted) from preflight's data scan; without clip lengths, the spec's
     vision budget stands in for every sample (said in `assumptions`)."""
     from skillbank.preflight.run import run_preflight
     from skillbank.preflight.vision import TYPICAL_TEXT_TOKENS, VisionBudget
 
     report = run_preflight(skill=inputs.skill, action="train", spec_path=inputs.spec_path, only=["data"], decode_sample=inputs.decode_sample)
     stats = report.stats
-    records = (stats.get("plan") or {}).get("train_records")
+    counted = stats.get("plan")
+    records = steps.TrainCount(counted["annotated_records"], counted["validation_split"]) if counted else None
     if stats.get("errors"):
         assumptions.append(f"preflight found {stats['errors']} error(s) in the data: run `skillbank preflight --spec {inputs.spec_path}` and fix them first")
     tally = stats.get("tokens_per_sample")
@@ -174,7 +175,8 @@ def build_plan(inputs: Inputs) -> dict[str, Any]:
     count = count_on_meta(config, spec.policy.lora)
     arch = est.Arch.from_config(config.data)
     assumptions: list[str] = [f"parameters: {count.source}"]
-    tokens, records = token_figures(inputs, config, assumptions)
+    tokens, counted = token_figures(inputs, config, assumptions)
+    records = counted.train if counted else None
     par = spec.policy.parallelism
     per_node = inputs.gpus_per_node or par.dp_shard_size * par.tp_size * par.cp_size * par.pp_size
     nodes = inputs.nodes or par.dp_replicate_size
@@ -216,6 +218,7 @@ def build_plan(inputs: Inputs) -> dict[str, Any]:
         "checkpoint_gib": disk["checkpoint_gib"],
         "disk_gib": disk["disk_gib"],
         "disk": disk,
+        "steps": steps.run_plan(with_layout(spec, main["dp_shard_size"], nodes), counted) if counted else None,
         "layouts": rows,
         "recommendation": recommend(spec, rows, usable),
         "assumptions": assumptions,
