@@ -39,3 +39,10 @@ def test_no_heavy_imports(argv):
     proc = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv, heavy=HEAVY)], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1:] in ([], [""]), f"{argv[0]} imported {proc.stdout.strip()}"
+
+
+def test_plan_help_imports_nothing_heavy():
+    """`skillbank plan` counts on the meta device (torch inside its run); its parser stays light."""
+    proc = subprocess.run([sys.executable, "-c", PROBE.format(argv=["plan", "--help"], heavy=HEAVY)], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1:] in ([], [""]), f"plan --help imported {proc.stdout.strip()}"

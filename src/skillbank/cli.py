@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "skillbank.intake.command",
     "skillbank.spec.command",
     "skillbank.preflight.command",
+    "skillbank.planning.command",
     "skillbank.training.command",
     "skillbank.training.rl_command",
     "skillbank.evaluation.command",

@@ -99,3 +99,19 @@ def download(repo_id: str, *, where: str) -> str:
         raise InputError(f"{repo_id} was not found on the hub", where=where, fix="check the id; a private repo needs HF_TOKEN") from None
     except (HfHubHTTPError, OSError) as exc:
         raise RunError(f"downloading {repo_id} ({where}) failed: {redact(str(exc))}") from None
+
+
+def hub_cache() -> Path:
+    """The local Hugging Face hub cache (HF_HUB_CACHE, else HF_HOME/hub), as huggingface_hub finds it."""
+    home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface")
+    return Path(os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE") or os.path.join(home, "hub"))
+
+
+def cached_file(repo: str, name: str) -> Path | None:
+    """`name` in the newest cached snapshot of `repo` that holds it (no download, no token), or None."""
+    snapshots = hub_cache() / ("models--" + repo.replace("/", "--")) / "snapshots"
+    try:
+        found = [s / name for s in snapshots.iterdir() if (s / name).is_file()]
+    except OSError:
+        return None
+    return max(found, key=lambda p: p.stat().st_mtime) if found else None

@@ -12,7 +12,6 @@ counted with `nvidia-smi -L` (no torch). Secrets are looked up by name and never
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -27,8 +26,6 @@ from skillbank.preflight.report import Findings
 GATED = re.compile(r"^nvidia/cosmos-reason", re.IGNORECASE)
 TOKEN_VARS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 GB = 1024**3
-DEFAULT_PARAMS = 8.8e9  # Cosmos-Reason2-8B with its vision tower, when nothing better is known
-NAME_SIZE = re.compile(r"(?<![0-9.])(\d+(?:\.\d+)?)[bB](?![a-zA-Z])")
 
 Kind = Literal["model", "adapter", "checkpoint"]
 MARKERS: dict[str, tuple[str, ...]] = {"model": ("config.json",), "adapter": ("adapter_config.json", "config.json"), "checkpoint": ()}
@@ -143,12 +140,7 @@ def _hf_home() -> str:
 
 def _cached(repo: str) -> bool:
     """Whether a snapshot of the repo is already in the local hub cache (no download, no token)."""
-    hub = os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE") or os.path.join(_hf_home(), "hub")
-    snapshots = Path(hub) / ("models--" + repo.replace("/", "--")) / "snapshots"
-    try:
-        return any((s / "config.json").is_file() for s in snapshots.iterdir())
-    except OSError:
-        return False
+    return modelref.cached_file(repo, "config.json") is not None
 
 
 def check_redis(backend: str | None, findings: Findings) -> None:
@@ -223,24 +215,11 @@ def check_gpus(need: int, findings: Findings) -> dict[str, int]:
 
 
 def model_params(ref: ModelRef) -> tuple[float, str]:
-    """(parameter count, how it was found): weights on disk, else the size in the name, else 8B+."""
-    if ref.path is not None and ref.path.is_dir():
-        size, dtype_bytes = 0, 2
-        for pattern in ("*.safetensors", "*.bin"):
-            size = sum(f.stat().st_size for f in ref.path.glob(pattern))
-            if size:
-                break
-        try:
-            config = json.loads((ref.path / "config.json").read_text(encoding="utf-8"))
-            dtype_bytes = 4 if str(config.get("torch_dtype", config.get("dtype", ""))) == "float32" else 2
-        except (OSError, ValueError):
-            pass
-        if size:
-            return size / dtype_bytes, f"weights in {ref.path}"
-    match = NAME_SIZE.search(ref.value.rsplit("/", 1)[-1])
-    if match:
-        return float(match.group(1)) * 1e9, f"the {match.group(0)} in its name"
-    return DEFAULT_PARAMS, "a conservative 8B figure"
+    """(parameter count, how it was found): skillbank.planning.params, the one counter (the meta-device
+    count of its config.json when known without torch, else the weights on disk, the name, 8.8B)."""
+    from skillbank.planning.params import model_params as count
+
+    return count(ref.value)
 
 
 def nearest_existing(path: str) -> Path:

@@ -325,19 +325,21 @@ class DiskNeed:
 
 
 def disk_need(spec: Any, params: float, *, params_from: str = "", trials: int = 1, plan: StepPlan | None = None,
-              backend: str | None = None) -> DiskNeed | None:
+              backend: str | None = None, trained: float | None = None) -> DiskNeed | None:
     """Disk the run's checkpoints need at once (None when checkpoints are off); `trials` runs of this
     spec for an AutoML study (pass the trial spec: it saves every epoch and keeps all, and its
     largest epoch count).
 
     A checkpoint holds the model state at fp32 master precision (LoRA: the frozen base too) and Adam's
     two moments of the trained parameters; its export holds the weights at param_dtype: with LoRA,
-    cosmos-rl exports the adapter only, the local backend the merged model."""
+    cosmos-rl exports the adapter only, the local backend the merged model. `trained`: the counted
+    trainable parameters (skillbank plan counts the adapters); else LoRA's are bounded by rank."""
     ckpts = checkpoint_plan(spec, plan)
     if ckpts is None:
         return None
     lora = spec.policy.lora
-    trained = min(params, params * ADAPTER_SHARE_PER_RANK * lora.r) if lora.enable else params
+    if trained is None:
+        trained = min(params, params * ADAPTER_SHARE_PER_RANK * lora.r) if lora.enable else params
     state = params * MASTER_BYTES + trained * ADAM_BYTES
     dtype = DTYPE_BYTES.get(spec.train.param_dtype, 2)
     exported = params if not lora.enable or backend == "local" else trained
