@@ -57,7 +57,7 @@ def _objects(path: Path) -> list[dict[str, Any]] | str:
 
 def read_clips(source: Path, *, question_key: str | None = None, answer_key: str | None = None, clip_glob: str = "*", **_: Any) -> Read:
     clips, labels = _walk(source, clip_glob)
-    out = Read("clips")
+    out = Read("clips", root=Path(os.path.abspath(source)))
     rel = lambda p: p.relative_to(source).as_posix()  # noqa: E731
     rows: list[tuple[Path, str, int, int, dict[str, Any]]] = []  # (label file, clip id, index, count, object)
     for label in labels:

@@ -9,6 +9,7 @@ at a time, so embedded clips never sit in memory all at once. The dataset's own 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -80,8 +81,8 @@ def read_hf(source: Path, *, spill: Spill, media_root: Path | None = None, quest
     shards = arrow_shards(source) if fmt == "arrow" else parquet_shards(source)
     if not shards:
         raise InputError("no parquet or arrow files", where=str(source), fix="pass the dataset folder (data/<split>-*.parquet or a save_to_disk folder)")
-    out = Read(f"hf-{fmt}")
     root = media_root or (source if source.is_dir() else source.parent)
+    out = Read(f"hf-{fmt}", root=Path(os.path.abspath(root)))
     base = source if source.is_dir() else source.parent
     reader: RowReader | None = None
     counts: dict[str, int] = {}

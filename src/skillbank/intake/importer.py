@@ -113,7 +113,8 @@ def run_import(opts: Options) -> dict[str, Any]:
         summary: dict[str, Any] = {}
         for name, members in splits.items():
             folder = tmp / name
-            videos = place_split(members, folder, copy=opts.copy_media, moved=moved)
+            folder.mkdir()
+            videos = place_split(members, folder, root=got.root, copy=opts.copy_media, moved=moved)
             write_annotations(folder / "annotations.json", [record(i, videos[i.video], infos[i.video].fields()) for i in members])
             summary[name] = {"records": len(members), "clips": len(videos), "annotations": f"{name}/annotations.json", "from": how[name]}
         shutil.rmtree(tmp / ".embedded", ignore_errors=True)

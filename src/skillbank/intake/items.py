@@ -59,6 +59,7 @@ class Read:
     items: list[Item] = field(default_factory=list)
     bad: list[Bad] = field(default_factory=list)
     fields: dict[str, str] = field(default_factory=dict)  # {"question": key, "answer": key, "video": key} it used
+    root: Path | None = None  # the folder the source's clips sit under (linked once per split, not clip by clip)
     notes: dict[str, Any] = field(default_factory=dict)  # reader-specific counts for import.json
 
 

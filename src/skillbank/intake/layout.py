@@ -1,9 +1,14 @@
-"""DIR's layout: one folder per split with annotations.json and videos/, every path relative to it.
+"""DIR's layout: one folder per split with annotations.json, every clip reachable from that folder.
 
 `spec --dataset-root DIR` reads DIR/train and DIR/val, and an empty media path means the annotation
-file's folder, so each split's clips sit under `<split>/videos/`: a symlink to the source's clip
-(default) or a copy (--copy-media). A clip this import wrote (embedded bytes) is moved into the first
-split that uses it. Names are the clips' own file names; two different clips with one name get -1, -2.
+file's folder, so each split folder reaches its clips itself:
+- by default, one symlink per split, `<split>/source` -> the folder the source's clips sit under
+  (records say `source/videos/seq001.mp4`): one link, not one per clip (10,000 symlinks cost more
+  than probing 10,000 clips on a busy disk); a clip outside that folder gets its own link in videos/;
+- with --copy-media, a copy of each clip the split uses in `<split>/videos/`;
+- a clip this import wrote (embedded bytes) is moved into the first split's videos/ that uses it
+  (linked or copied from there for another split).
+Copied and written clips keep their file names; two different clips with one name get -1, -2.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Any
 from skillbank.intake.items import Item
 
 VIDEOS = "videos"
+SOURCE_LINK = "source"
 
 
 def _unique(name: str, taken: set[str]) -> str:
@@ -29,15 +35,23 @@ def _unique(name: str, taken: set[str]) -> str:
     return candidate
 
 
-def place_split(items: list[Item], folder: Path, *, copy: bool, moved: dict[Path, Path]) -> dict[Path, str]:
-    """Put each distinct clip of a split under folder/videos; {clip path: path relative to folder}."""
+def place_split(items: list[Item], folder: Path, *, root: Path | None, copy: bool, moved: dict[Path, Path]) -> dict[Path, str]:
+    """Make each distinct clip of a split reachable from folder; {clip path: path relative to folder}."""
     videos = folder / VIDEOS
-    videos.mkdir(parents=True, exist_ok=True)
+    inside = f"{root}{os.sep}" if root is not None and not copy else None
     names: dict[Path, str] = {}
     taken: set[str] = set()
     for item in items:
         if item.video in names:
             continue
+        text = str(item.video)
+        if inside and not item.written and text.startswith(inside):
+            if not (folder / SOURCE_LINK).is_symlink():
+                folder.mkdir(parents=True, exist_ok=True)
+                os.symlink(root, folder / SOURCE_LINK, target_is_directory=True)
+            names[item.video] = f"{SOURCE_LINK}/{Path(text[len(inside):]).as_posix()}"
+            continue
+        videos.mkdir(parents=True, exist_ok=True)
         name = _unique(item.video.name, taken)
         target = videos / name
         if item.written and item.video not in moved:

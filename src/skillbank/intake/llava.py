@@ -33,8 +33,8 @@ def read_llava(source: Path, *, media_root: Path | None = None, **_: Any) -> Rea
         raise InputError(f"not a readable JSON file: {exc}", where=str(source), fix="pass a LLaVA annotations.json (a JSON array)") from None
     if not isinstance(data, list):
         raise InputError("a LLaVA annotations file is a JSON array of records", where=str(source), fix="pass the annotations.json itself")
-    out = Read("llava", fields={"question": "conversations", "answer": "conversations", "video": "video"})
     root = media_root or source.parent
+    out = Read("llava", fields={"question": "conversations", "answer": "conversations", "video": "video"}, root=Path(os.path.abspath(root)))
     for index, record in enumerate(data):
         where = f"{source.name}#{index}"
         if not isinstance(record, dict):

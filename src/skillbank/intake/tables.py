@@ -9,6 +9,7 @@ row's own split.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,7 @@ def _jsonl_rows(path: Path, out: Read) -> tuple[list[str], list[tuple[int, dict[
 
 def read_table(source: Path, *, kind: str, spill: Spill, media_root: Path | None = None, question_key: str | None = None,
                answer_key: str | None = None, video_key: str | None = None, **_: Any) -> Read:
-    out = Read(kind)
+    out = Read(kind, root=Path(os.path.abspath(media_root or source.parent)))
     if kind == "csv":
         columns, plain = _csv_rows(source)
         numbered = [(i + 2, row) for i, row in enumerate(plain)]  # line 1 is the header
