@@ -94,7 +94,7 @@ def test_clips_folder_imports_probed_records_and_a_clip_grouped_split(clips_dir,
 
 
 def test_split_groups_by_clip_and_keeps_family_proportions():
-    items = [Item(f"{c}-{q}", "x", Path(f"/v/{c}.mp4"), f"{c}.mp4", [], {"family": "a" if c < 30 else "b"}) for c in range(40) for q in range(3)]
+    items = [Item(f"{c}-{q}", "x", f"/v/{c}.mp4", f"{c}.mp4", [], {"family": "a" if c < 30 else "b"}) for c in range(40) for q in range(3)]
     splits, how = assign(items, 0.25, seed=7)
     val_clips = {i.clip for i in splits["val"]}
     assert len(val_clips) == 10 and not val_clips & {i.clip for i in splits["train"]}
@@ -155,7 +155,7 @@ def test_label_keys_common_names_flags_and_ambiguity(tmp_path, capsys):
     got = read_clips(src, answer_key="label", clip_glob="*.cam2.mp4")
     assert got.fields == {"question": "prompt", "answer": "label"} and not got.bad
     item = got.items[0]
-    assert item.id == "a" and item.video.name == "a.cam2.mp4" and item.extra == {"gt": "a stop", "scene": "city"}
+    assert item.id == "a" and item.video.endswith("/a.cam2.mp4") and item.extra == {"gt": "a stop", "scene": "city"}
     assert item.conversations[1]["value"] == "stop"
     assert "matches 2 files" in read_clips(src, answer_key="label").bad[0].reason
     code, _, err = run(capsys, str(src), "--out", str(tmp_path / "o"))
@@ -258,3 +258,14 @@ def test_llava_file_is_reprobed_and_resplit_and_feeds_spec_and_preflight(clips_d
     report = json_out(proc)
     assert proc.returncode == 0 and report["ok"] and not report["findings"], report
     assert report["stats"]["tokens_per_sample"]["bound"] == "exact"  # the probed num_frames, width and height count
+
+
+def test_probe_many_keeps_the_order_across_chunks_and_names_failures(tmp_path):
+    from skillbank.data.probe import probe_many
+
+    good = [clip(tmp_path / f"p{i}.mp4", RATES[i % 4]) for i in range(4)]
+    (tmp_path / "bad.mp4").write_bytes(b"garbage")
+    paths = [str(p) for p in good * 5] + [str(tmp_path / "bad.mp4"), str(tmp_path / "absent.mp4")]
+    got = list(probe_many(paths, workers=3, progress=False))
+    assert [g.video_fps for g in got[:20]] == [float(RATES[i % 4]) for i in range(4)] * 5
+    assert all(isinstance(g, str) and g for g in got[20:])

@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -24,8 +24,8 @@ class ClipInfo:
     height: int
 
     def fields(self) -> dict[str, float | int]:
-        """The record fields, as preflight reads them."""
-        return asdict(self)
+        """The record fields, as preflight reads them (spelled out: asdict costs 10x, per clip)."""
+        return {"video_fps": self.video_fps, "duration": self.duration, "num_frames": self.num_frames, "width": self.width, "height": self.height}
 
 
 def probe_header(path: str | os.PathLike[str]) -> ClipInfo:
@@ -72,14 +72,27 @@ def _one(path: str) -> ClipInfo | str:
         return str(exc)
 
 
+def _chunk(paths: list[str]) -> list[ClipInfo | str]:
+    return [_one(p) for p in paths]
+
+
+CHUNK = 32  # clips per pool task: a future per clip costs about a tenth of a probe
+
+
 def probe_many(paths: Iterable[str], *, workers: int | None = None, progress: bool | None = None, total: int | None = None) -> Iterator[ClipInfo | str]:
     """probe_header over many files in order, on a thread pool; a failure yields its reason (a str).
 
-    PyAV releases the GIL while it reads and parses a container, so threads overlap the I/O.
+    PyAV releases the GIL while it opens and parses a container, so threads overlap the work; the
+    paths go to the pool in chunks, so the pool's bookkeeping stays small beside the probing.
     """
     from tqdm import tqdm
 
     paths = list(paths)
     show = (sys.stderr.isatty() and len(paths) > 50) if progress is None else progress
-    with ThreadPoolExecutor(max_workers=workers or max(1, min(8, 2 * (os.cpu_count() or 1)))) as pool:
-        yield from tqdm(pool.map(_one, paths), total=total or len(paths), desc="probing clips", unit="clip", file=sys.stderr, disable=not show)
+    workers = workers or max(1, min(8, 2 * (os.cpu_count() or 1)))
+    size = max(1, min(CHUNK, len(paths) // (4 * workers) or 1))  # small sets still spread over every worker
+    chunks = [paths[i : i + size] for i in range(0, len(paths), size)]
+    with ThreadPoolExecutor(max_workers=workers) as pool, tqdm(total=total or len(paths), desc="probing clips", unit="clip", file=sys.stderr, disable=not show) as bar:
+        for results in pool.map(_chunk, chunks):
+            bar.update(len(results))
+            yield from results

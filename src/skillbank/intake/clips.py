@@ -25,28 +25,36 @@ def clip_id(name: str) -> str:
     return name.split(".", 1)[0]
 
 
-def _walk(source: Path, clip_glob: str) -> tuple[dict[str, list[Path]], list[Path]]:
-    """{clip id: clip files}, label files; sorted so every run reads the same order."""
-    clips: dict[str, list[Path]] = {}
-    labels: list[Path] = []
-    for folder, dirs, files in os.walk(source, followlinks=True):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files):
-            path = Path(folder) / name
-            if name.startswith("."):
-                continue
-            if is_video(path):
-                if fnmatch.fnmatch(name, clip_glob):
+def _walk(source: str, clip_glob: str) -> tuple[dict[str, list[str]], list[str]]:
+    """{clip id: clip files}, label files, as paths relative to source; sorted so every run reads the
+    same order. Plain strings and os.scandir: a pathlib object per file costs more than the walk."""
+    clips: dict[str, list[str]] = {}
+    labels: list[str] = []
+    pending = [""]
+    match_all = clip_glob == "*"
+    while pending:
+        rel = pending.pop()
+        with os.scandir(os.path.join(source, rel) if rel else source) as entries:
+            found = sorted((e.name, e.is_dir()) for e in entries if not e.name.startswith("."))
+        for name, is_dir in reversed(found):
+            path = f"{rel}/{name}" if rel else name
+            if is_dir:
+                pending.append(path)
+            elif is_video(name):
+                if match_all or fnmatch.fnmatch(name, clip_glob):
                     clips.setdefault(clip_id(name), []).append(path)
             elif name.lower().endswith(LABEL_SUFFIX):
                 labels.append(path)
-    return clips, labels
+    for files in clips.values():
+        files.sort()
+    return clips, sorted(labels)
 
 
-def _objects(path: Path) -> list[dict[str, Any]] | str:
+def _objects(path: str) -> list[dict[str, Any]] | str:
     """The label file's objects, or why it is malformed."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         return f"malformed label file: {exc}"
     objects = data if isinstance(data, list) else [data]
@@ -55,38 +63,46 @@ def _objects(path: Path) -> list[dict[str, Any]] | str:
     return objects
 
 
+def _record_id(obj: dict[str, Any], cid: str, index: int, count: int) -> str:
+    """The label's own id when it has one, else the clip id (-N for each question of a list)."""
+    own = obj.get("id")
+    if isinstance(own, (str, int)) and not isinstance(own, bool) and str(own):
+        return str(own)
+    return cid if count == 1 else f"{cid}-{index}"
+
+
 def read_clips(source: Path, *, question_key: str | None = None, answer_key: str | None = None, clip_glob: str = "*", **_: Any) -> Read:
-    clips, labels = _walk(source, clip_glob)
-    out = Read("clips", root=Path(os.path.abspath(source)))
-    rel = lambda p: p.relative_to(source).as_posix()  # noqa: E731
-    rows: list[tuple[Path, str, int, int, dict[str, Any]]] = []  # (label file, clip id, index, count, object)
+    root = os.path.abspath(source)
+    clips, labels = _walk(root, clip_glob)
+    out = Read("clips", root=Path(root))
+    rows: list[tuple[str, str, int, int, dict[str, Any]]] = []  # (label file, clip id, index, count, object)
     for label in labels:
-        objects = _objects(label)
+        cid = clip_id(label.rpartition("/")[2])
+        objects = _objects(os.path.join(root, label))
         if isinstance(objects, str):
-            out.bad.append(Bad(rel(label), clip_id(label.name), objects))
+            out.bad.append(Bad(label, cid, objects))
             continue
-        rows += [(label, clip_id(label.name), i, len(objects), o) for i, o in enumerate(objects)]
-    keys = QAKeys.of((k for *_, o in rows for k in o), question_key, answer_key, where=f"{source} (label files)")
+        rows += [(label, cid, i, len(objects), o) for i, o in enumerate(objects)]
+    keys = QAKeys.of({k for *_, o in rows for k in o}, question_key, answer_key, where=f"{source} (label files)")
     out.fields = keys.used()
     labelled = set()
     for label, cid, index, count, obj in rows:
-        where = rel(label) + (f"#{index}" if count > 1 else "")
-        rid = str(obj["id"]) if isinstance(obj.get("id"), (str, int)) and not isinstance(obj.get("id"), bool) else (cid if count == 1 else f"{cid}-{index}")
+        where = label + (f"#{index}" if count > 1 else "")
+        rid = _record_id(obj, cid, index, count)
         files = clips.get(cid, [])
         labelled.add(cid)
         if not files:
             out.bad.append(Bad(where, rid, f"missing clip: no video file named {cid}.* under {source} (glob {clip_glob!r})"))
             continue
         if len(files) > 1:
-            names = ", ".join(rel(f) for f in files)
-            out.bad.append(Bad(where, rid, f"clip id {cid} matches {len(files)} files ({names}); pass --clip-glob to pick one camera"))
+            out.bad.append(Bad(where, rid, f"clip id {cid} matches {len(files)} files ({', '.join(files)}); pass --clip-glob to pick one camera"))
             continue
         conversations = keys.conversations(obj)
         if isinstance(conversations, str):
             out.bad.append(Bad(where, rid, conversations))
             continue
-        video = files[0]
-        out.items.append(Item(rid, where, Path(os.path.abspath(video)), rel(video), conversations, keys.extra(obj, "id")))
+        out.items.append(Item(rid, where, os.path.join(root, files[0]), files[0], conversations, keys.extra(obj, "id")))
+    unlabelled = sorted(set(clips) - labelled)
     out.notes = {"label_files": len(labels), "clips_found": sum(map(len, clips.values())),
-                 "clips_without_labels": sorted(c for c in clips if c not in labelled)[:50], "clips_without_labels_count": len(set(clips) - labelled)}
+                 "clips_without_labels": len(unlabelled), "clips_without_labels_first": unlabelled[:20]}
     return out

@@ -23,10 +23,9 @@ def choose(seen: Iterable[str], names: tuple[str, ...], forced: str | None, *, w
 
     None when no row uses any of them (each item then fails on its own); several -> InputError.
     """
-    seen = list(dict.fromkeys(seen))
     if forced:
         return forced
-    hits = [key for key in seen if key.lower() in names]
+    hits = sorted({key for key in seen if key.lower() in names})
     if len(hits) > 1:
         raise InputError(f"the {what} could be in any of the keys {', '.join(hits)}", where=where, fix=f"pass {flag} KEY (one of {', '.join(hits)})")
     return hits[0] if hits else None

@@ -65,11 +65,11 @@ def _duplicates(items: list[Item]) -> tuple[list[Item], list[Bad]]:
     return keep, bad
 
 
-def _probe(items: list[Item], opts: Options) -> tuple[list[Item], list[Bad], dict[Path, Any]]:
+def _probe(items: list[Item], opts: Options) -> tuple[list[Item], list[Bad], dict[str, Any]]:
     from skillbank.data.probe import probe_many
 
     clips = list(dict.fromkeys(i.video for i in items))
-    infos = dict(zip(clips, probe_many(map(str, clips), workers=opts.workers, progress=opts.progress, total=len(clips))))
+    infos = dict(zip(clips, probe_many(clips, workers=opts.workers, progress=opts.progress, total=len(clips))))
     keep, bad = [], []
     for item in items:
         info = infos[item.video]
@@ -109,7 +109,7 @@ def run_import(opts: Options) -> dict[str, Any]:
         if not items:
             raise InputError("no item of the source could be imported", where=str(source), fix="see the skipped items in the message above" if bad else "check the source")
         splits, how = assign(items, opts.val_fraction, opts.seed)
-        moved: dict[Path, Path] = {}
+        moved: dict[str, Path] = {}
         summary: dict[str, Any] = {}
         for name, members in splits.items():
             folder = tmp / name

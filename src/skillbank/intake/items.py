@@ -23,7 +23,7 @@ class Item:
 
     id: str
     where: str  # the source file (and row / index) it came from, for messages
-    video: Path  # an absolute path: the source's clip, or a file this import wrote (embedded bytes)
+    video: str  # an absolute path (a str: 10,000s of them are hashed and compared): the source's clip, or a file this import wrote
     clip: str  # the clip's identity for grouping and hashing: stable across machines (relative path or sha256)
     conversations: list[dict[str, Any]]
     extra: dict[str, Any] = field(default_factory=dict)  # the source's other keys, kept on the record
@@ -76,5 +76,6 @@ def qa_conversations(question: str, answer: str) -> list[dict[str, str]]:
     return [{"from": "human", "value": value}, {"from": "gpt", "value": answer}]
 
 
-def is_video(path: Path) -> bool:
-    return path.suffix.lower() in VIDEO_SUFFIXES
+def is_video(name: str | Path) -> bool:
+    suffix = str(name).rpartition(".")[2].lower()
+    return f".{suffix}" in VIDEO_SUFFIXES

@@ -35,24 +35,24 @@ def _unique(name: str, taken: set[str]) -> str:
     return candidate
 
 
-def place_split(items: list[Item], folder: Path, *, root: Path | None, copy: bool, moved: dict[Path, Path]) -> dict[Path, str]:
+def place_split(items: list[Item], folder: Path, *, root: Path | None, copy: bool, moved: dict[str, Path]) -> dict[str, str]:
     """Make each distinct clip of a split reachable from folder; {clip path: path relative to folder}."""
     videos = folder / VIDEOS
     inside = f"{root}{os.sep}" if root is not None and not copy else None
-    names: dict[Path, str] = {}
+    names: dict[str, str] = {}
     taken: set[str] = set()
     for item in items:
         if item.video in names:
             continue
-        text = str(item.video)
+        text = item.video
         if inside and not item.written and text.startswith(inside):
             if not (folder / SOURCE_LINK).is_symlink():
                 folder.mkdir(parents=True, exist_ok=True)
                 os.symlink(root, folder / SOURCE_LINK, target_is_directory=True)
-            names[item.video] = f"{SOURCE_LINK}/{Path(text[len(inside):]).as_posix()}"
+            names[item.video] = f"{SOURCE_LINK}/{text[len(inside):].replace(os.sep, '/')}"
             continue
         videos.mkdir(parents=True, exist_ok=True)
-        name = _unique(item.video.name, taken)
+        name = _unique(os.path.basename(item.video), taken)
         target = videos / name
         if item.written and item.video not in moved:
             os.replace(item.video, target)

@@ -53,5 +53,5 @@ def read_llava(source: Path, *, media_root: Path | None = None, **_: Any) -> Rea
             out.bad.append(Bad(where, rid, f"missing clip: {full} does not exist"))
             continue
         extra = {k: v for k, v in record.items() if k not in RECORD_KEYS and k != "frames"}
-        out.items.append(Item(rid, where, Path(os.path.abspath(full)), video, conversations, extra))
+        out.items.append(Item(rid, where, os.path.abspath(full), video, conversations, extra))
     return out

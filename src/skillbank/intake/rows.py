@@ -92,14 +92,14 @@ class RowReader:
         video, key, written = clip
         self.out.items.append(Item(rid, where, video, key, conversations, extra, split, written))
 
-    def _clip(self, cell: Any, rid: str) -> tuple[Path, str, bool] | str:
+    def _clip(self, cell: Any, rid: str) -> tuple[str, str, bool] | str:
         if isinstance(cell, dict):
             data, name = cell.get("bytes"), cell.get("path")
             if data:
                 if self.spill is None:
                     return "the video cell holds bytes, which this source cannot carry"
                 path, key = self.spill.write(bytes(data), str(name or f"{rid}.mp4"))
-                return path, key, True
+                return str(path), key, True
             cell = name
         if not isinstance(cell, str) or not cell.strip():
             return f"no video: column {self.video!r} is empty"
@@ -108,7 +108,7 @@ class RowReader:
         if not full.is_file():
             return f"missing clip: {full} does not exist"
         key = cell if not path.is_absolute() else os.path.abspath(full)
-        return Path(os.path.abspath(full)), key, False
+        return os.path.abspath(full), key, False
 
     def finish(self) -> None:
         if self.dropped:
