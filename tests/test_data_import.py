@@ -149,17 +149,21 @@ def test_label_keys_common_names_flags_and_ambiguity(tmp_path, capsys):
     clip(src / "a.cam1.mp4", 10)
     clip(src / "a.cam2.mp4", 12)
     (src / "a.label.json").write_text(json.dumps({"prompt": "What happens?", "gt": "a stop", "label": "stop", "scene": "city"}))
+    (src / "dataset_info.json").write_text(json.dumps({"description": "not a label"}))  # names no clip, asks nothing
     with pytest.raises(InputError) as err:
         read_clips(src)
     assert "gt, label" in err.value.message and "--answer-key" in err.value.fix
     got = read_clips(src, answer_key="label", clip_glob="*.cam2.mp4")
     assert got.fields == {"question": "prompt", "answer": "label"} and not got.bad
+    assert got.notes["ignored_json_files"] == ["dataset_info.json"]
     item = got.items[0]
     assert item.id == "a" and item.video.endswith("/a.cam2.mp4") and item.extra == {"gt": "a stop", "scene": "city"}
     assert item.conversations[1]["value"] == "stop"
     assert "matches 2 files" in read_clips(src, answer_key="label").bad[0].reason
     code, _, err = run(capsys, str(src), "--out", str(tmp_path / "o"))
     assert code == 2 and "gt, label" in err
+    code, _, err = run(capsys, str(src / "a.label.json"), "--out", str(tmp_path / "o"), "--format", "clips")
+    assert code == 2 and "reads a folder" in err
 
 
 def test_hf_parquet_with_embedded_video_bytes_keeps_its_splits(tmp_path, capsys):

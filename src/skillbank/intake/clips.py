@@ -3,7 +3,9 @@
 `videos/seq001.camera_front_wide_120fov.mp4` and `metas/seq001.label.json` anywhere under SOURCE meet
 on the clip id, the file name up to its first dot. A label file holds a JSON object or a list of
 objects (several questions on one clip); each object becomes a record, its question and answer under
-common key names (or --question-key / --answer-key) and every other key kept on the record.
+common key names (or --question-key / --answer-key) and every other key kept on the record. A .json
+file that matches no clip and holds no question or answer key (a dataset_info.json) is not a label:
+it is listed in the report, not refused.
 """
 
 from __future__ import annotations
@@ -86,7 +88,10 @@ def read_clips(source: Path, *, question_key: str | None = None, answer_key: str
     keys = QAKeys.of({k for *_, o in rows for k in o}, question_key, answer_key, where=f"{source} (label files)")
     out.fields = keys.used()
     labelled = set()
+    ignored = sorted({label for label, cid, _, _, obj in rows if cid not in clips and not keys.names_any(obj)})
     for label, cid, index, count, obj in rows:
+        if label in ignored:
+            continue  # a .json beside the clips that names no clip and holds no question or answer (dataset_info.json)
         where = label + (f"#{index}" if count > 1 else "")
         rid = _record_id(obj, cid, index, count)
         files = clips.get(cid, [])
@@ -104,5 +109,6 @@ def read_clips(source: Path, *, question_key: str | None = None, answer_key: str
         out.items.append(Item(rid, where, os.path.join(root, files[0]), files[0], conversations, keys.extra(obj, "id")))
     unlabelled = sorted(set(clips) - labelled)
     out.notes = {"label_files": len(labels), "clips_found": sum(map(len, clips.values())),
-                 "clips_without_labels": len(unlabelled), "clips_without_labels_first": unlabelled[:20]}
+                 "clips_without_labels": len(unlabelled), "clips_without_labels_first": unlabelled[:20],
+                 "ignored_json_files": ignored[:20]}
     return out

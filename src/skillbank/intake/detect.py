@@ -78,6 +78,9 @@ def read(source: Path, fmt: str | None, **options: Any) -> tuple[Read, str]:
     """Run the right reader: (what it read, why that reader)."""
     if fmt:
         why = "--format"
+        if (fmt == "clips") != source.is_dir() and fmt != "hf":
+            want = "a folder" if fmt == "clips" else "a file"
+            raise InputError(f"--format {fmt} reads {want}", where=str(source), fix="pass the right SOURCE, or let the format be detected")
     else:
         fmt, why = detect(source)
     return reader(fmt)(source, **options), why

@@ -47,6 +47,10 @@ class QAKeys:
     def used(self) -> dict[str, str]:
         return {k: v for k, v in (("question", self.question), ("answer", self.answer)) if v}
 
+    def names_any(self, row: dict[str, Any]) -> bool:
+        """The row has the question or the answer key (so it is meant as a label)."""
+        return any(key is not None and key in row for key in (self.question, self.answer))
+
     def conversations(self, row: dict[str, Any]) -> list[dict[str, str]] | str:
         """The row's two turns, or why it has none."""
         question, why = _text(row, self.question, "question", QUESTION_KEYS)
@@ -65,9 +69,11 @@ def _text(row: dict[str, Any], key: str | None, what: str, names: tuple[str, ...
     """(the value as text, "") or ("", why there is none)."""
     if key is None:
         return "", f"no {what} (no key named {', '.join(names)}; pass --{what}-key KEY)"
-    value = row.get(key)
-    if key not in row or value is None:
+    if key not in row:
         return "", f"no {what}: key {key!r} is missing"
+    value = row[key]
+    if value is None:
+        return "", f"no {what}: key {key!r} is empty"
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         return "", f"no {what}: key {key!r} holds a {type(value).__name__}, not text"
     text = str(value).strip()

@@ -150,7 +150,8 @@ def _document(opts: Options, source: Path, out: Path, got: Read, why: str, summa
         "duration_histogram": duration_histogram(clips),
         "skipped": [b.to_dict() for b in bad],
         "reader_notes": got.notes,
-        "next": f"skillbank spec --skill tao-finetune-cosmos-reason --action train --dataset-root {out} -o train.yaml",
+        "next": (f"skillbank spec --skill tao-finetune-cosmos-reason --action train --dataset-root {out} -o train.yaml" if "train" in summary
+                 else f"skillbank spec --skill tao-finetune-cosmos-reason --action evaluate --dataset-root {out / next(iter(summary))} -o eval.toml"),
     }
 
 
