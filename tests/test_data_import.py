@@ -117,9 +117,9 @@ def test_bad_inputs_exit_2_naming_each_and_write_nothing(clips_dir, tmp_path, ca
     (metas / "seq002.label.json").write_text("{not json")
     (metas / "seq003.label.json").write_text(json.dumps([{"question": "q?"}]))  # no answer
     before = tree(src)
+    code, stdout, _ = run(capsys, str(src), "--out", str(tmp_path / "new" / "deep" / "out"), "--json")
+    assert code == 2 and not (tmp_path / "new").exists()  # not even the parent folders
     out = tmp_path / "out"
-    code, stdout, _ = run(capsys, str(src), "--out", str(out), "--json")
-    assert code == 2
     message = json.loads(stdout)["error"]["message"]
     assert "4 item(s)" in message and "nothing was written" in message
     assert "metas/ghost.label.json [ghost]: missing clip" in message

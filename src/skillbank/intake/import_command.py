@@ -12,7 +12,10 @@ from skillbank.intake.fields import ANSWER_KEYS, QUESTION_KEYS, VIDEO_KEYS
 DESCRIPTION = f"""\
 Turn a dataset as users keep it into what `skillbank spec --dataset-root DIR` takes: DIR/train and DIR/val
 (or the source's own splits; validation/valid/dev become val), each with annotations.json (LLaVA records)
-and videos/ (symlinks to the source's clips, or copies with --copy-media), plus DIR/import.json.
+whose clips are reachable from that folder, plus DIR/import.json. Media: by default one symlink per split,
+DIR/<split>/source -> the source's clip folder (records say source/videos/...; clips elsewhere get a link
+each under videos/); --copy-media copies each split's clips into DIR/<split>/videos/ (a folder that
+travels alone). Clips embedded in a dataset (bytes) are written under DIR/<split>/videos/.
 
 SOURCE kinds (detected and named in the report; --format forces one):
   clips   a folder of clips with one label file per clip, anywhere under it, matched by clip id (the file
@@ -23,9 +26,11 @@ SOURCE kinds (detected and named in the report; --format forces one):
           or absolute) or the Video feature's {{bytes, path}} struct (the bytes are written under DIR).
   csv, jsonl   a table with a video column (paths relative to the file's folder); a `split` column is kept.
   llava   an existing LLaVA annotations.json: re-probed and re-split (paths relative to its folder).
-Question / answer / video keys are found among common names (question: {", ".join(QUESTION_KEYS)};
-answer: {", ".join(ANSWER_KEYS)}; video: {", ".join(VIDEO_KEYS)}) or set with
---question-key / --answer-key / --video-key; two candidates present is an error naming them. Every other
+Question / answer / video keys are found among common names
+  question: {", ".join(QUESTION_KEYS)}
+  answer:   {", ".join(ANSWER_KEYS)}
+  video:    {", ".join(VIDEO_KEYS)}
+or set with --question-key / --answer-key / --video-key; two candidates present is an error naming them. Every other
 key stays on the record (weather, time_of_day, family, ...).
 
 Every record gets video_fps, duration, num_frames, width, height read from the clip's container headers
@@ -76,7 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--val-fraction", type=float, default=0.1, metavar="F",
                    help="share of clips carved from train into val when the source has no val split (default: 0.1; 0: none)")
     p.add_argument("--seed", type=int, default=0, help="seed of the carve (default: 0)")
-    p.add_argument("--copy-media", action="store_true", help="copy clips into DIR instead of symlinking them")
+    p.add_argument("--copy-media", action="store_true", help="copy clips into DIR/<split>/videos/ instead of linking the source's clip folder")
     p.add_argument("--skip-bad", action="store_true", help="import what can be imported; list the rest in import.json")
     p.add_argument("--force", action="store_true", help="replace an existing non-empty DIR (the old one is removed)")
     p.add_argument("--workers", type=int, metavar="N", help="probing threads (default: 2 x CPUs, at most 8)")

@@ -96,6 +96,7 @@ def run_import(opts: Options) -> dict[str, Any]:
     from skillbank.intake.split import assign
 
     source, out = _check_paths(opts)
+    created = [p for p in out.parents if not p.exists()]  # made for the temp folder; removed again on failure
     tmp = atomic.temp_dir(out)
     try:
         spill = Spill(tmp / ".embedded")
@@ -125,6 +126,11 @@ def run_import(opts: Options) -> dict[str, Any]:
         _commit(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        for folder in created:  # deepest first
+            try:
+                folder.rmdir()
+            except OSError:
+                break
         raise
     doc["paths"] = {"out": str(out), "import_json": str(out / REPORT), **{f"{k}_annotations": str(out / v["annotations"]) for k, v in summary.items()}}
     return doc
