@@ -228,9 +228,10 @@ def test_csv_and_jsonl_tables(tmp_path, capsys):
     assert json.loads(stdout)["reader"] == "csv" and [r["conversations"][1]["value"] for r in rec] == ["0", "1", "2", "3"]
     assert rec[0]["camera"] == "front" and rec[3]["video_fps"] == 30.0 and not (out / "val").exists()
     lines = [json.dumps({"video": f"clips/k{i}.mp4", "question": "q?", "answer": "a", "split": "train" if i < 3 else "test"}) for i in range(4)]
-    (src / "qa.jsonl").write_text("\n".join(lines[:2] + ["{oops"] + lines[2:]) + "\n")
+    escape = json.dumps({"video": "clips/k0.mp4", "question": "q?", "answer": "a", "split": "../evil", "id": "e"})
+    (src / "qa.jsonl").write_text("\n".join(lines[:2] + ["{oops", escape] + lines[2:]) + "\n")
     code, _, err = run(capsys, str(src / "qa.jsonl"), "--out", str(tmp_path / "j"))
-    assert code == 2 and "qa.jsonl:3: malformed JSON line" in err
+    assert code == 2 and "qa.jsonl:3: malformed JSON line" in err and "qa.jsonl:4 [e]: split name '../evil'" in err
     code, stdout, err = run(capsys, str(src / "qa.jsonl"), "--out", str(tmp_path / "j"), "--skip-bad", "--json")
     assert code == 0, err
     assert {k: v["records"] for k, v in json.loads(stdout)["splits"].items()} == {"train": 2, "test": 1, "val": 1}

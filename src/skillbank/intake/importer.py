@@ -8,6 +8,7 @@ together: without --skip-bad any one of them stops the import before anything is
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections import Counter
 from dataclasses import dataclass
@@ -53,11 +54,18 @@ def _check_paths(opts: Options) -> tuple[Path, Path]:
     return source, out
 
 
-def _duplicates(items: list[Item]) -> tuple[list[Item], list[Bad]]:
+SPLIT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def _screen(items: list[Item]) -> tuple[list[Item], list[Bad]]:
+    """Drop items with an id seen before, or a split name that is no plain folder name (a CSV's
+    `split` cell is data: "../x" must not become a path)."""
     first: dict[str, str] = {}
     keep, bad = [], []
     for item in items:
-        if item.id in first:
+        if item.split is not None and not SPLIT_NAME.fullmatch(item.split):
+            bad.append(Bad(item.where, item.id, f"split name {item.split!r} is not a plain folder name (letters, digits, _ . -)"))
+        elif item.id in first:
             bad.append(Bad(item.where, item.id, f"duplicate id (first at {first[item.id]})"))
         else:
             first[item.id] = item.where
@@ -102,7 +110,7 @@ def run_import(opts: Options) -> dict[str, Any]:
         spill = Spill(tmp / ".embedded")
         got, why = read(source, opts.format, spill=spill, media_root=opts.media_root and opts.media_root.expanduser().absolute(),
                         question_key=opts.question_key, answer_key=opts.answer_key, video_key=opts.video_key, clip_glob=opts.clip_glob)
-        items, bad = _duplicates(got.items)
+        items, bad = _screen(got.items)
         items, unreadable, infos = _probe(items, opts)
         bad = got.bad + bad + unreadable
         if bad and not opts.skip_bad:
