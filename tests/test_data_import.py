@@ -266,7 +266,7 @@ def test_llava_file_is_reprobed_and_resplit_and_feeds_spec_and_preflight(clips_d
 
 
 def test_probe_many_keeps_the_order_across_chunks_and_names_failures(tmp_path):
-    from skillbank.data.probe import probe_many
+    from skillbank.data.probe import ProbePool, probe_many
 
     good = [clip(tmp_path / f"p{i}.mp4", RATES[i % 4]) for i in range(4)]
     (tmp_path / "bad.mp4").write_bytes(b"garbage")
@@ -274,3 +274,8 @@ def test_probe_many_keeps_the_order_across_chunks_and_names_failures(tmp_path):
     got = list(probe_many(paths, workers=3, progress=False))
     assert [g.video_fps for g in got[:20]] == [float(RATES[i % 4]) for i in range(4)] * 5
     assert all(isinstance(g, str) and g for g in got[20:])
+    with ProbePool(workers=2, progress=False, chunk=3) as pool:  # paths added while a reader finds them, each probed once
+        for path in paths:
+            pool.add(path)
+        found = pool.results()
+    assert len(found) == 6 and found[str(good[1])].video_fps == 10.0 and isinstance(found[str(tmp_path / "bad.mp4")], str)

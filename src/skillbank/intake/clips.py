@@ -13,6 +13,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -73,10 +74,11 @@ def _record_id(obj: dict[str, Any], cid: str, index: int, count: int) -> str:
     return cid if count == 1 else f"{cid}-{index}"
 
 
-def read_clips(source: Path, *, question_key: str | None = None, answer_key: str | None = None, clip_glob: str = "*", **_: Any) -> Read:
+def read_clips(source: Path, *, question_key: str | None = None, answer_key: str | None = None, clip_glob: str = "*",
+               on_clip: Callable[[str], None] | None = None, **_: Any) -> Read:
     root = os.path.abspath(source)
     clips, labels = _walk(root, clip_glob)
-    out = Read("clips", root=Path(root))
+    out = Read("clips", root=Path(root), on_clip=on_clip)
     rows: list[tuple[str, str, int, int, dict[str, Any]]] = []  # (label file, clip id, index, count, object)
     for label in labels:
         cid = clip_id(label.rpartition("/")[2])
@@ -106,7 +108,7 @@ def read_clips(source: Path, *, question_key: str | None = None, answer_key: str
         if isinstance(conversations, str):
             out.bad.append(Bad(where, rid, conversations))
             continue
-        out.items.append(Item(rid, where, os.path.join(root, files[0]), files[0], conversations, keys.extra(obj, "id")))
+        out.add(Item(rid, where, os.path.join(root, files[0]), files[0], conversations, keys.extra(obj, "id")))
     unlabelled = sorted(set(clips) - labelled)
     out.notes = {"label_files": len(labels), "clips_found": sum(map(len, clips.values())),
                  "clips_without_labels": len(unlabelled), "clips_without_labels_first": unlabelled[:20],

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,13 +76,13 @@ def _batches(fmt: str, path: Path) -> tuple[list[str], Iterator[Any]]:
 
 
 def read_hf(source: Path, *, spill: Spill, media_root: Path | None = None, question_key: str | None = None,
-            answer_key: str | None = None, video_key: str | None = None, **_: Any) -> Read:
+            answer_key: str | None = None, video_key: str | None = None, on_clip: Callable[[str], None] | None = None, **_: Any) -> Read:
     fmt = "arrow" if source.is_dir() and is_arrow_dataset(source) else "parquet"
     shards = arrow_shards(source) if fmt == "arrow" else parquet_shards(source)
     if not shards:
         raise InputError("no parquet or arrow files", where=str(source), fix="pass the dataset folder (data/<split>-*.parquet or a save_to_disk folder)")
     root = media_root or (source if source.is_dir() else source.parent)
-    out = Read(f"hf-{fmt}", root=Path(os.path.abspath(root)))
+    out = Read(f"hf-{fmt}", root=Path(os.path.abspath(root)), on_clip=on_clip)
     base = source if source.is_dir() else source.parent
     reader: RowReader | None = None
     counts: dict[str, int] = {}

@@ -1,4 +1,5 @@
-"""`skillbank data import`: read (one reader per source kind) -> probe -> split -> place -> write DIR.
+"""`skillbank data import`: read (one reader per source kind; each clip probed as it is read) -> split
+-> place -> write DIR.
 
 Everything is built in a temp folder beside DIR and renamed onto it at the end, so DIR is either the
 whole import or untouched; SOURCE is only read. Bad inputs are collected from every stage and named
@@ -73,11 +74,7 @@ def _screen(items: list[Item]) -> tuple[list[Item], list[Bad]]:
     return keep, bad
 
 
-def _probe(items: list[Item], opts: Options) -> tuple[list[Item], list[Bad], dict[str, Any]]:
-    from skillbank.data.probe import probe_many
-
-    clips = list(dict.fromkeys(i.video for i in items))
-    infos = dict(zip(clips, probe_many(clips, workers=opts.workers, progress=opts.progress, total=len(clips))))
+def _unreadable(items: list[Item], infos: dict[str, Any]) -> tuple[list[Item], list[Bad]]:
     keep, bad = [], []
     for item in items:
         info = infos[item.video]
@@ -85,7 +82,7 @@ def _probe(items: list[Item], opts: Options) -> tuple[list[Item], list[Bad], dic
             bad.append(Bad(item.where, item.id, f"unreadable clip {item.clip}: {info}"))
         else:
             keep.append(item)
-    return keep, bad, infos
+    return keep, bad
 
 
 def _refuse(bad: list[Bad], source: Path) -> InputError:
@@ -98,6 +95,7 @@ def _refuse(bad: list[Bad], source: Path) -> InputError:
 
 def run_import(opts: Options) -> dict[str, Any]:
     """Import SOURCE into opts.out; the import.json document (plus "paths")."""
+    from skillbank.data.probe import ProbePool
     from skillbank.intake.detect import read
     from skillbank.intake.layout import place_split, record, write_annotations
     from skillbank.intake.rows import Spill
@@ -107,11 +105,13 @@ def run_import(opts: Options) -> dict[str, Any]:
     created = [p for p in out.parents if not p.exists()]  # made for the temp folder; removed again on failure
     tmp = atomic.temp_dir(out)
     try:
-        spill = Spill(tmp / ".embedded")
-        got, why = read(source, opts.format, spill=spill, media_root=opts.media_root and opts.media_root.expanduser().absolute(),
-                        question_key=opts.question_key, answer_key=opts.answer_key, video_key=opts.video_key, clip_glob=opts.clip_glob)
+        with ProbePool(workers=opts.workers, progress=opts.progress) as pool:  # probes each clip as soon as a reader names it
+            got, why = read(source, opts.format, spill=Spill(tmp / ".embedded"), on_clip=pool.add, clip_glob=opts.clip_glob,
+                            media_root=opts.media_root and opts.media_root.expanduser().absolute(),
+                            question_key=opts.question_key, answer_key=opts.answer_key, video_key=opts.video_key)
+            infos = pool.results()
         items, bad = _screen(got.items)
-        items, unreadable, infos = _probe(items, opts)
+        items, unreadable = _unreadable(items, infos)
         bad = got.bad + bad + unreadable
         if bad and not opts.skip_bad:
             raise _refuse(bad, source)

@@ -7,6 +7,7 @@ media, writing DIR) is shared and never asks which reader ran.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,12 @@ class Read:
     fields: dict[str, str] = field(default_factory=dict)  # {"question": key, "answer": key, "video": key} it used
     root: Path | None = None  # the folder the source's clips sit under (linked once per split, not clip by clip)
     notes: dict[str, Any] = field(default_factory=dict)  # reader-specific counts for import.json
+    on_clip: Callable[[str], None] | None = None  # told each item's clip as it is read (probing starts then)
+
+    def add(self, item: Item) -> None:
+        self.items.append(item)
+        if self.on_clip is not None:
+            self.on_clip(item.video)
 
 
 def split_name(name: str | None) -> str | None:

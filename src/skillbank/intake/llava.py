@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ def looks_like_llava(path: Path) -> bool:
     return head.lstrip().startswith("[") and '"conversations"' in head
 
 
-def read_llava(source: Path, *, media_root: Path | None = None, **_: Any) -> Read:
+def read_llava(source: Path, *, media_root: Path | None = None, on_clip: Callable[[str], None] | None = None, **_: Any) -> Read:
     try:
         data = json.loads(source.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
@@ -34,7 +35,7 @@ def read_llava(source: Path, *, media_root: Path | None = None, **_: Any) -> Rea
     if not isinstance(data, list):
         raise InputError("a LLaVA annotations file is a JSON array of records", where=str(source), fix="pass the annotations.json itself")
     root = media_root or source.parent
-    out = Read("llava", fields={"question": "conversations", "answer": "conversations", "video": "video"}, root=Path(os.path.abspath(root)))
+    out = Read("llava", fields={"question": "conversations", "answer": "conversations", "video": "video"}, root=Path(os.path.abspath(root)), on_clip=on_clip)
     for index, record in enumerate(data):
         where = f"{source.name}#{index}"
         if not isinstance(record, dict):
@@ -53,5 +54,5 @@ def read_llava(source: Path, *, media_root: Path | None = None, **_: Any) -> Rea
             out.bad.append(Bad(where, rid, f"missing clip: {full} does not exist"))
             continue
         extra = {k: v for k, v in record.items() if k not in RECORD_KEYS and k != "frames"}
-        out.items.append(Item(rid, where, os.path.abspath(full), video, conversations, extra))
+        out.add(Item(rid, where, os.path.abspath(full), video, conversations, extra))
     return out

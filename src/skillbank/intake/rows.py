@@ -90,7 +90,7 @@ class RowReader:
             else:
                 self.dropped.add(key)
         video, key, written = clip
-        self.out.items.append(Item(rid, where, video, key, conversations, extra, split, written))
+        self.out.add(Item(rid, where, video, key, conversations, extra, split, written))
 
     def _clip(self, cell: Any, rid: str) -> tuple[str, str, bool] | str:
         if isinstance(cell, dict):

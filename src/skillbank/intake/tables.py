@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +52,8 @@ def _jsonl_rows(path: Path, out: Read) -> tuple[list[str], list[tuple[int, dict[
 
 
 def read_table(source: Path, *, kind: str, spill: Spill, media_root: Path | None = None, question_key: str | None = None,
-               answer_key: str | None = None, video_key: str | None = None, **_: Any) -> Read:
-    out = Read(kind, root=Path(os.path.abspath(media_root or source.parent)))
+               answer_key: str | None = None, video_key: str | None = None, on_clip: Callable[[str], None] | None = None, **_: Any) -> Read:
+    out = Read(kind, root=Path(os.path.abspath(media_root or source.parent)), on_clip=on_clip)
     if kind == "csv":
         columns, plain = _csv_rows(source)
         numbered = [(i + 2, row) for i, row in enumerate(plain)]  # line 1 is the header
