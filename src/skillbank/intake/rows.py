@@ -101,7 +101,9 @@ class RowReader:
                 path, key = self.spill.write(bytes(data), str(name or f"{rid}.mp4"))
                 return str(path), key, True
             cell = name
-        if not isinstance(cell, str) or not cell.strip():
+        if cell is not None and not isinstance(cell, str):
+            return f"no video: column {self.video!r} holds a {type(cell).__name__}, not a path or a {{bytes, path}} struct"
+        if not cell or not cell.strip():
             return f"no video: column {self.video!r} is empty"
         path = Path(cell).expanduser()
         full = path if path.is_absolute() else self.media_root / path
