@@ -79,6 +79,10 @@ def read_clips(source: Path, *, question_key: str | None = None, answer_key: str
     root = os.path.abspath(source)
     clips, labels = _walk(root, clip_glob)
     out = Read("clips", root=Path(root), on_clip=on_clip)
+    if on_clip is not None:  # the clips a label file names by its own name: probed while the labels are parsed
+        for cid in dict.fromkeys(clip_id(label.rpartition("/")[2]) for label in labels):
+            if len(clips.get(cid, ())) == 1:
+                on_clip(os.path.join(root, clips[cid][0]))
     rows: list[tuple[str, str, int, int, dict[str, Any]]] = []  # (label file, clip id, index, count, object)
     for label in labels:
         cid = clip_id(label.rpartition("/")[2])
