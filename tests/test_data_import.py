@@ -148,7 +148,7 @@ def test_label_keys_common_names_flags_and_ambiguity(tmp_path, capsys):
     src = tmp_path / "src"
     clip(src / "a.cam1.mp4", 10)
     clip(src / "a.cam2.mp4", 12)
-    (src / "a.label.json").write_text(json.dumps({"prompt": "What happens?", "gt": "a stop", "label": "stop", "scene": "city"}))
+    (src / "a.label.json").write_text(json.dumps({"prompt": "What happens?", "gt": "a stop", "label": "stop", "scene": "city", "video_fps": 99}))
     (src / "dataset_info.json").write_text(json.dumps({"description": "not a label"}))  # names no clip, asks nothing
     with pytest.raises(InputError) as err:
         read_clips(src)
@@ -157,12 +157,16 @@ def test_label_keys_common_names_flags_and_ambiguity(tmp_path, capsys):
     assert got.fields == {"question": "prompt", "answer": "label"} and not got.bad
     assert got.notes["ignored_json_files"] == ["dataset_info.json"]
     item = got.items[0]
-    assert item.id == "a" and item.video.endswith("/a.cam2.mp4") and item.extra == {"gt": "a stop", "scene": "city"}
+    assert item.id == "a" and item.video.endswith("/a.cam2.mp4") and item.extra == {"gt": "a stop", "scene": "city", "video_fps": 99}
     assert item.conversations[1]["value"] == "stop"
     assert "matches 2 files" in read_clips(src, answer_key="label").bad[0].reason
     code, _, err = run(capsys, str(src), "--out", str(tmp_path / "o"))
     assert code == 2 and "gt, label" in err
-    code, _, err = run(capsys, str(src / "a.label.json"), "--out", str(tmp_path / "o"), "--format", "clips")
+    code, _, err = run(capsys, str(src), "--out", str(tmp_path / "o"), "--answer-key", "label", "--clip-glob", "*.cam2.*")
+    assert code == 0, err
+    (rec,) = records(tmp_path / "o", "train")  # one clip: no val to carve
+    assert rec["video_fps"] == 12.0 and rec["gt"] == "a stop" and rec["video"] == "source/a.cam2.mp4"  # probed, not the label's 99
+    code, _, err = run(capsys, str(src / "a.label.json"), "--out", str(tmp_path / "o2"), "--format", "clips")
     assert code == 2 and "reads a folder" in err
 
 

@@ -69,8 +69,12 @@ def place_split(items: list[Item], folder: Path, *, root: Path | None, copy: boo
 
 
 def record(item: Item, video: str, probed: dict[str, Any]) -> dict[str, Any]:
-    """The LLaVA record: id, video, the probed fields, conversations, then the source's other keys."""
-    return {"id": item.id, "video": video, **probed, "conversations": item.conversations, **item.extra}
+    """The LLaVA record: id, video, the probed fields, conversations, then the source's other keys (a
+    source key of one of those names, say a label's own `video` or `video_fps`, gives way)."""
+    out = {"id": item.id, "video": video, **probed, "conversations": item.conversations}
+    for key, value in item.extra.items():
+        out.setdefault(key, value)
+    return out
 
 
 def write_annotations(path: Path, records: list[dict[str, Any]]) -> None:
