@@ -149,13 +149,14 @@ def test_label_keys_common_names_flags_and_ambiguity(tmp_path, capsys):
     clip(src / "a.cam1.mp4", 10)
     clip(src / "a.cam2.mp4", 12)
     (src / "a.label.json").write_text(json.dumps({"prompt": "What happens?", "gt": "a stop", "label": "stop", "scene": "city", "video_fps": 99}))
-    (src / "dataset_info.json").write_text(json.dumps({"description": "not a label"}))  # names no clip, asks nothing
+    (src / "dataset_info.json").write_text(json.dumps({"description": "not a label"}))  # asks nothing: not a label file
+    (src / "a.meta.json").write_text(json.dumps({"camera": "front"}))
     with pytest.raises(InputError) as err:
         read_clips(src)
     assert "gt, label" in err.value.message and "--answer-key" in err.value.fix
     got = read_clips(src, answer_key="label", clip_glob="*.cam2.mp4")
     assert got.fields == {"question": "prompt", "answer": "label"} and not got.bad
-    assert got.notes["ignored_json_files"] == ["dataset_info.json"]
+    assert got.notes["ignored_json_files"] == ["a.meta.json", "dataset_info.json"]
     item = got.items[0]
     assert item.id == "a" and item.video.endswith("/a.cam2.mp4") and item.extra == {"gt": "a stop", "scene": "city", "video_fps": 99}
     assert item.conversations[1]["value"] == "stop"

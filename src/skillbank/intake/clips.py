@@ -4,8 +4,8 @@
 on the clip id, the file name up to its first dot. A label file holds a JSON object or a list of
 objects (several questions on one clip); each object becomes a record, its question and answer under
 common key names (or --question-key / --answer-key) and every other key kept on the record. A .json
-file that matches no clip and holds no question or answer key (a dataset_info.json) is not a label:
-it is listed in the report, not refused.
+file none of whose objects has the question or the answer key (dataset_info.json, seq001.meta.json)
+is not a label file: it is listed in the report, not refused.
 """
 
 from __future__ import annotations
@@ -94,10 +94,11 @@ def read_clips(source: Path, *, question_key: str | None = None, answer_key: str
     keys = QAKeys.of({k for *_, o in rows for k in o}, question_key, answer_key, where=f"{source} (label files)")
     out.fields = keys.used()
     labelled = set()
-    ignored = sorted({label for label, cid, _, _, obj in rows if cid not in clips and not keys.names_any(obj)})
+    asks = {label for label, *_, obj in rows if keys.names_any(obj)}
+    ignored = sorted({label for label, *_ in rows if label not in asks}) if keys.question and keys.answer else []
     for label, cid, index, count, obj in rows:
         if label in ignored:
-            continue  # a .json beside the clips that names no clip and holds no question or answer (dataset_info.json)
+            continue  # a .json that asks nothing (dataset_info.json, seq001.meta.json): not a label file
         where = label + (f"#{index}" if count > 1 else "")
         rid = _record_id(obj, cid, index, count)
         files = clips.get(cid, [])

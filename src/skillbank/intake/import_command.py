@@ -20,7 +20,8 @@ travels alone). Clips embedded in a dataset (bytes) are written under DIR/<split
 SOURCE kinds (detected and named in the report; --format forces one):
   clips   a folder of clips with one label file per clip, anywhere under it, matched by clip id (the file
           name up to its first dot): videos/seq001.front_wide.mp4 <-> metas/seq001.label.json. A label
-          file is a JSON object or a list of objects (several questions on one clip).
+          file is a JSON object or a list of objects (several questions on one clip); a .json with neither
+          the question nor the answer key (dataset_info.json) is no label file: listed, not refused.
   hf      a Hugging Face dataset on disk: parquet shards (data/<split>-00000-of-00001.parquet) or a
           datasets save_to_disk folder (arrow). The video column holds a path (relative to the dataset
           or absolute) or the Video feature's {{bytes, path}} struct (the bytes are written under DIR).
