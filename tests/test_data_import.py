@@ -180,7 +180,7 @@ def test_hf_parquet_with_embedded_video_bytes_keeps_its_splits(tmp_path, capsys)
     video = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
     ds = tmp_path / "hf"
     (ds / "data").mkdir(parents=True)
-    for split, idx in (("train", range(5)), ("test", range(5, 6))):
+    for split, idx in (("train", range(5)), ("test", [5, 0])):  # clip 0 in both splits: written once, linked from the other
         table = pa.table({
             "video": pa.array([{"bytes": blobs[i], "path": f"c{i}.mp4"} for i in idx], type=video),
             "question": [f"q{i}?" for i in idx], "answer": ["yes"] * len(idx), "thumb": [b"\x89PNG"] * len(idx),
@@ -191,13 +191,15 @@ def test_hf_parquet_with_embedded_video_bytes_keeps_its_splits(tmp_path, capsys)
     assert code == 0, err
     doc = json.loads(stdout)
     assert doc["reader"] == "hf-parquet" and doc["detected_by"] == "parquet shards under the folder"
-    assert {k: v["records"] for k, v in doc["splits"].items()} == {"train": 4, "test": 1, "val": 1}
+    assert {k: v["records"] for k, v in doc["splits"].items()} == {"train": 4, "test": 2, "val": 1}
     assert doc["reader_notes"]["dropped_binary_columns"] == ["thumb"]
-    test = records(out, "test")[0]
+    test, again = records(out, "test")
     written = out / "test" / test["video"]
     assert test["id"] == "test_000000" and test["video"] == "videos/c5.mp4" and test["video_fps"] == 10.0
     assert written.is_file() and not written.is_symlink() and written.read_bytes() == blobs[5]
-    assert not (out / ".embedded").exists()
+    shared = [out / split / r["video"] for split in ("train", "val", "test") for r in records(out, split) if r["video"].endswith("c0.mp4")]
+    assert len(shared) == 2 and sum(p.is_symlink() for p in shared) == 1 and all(p.read_bytes() == blobs[0] for p in shared)
+    assert again["id"] == "test_000001" and not (out / ".embedded").exists()
     assert sorted(p.name for p in ds.rglob("*")) == ["data", "test-00000-of-00001.parquet", "train-00000-of-00001.parquet"]
 
 

@@ -94,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
     from skillbank.errors import InputError
     from skillbank.intake.importer import Options, run_import
 
+    if args.workers is not None and args.workers < 1:
+        raise InputError(f"--workers must be at least 1, got {args.workers}", where="--workers", fix="pass e.g. 4, or leave it out")
     if not 0 <= args.val_fraction < 1:
         raise InputError(f"--val-fraction must be in [0, 1), got {args.val_fraction}", where="--val-fraction", fix="pass e.g. 0.1")
     opts = Options(Path(args.source), Path(args.out), format=args.format, question_key=args.question_key, answer_key=args.answer_key,
