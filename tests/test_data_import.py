@@ -286,3 +286,32 @@ def test_probe_many_keeps_the_order_across_chunks_and_names_failures(tmp_path):
             pool.add(path)
         found = pool.results()
     assert len(found) == 6 and found[str(good[1])].video_fps == 10.0 and isinstance(found[str(tmp_path / "bad.mp4")], str)
+
+
+def test_each_reader_alone_gives_the_one_item_shape(tmp_path):
+    """Readers are adapters: the same question on the same clip reads as the same Item from every source kind."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from skillbank.intake.hf import read_hf
+    from skillbank.intake.llava import read_llava
+    from skillbank.intake.rows import Spill
+    from skillbank.intake.tables import read_csv, read_jsonl
+
+    video = clip(tmp_path / "src" / "v.mp4", 10)
+    row = {"video": "v.mp4", "question": "Is it raining?", "answer": "yes", "id": "r0", "weather": "rain"}
+    (tmp_path / "src" / "t.csv").write_text("video,question,answer,id,weather\nv.mp4,Is it raining?,yes,r0,rain\n")
+    (tmp_path / "src" / "t.jsonl").write_text(json.dumps(row) + "\n")
+    pq.write_table(pa.table({k: [v] for k, v in row.items()}), tmp_path / "src" / "t.parquet")
+    llava = {"id": "r0", "video": "v.mp4", "video_fps": 3.0, "weather": "rain",
+             "conversations": [{"from": "human", "value": "<video>\nIs it raining?"}, {"from": "gpt", "value": "yes"}]}
+    (tmp_path / "src" / "t.json").write_text(json.dumps([llava]))
+    spill = Spill(tmp_path / "spill")
+    seen = []
+    reads = [read_csv(tmp_path / "src" / "t.csv", spill=spill), read_jsonl(tmp_path / "src" / "t.jsonl", spill=spill),
+             read_hf(tmp_path / "src" / "t.parquet", spill=spill, on_clip=seen.append), read_llava(tmp_path / "src" / "t.json")]
+    assert [r.reader for r in reads] == ["csv", "jsonl", "hf-parquet", "llava"] and seen == [str(video)]
+    for got in reads:
+        (item,) = got.items
+        assert (item.id, item.video, item.clip, item.extra, item.split) == ("r0", str(video), "v.mp4", {"weather": "rain"}, None if got.reader != "hf-parquet" else "train")
+        assert item.conversations == llava["conversations"] and not got.bad
