@@ -13,7 +13,9 @@ tao-skill-bank:tao-run-automl; off trains directly; other actions stay with the 
 The policy applies to this run only: the skill's metadata never changes. A train request that asks
 for RL, GRPO or reinforcement learning ("no RL, just SFT" does not) goes to the rl action
 ("action": "rl", "action_source": "request"), which trains directly unless its schema marks
-parameters for AutoML.
+parameters for AutoML. A request to convert or import a dataset ("convert my clips and labels",
+"import my HF dataset") sets "data_step": run `skillbank data import SOURCE --out DIR` (then
+`skillbank data stats`) first and build the spec on DIR; "" otherwise.
 """
 
 

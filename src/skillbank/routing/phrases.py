@@ -160,3 +160,28 @@ def rl_from_request(text: str | None) -> bool | None:
         return None
     found = rl_signals(text)
     return found[-1][1] if found else None
+
+
+# ---- data in (skillbank data import) ---------------------------------------------------------------
+
+_DATA_OBJECTS = r"(data\s*set|data|clips?|videos?|labels?|annotations?|parquet|csv|jsonl|hugging\s*face|hf)"
+_DATA_IN = re.compile(
+    r"\b(convert|converting|import|importing|ingest|ingesting|reformat|transform|bring\s+in)\b"
+    r"(?:\s+(?!(model|checkpoint|ckpt|weights|adapter)s?\b)\S+){0,3}?\s+" + _DATA_OBJECTS + r"\b"
+    r"|\b(to|into|in)\s+(the\s+)?llava(\s+format)?\b"
+    r"|\bget\s+(the\s+|my\s+|our\s+)?data\s+in\b"
+)
+
+
+def data_import_from_request(text: str | None) -> bool:
+    """True when the request asks to convert or import a dataset ("convert my dataset", "import my
+    HF dataset", "my clips and label files into LLaVA"): its first step is `skillbank data import`.
+    A negated verb ("don't convert the data") is no such request."""
+    if not text:
+        return False
+    t = " ".join(normalise(text))
+    for match in _DATA_IN.finditer(t):
+        before = t[: match.start()].split()[-2:]
+        if not any(word in _NEGATIONS for word in before):
+            return True
+    return False

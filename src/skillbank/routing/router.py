@@ -18,12 +18,13 @@ import yaml
 
 from skillbank.errors import InputError
 from skillbank.paths import bank_root, skill_dir
-from skillbank.routing.phrases import policy_from_request, rl_from_request
+from skillbank.routing.phrases import data_import_from_request, policy_from_request, rl_from_request
 from skillbank.skillinfo import schema_path, skill_info, template_path
 
 POLICIES = ("auto", "off")
 NOT_RUNNABLE = "AutoML is enabled but not runnable until schemas are generated"
 TRAINING_ACTIONS = ("train", "rl")  # actions that train, so AutoML may take them
+DATA_IMPORT_STEP = "skillbank data import SOURCE --out DIR; skillbank data stats DIR/train/annotations.json; then spec --dataset-root DIR"
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class RouteDecision:
     skill_dir: str
     automl_enabled: bool
     action_source: str = "explicit"  # "request": a train request that asked for RL became the rl action
+    data_step: str = ""  # the request asks to convert / import a dataset: run this first (DATA_IMPORT_STEP)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,7 +89,8 @@ def route(*, skill: str, action: str, request: str | None = None, automl_policy:
     policy, source = resolve_policy(automl_policy, request)
     enabled = bool(info.get("automl_enabled"))
     common = dict(skill=skill, action=action, automl_policy=policy, policy_source=source,
-                  skill_dir=folder.relative_to(bank_root()).as_posix(), automl_enabled=enabled, action_source=action_source)
+                  skill_dir=folder.relative_to(bank_root()).as_posix(), automl_enabled=enabled, action_source=action_source,
+                  data_step=DATA_IMPORT_STEP if data_import_from_request(request) else "")
     what = "RL (GRPO) training" if action == "rl" else "model training"
     if action_source == "request":
         what += " (the request asks for RL: the rl action)"
