@@ -13,7 +13,9 @@ tao-skill-bank:tao-run-automl; off trains directly; other actions stay with the 
 The policy applies to this run only: the skill's metadata never changes. A train request that asks
 for RL, GRPO or reinforcement learning ("no RL, just SFT" does not) goes to the rl action
 ("action": "rl", "action_source": "request"), which trains directly unless its schema marks
-parameters for AutoML.
+parameters for AutoML. A train request to improve the model with more data from a pool ("mine my
+pool", "it keeps failing on X, fix it with more data", "run DEFT") routes to
+tao-skill-bank:tao-run-deft ("route": "deft"), not to AutoML.
 """
 
 
