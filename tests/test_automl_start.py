@@ -140,5 +140,10 @@ def test_a_trial_is_pruned_for_a_spec_reason_and_failed_for_an_environment_reaso
         make_check(SKILL, "cosmos-rl")(tmp_path / "t1", copy.deepcopy(spec))
     assert make_check(SKILL, "local")(tmp_path / "t2", copy.deepcopy(spec)) is None
     spec["train"]["train_batch_per_replica"] = spec["train"]["train_policy"]["mini_batch"] = 32  # 24 records: zero steps
-    why = make_check(SKILL, "cosmos-rl")(tmp_path / "t3", spec)
+    searched = {"train.train_batch_per_replica", "train.train_policy.mini_batch"}  # sampled values are kept as sampled
+    why = make_check(SKILL, "cosmos-rl", searched=searched)(tmp_path / "t3", copy.deepcopy(spec))
     assert why.startswith("preflight failed: spec.") and "env." not in why
+    # inherited from the base spec, the batches are ceilings: fitted to the trial's data, and it trains
+    assert make_check(SKILL, "local")(tmp_path / "t4", spec) is None
+    fitted = yaml.safe_load((tmp_path / "t4" / "spec.yaml").read_text())["train"]
+    assert fitted["train_batch_per_replica"] == fitted["train_policy"]["mini_batch"] < 32 and spec["train"] == fitted

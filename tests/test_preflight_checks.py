@@ -145,9 +145,9 @@ def test_spec_steps_per_rank_counts_the_validation_split(bank: Bank) -> None:
     assert "train_batch_per_replica=6" not in finding.fix
     assert "train.train_batch_per_replica=2 (3 steps per epoch, 9 in all)" in finding.fix
     assert "train.train_batch_per_replica=1 with train.train_policy.mini_batch=1 (7 steps per epoch, 21 in all)" in finding.fix
-    # cosmos-rl drops the incomplete validation batch too: 1 validation record and batch_size 8 validate nothing
+    # cosmos-rl drops the incomplete validation batch too: 1 validation record and batch_size 8 validate nothing (an error of the plan)
     [_, val_batches] = only(train(spec, backend="cosmos-rl"), "spec.steps_per_rank")
-    assert val_batches.severity == "warning" and val_batches.where == "validation.batch_size" and "validation.batch_size=1" in val_batches.fix
+    assert val_batches.severity == "error" and val_batches.where == "validation.batch_size" and "validation.batch_size=1" in val_batches.fix
 
 
 def test_spec_validation_data(bank: Bank) -> None:

@@ -103,9 +103,10 @@ def _rl_spec(tmp_path: Path, model: Path, data: Path, **over: Any) -> Path:
 
 def test_grpo_runs_checkpoints_exports_and_resumes(tmp_path, tiny_model_dir, demo_dataset_dir):
     """Two policy steps of 2 prompts x 2 samples on the tiny model, then --resume to step 3: metrics per
-    step, cosmos-rl's checkpoint layout, a loadable export, a finished job record."""
+    step, cosmos-rl's checkpoint layout, a loadable export, a finished job record. (The start check runs
+    once, in the training call; test_rl_start_check tests it.)"""
     spec = _rl_spec(tmp_path, tiny_model_dir, demo_dataset_dir)
-    dry = json_out(skillbank("rl", "--spec", str(spec), "--backend", "local", "--dry-run", "--json"))
+    dry = json_out(skillbank("rl", "--spec", str(spec), "--backend", "local", "--dry-run", "--no-start-check", "--json"))
     assert dry["result"]["dry_run"] and dry["result"]["total_steps"] == 2 and dry["job_record"] is None
     assert not (tmp_path / "rl").exists() and not (tmp_path / "results").exists()  # a dry run creates nothing
 
@@ -129,7 +130,7 @@ def test_grpo_runs_checkpoints_exports_and_resumes(tmp_path, tiny_model_dir, dem
     assert job["status"] == "succeeded" and job["action"] == "rl" and job["backend"] == "local"
 
     spec3 = _rl_spec(tmp_path, tiny_model_dir, demo_dataset_dir, **{"train.max_num_steps": 3})
-    resumed = json_out(skillbank("rl", "--spec", str(spec3), "--backend", "local", "--resume", "--json", timeout=300))
+    resumed = json_out(skillbank("rl", "--spec", str(spec3), "--backend", "local", "--resume", "--no-start-check", "--json", timeout=300))
     assert resumed["result"]["run_dir"] == str(run) and resumed["result"]["last_step"] == 3
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2, 3]
@@ -155,7 +156,7 @@ def test_preflight_of_a_local_rl_run_checks_prompt_groups_not_gpus(tmp_path, tin
     whole prompt groups. The cosmos-rl backend still wants the spec's 5 GPUs on this machine."""
     spec = _rl_spec(tmp_path, tiny_model_dir, demo_dataset_dir)
     args = ("preflight", "--skill", "tao-finetune-cosmos-reason", "--action", "rl", "--spec", str(spec), "--json")
-    local = json_out(skillbank(*args, "--backend", "local"))
+    local = json_out(skillbank(*args, "--backend", "local", "--no-start-check"))
     assert local["ok"] and not [f for f in local["findings"] if f["check"] in ("spec.parallelism", "env.gpus", "env.redis")]
     cosmos = json.loads(skillbank(*args, "--backend", "cosmos-rl").stdout)
     assert not cosmos["ok"] and "env.gpus" in {f["check"] for f in cosmos["findings"]}  # CI has no GPU

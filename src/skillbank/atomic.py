@@ -75,5 +75,10 @@ def write_text(path: str | os.PathLike[str], text: str) -> Path:
     return Path(path)
 
 
+def with_newline(text: str) -> str:
+    """Text files we write (TOML, YAML, JSON, scripts) end with a newline: POSIX tools and `cat` expect one."""
+    return text if text.endswith("\n") else text + "\n"
+
+
 def write_json(path: str | os.PathLike[str], data: Any, *, indent: int | None = 2) -> Path:
     return write_text(path, json.dumps(data, indent=indent, ensure_ascii=False, allow_nan=False) + "\n")

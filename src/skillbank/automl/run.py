@@ -200,7 +200,7 @@ def _run_study(args: argparse.Namespace, settings, space, base: dict[str, Any], 
 
     runner = make_runner(metric=args.metric, backend=args.backend, maximize=settings.direction == "maximize")
     try:
-        study = run_study(settings, space, base, out_dir / "trials", runner, check=make_check(args.skill, args.backend), progress=progress)
+        study = run_study(settings, space, base, out_dir / "trials", runner, check=make_check(args.skill, args.backend, searched=space.keys()), progress=progress)
     finally:
         bar.close()
     rec = write_outputs(study, skill=args.skill, algorithm=settings.algorithm, metric=args.metric,

@@ -34,7 +34,23 @@ def trial_spec(spec: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
-def make_check(skill: str, backend: str | None = None) -> Callable[[Path, dict[str, Any]], str | None]:
+def fit_trial(model: Any, spec: dict[str, Any], searched: Any = ()) -> list[Any]:
+    """The trial's batches fitted to its data in place (skillbank.training.steps): the base spec's
+    values are ceilings, a searched key is kept as sampled (preflight prunes it when it cannot run).
+    Data that cannot be counted leaves the spec as it is (preflight says why)."""
+    from skillbank.spec.overrides import set_dotted
+    from skillbank.training import steps
+
+    try:
+        _, fits = steps.fit_to_data(model, fixed=set(searched))
+    except InputError:
+        return []
+    for fit in fits:
+        set_dotted(spec, fit.key, fit.after)
+    return fits
+
+
+def make_check(skill: str, backend: str | None = None, searched: Any = ()) -> Callable[[Path, dict[str, Any]], str | None]:
     """Validate and preflight one recommendation: a spec reason prunes it (returned), an environment
     reason (only env.* errors: token, redis-server, GPUs, disk, model) fails it (TrialFailed), so that
     --resume runs it again."""
@@ -46,9 +62,12 @@ def make_check(skill: str, backend: str | None = None) -> Callable[[Path, dict[s
 
         spec = trial_spec(spec)
         try:
-            validate(spec_model(skill, "train"), spec, source="recommendation")
+            model = validate(spec_model(skill, "train"), spec, source="recommendation")
         except InputError as exc:
             return f"invalid spec: {exc.message}"
+        fits = fit_trial(model, spec, searched)
+        if fits:
+            print(f"automl: {trial_dir.name}: fitted " + "; ".join(f.line() for f in fits), file=sys.stderr)
         trial_dir.mkdir(parents=True, exist_ok=True)
         write_spec(trial_dir / "spec.yaml", spec)
         report = run_preflight(skill=skill, action="train", spec_path=trial_dir / "spec.yaml", backend=backend, runs_on="here")

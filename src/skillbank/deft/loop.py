@@ -126,6 +126,7 @@ class Loop:
 
     def train(self, r: int, folder: Path, interrupted: bool) -> dict[str, Any]:
         from skillbank.spec.io import write_spec
+        from skillbank.training import steps
 
         start = self.config.model if self.config.retrain.start_from == "base" else self.best["model"]
         spec = self.train_spec.model_copy(deep=True)
@@ -136,6 +137,9 @@ class Loop:
         spec.train.ckpt.enable_checkpoint = True
         spec.train.ckpt.export_safetensors = True
         spec.results_dir = str(folder)
+        spec, fits = steps.fit_to_data(spec)  # base + mined records: the train spec's batches are ceilings
+        for fit in fits:
+            self.log(f"round {r}: fitted {fit.line()}")
         spec_path = write_spec(folder / "train.yaml", spec)
         if interrupted:
             still = live_writers(folder / "runs")
@@ -155,7 +159,7 @@ class Loop:
             train_cosmos_rl(spec, spec_path=spec_path, resume=interrupted, dry_run=False, log=self.log)
             run_dir = str(layout.newest_run_dir(spec.train.output_dir))
             result = {"run_dir": run_dir}
-        return {"outputs": {"spec": spec_path, "run_dir": run_dir}, "start_model": start,
+        return {"outputs": {"spec": spec_path, "run_dir": run_dir}, "start_model": start, "fitted": [f.to_dict() for f in fits],
                 **{k: result.get(k) for k in ("last_step", "first_loss", "last_loss")}}
 
     def evaluate(self, r: int, folder: Path, interrupted: bool) -> dict[str, Any]:

@@ -192,14 +192,14 @@ def run_deft_demo(recipe: DeftDemoRecipe, out: Path, *, log: Callable[[str], Non
     timings["round0_train_s"] = round(time.perf_counter() - t, 2)
 
     write_spec(out / "train_round.yaml", _train_spec(recipe, recipe.steps, model=model, data=data, base=sets["train"], out=out / "unused"))
-    atomic.write_text(out / "eval.yaml", yaml.safe_dump(_eval_config(recipe), sort_keys=False))
+    atomic.write_text(out / "eval.yaml", atomic.with_newline(yaml.safe_dump(_eval_config(recipe), sort_keys=False)))
     arms: dict[str, Any] = {}
     for n, arm in enumerate(ARMS, start=3):
         t = time.perf_counter()
         rounds = recipe.rounds if arm == "mined" else control_rounds(recipe, arms["mined"]["rounds"])
         log(f"[{n}/4] DEFT, {arm} selection: {rounds} round(s) of {recipe.per_round} records, {recipe.steps} steps each")
         config_path = out / f"deft_{arm}.yaml"
-        atomic.write_text(config_path, yaml.safe_dump(_arm_config(recipe, arm, model=start, sets=sets, out=out, rounds=rounds), sort_keys=False))
+        atomic.write_text(config_path, atomic.with_newline(yaml.safe_dump(_arm_config(recipe, arm, model=start, sets=sets, out=out, rounds=rounds), sort_keys=False)))
         result = run_arm(config_path, log=log, rank_stdout=rank_stdout)
         arms[arm] = {"rounds": arm_rounds(result["rounds_detail"], recipe.weak), "report": result["report"]["html"],
                      "state": result["state"], "best": {k: result["best"][k] for k in ("round", "model", "benchmark")},

@@ -59,6 +59,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from skillbank.spec.pathmap import add_argument as add_path_map
 
     add_path_map(parser)
+    parser.add_argument("--no-start-check", action="store_true",
+                        help="rl: skip the GRPO start check (by default, when the start model is a local folder and torch is installed, "
+                             "a few prompts are sampled from it, n_generation times each, and a warning says when every group's rewards "
+                             "are equal: nothing to learn; stats.start_check holds the share)")
     parser.add_argument("--json", action="store_true", help="print one JSON document {ok, findings (each with its group), stats}")
 
 
@@ -84,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
         decode_sample=args.decode_sample,
         runs_on=args.runs_on,
         only=args.only,
+        start_check=args.action == "rl" and not args.no_start_check,
     )
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
@@ -93,9 +98,20 @@ def run(args: argparse.Namespace) -> int:
 
             print("\n".join(plan_lines(report.stats["plan"])))
         print(render_table(report))
+        check = report.stats.get("start_check")
+        if check:
+            print(start_check_line(check))
         if report.stats.get("decode"):
             print(report.stats["decode"]["summary"])
     return 0 if report.ok else 2
+
+
+def start_check_line(check: dict) -> str:
+    """The GRPO start check in one line (skipped, or the share of groups whose rewards are all equal)."""
+    if "skipped" in check:
+        return f"start check: skipped ({check['skipped']})"
+    return (f"start check: {check['flat_groups']} of {check['groups']} prompt groups ({check['flat_share']:.0%}) scored all alike over "
+            f"{check['samples_per_group']} samples each; mean reward {check['reward_mean']:g} ({check['seconds']:g} s)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -42,6 +42,7 @@ class Context:
     nodes: int | None
     backend: str | None
     decode_sample: int
+    start_check: bool = False  # rl: sample the start model (training.local.grpo_start)
     datasets: list[Dataset] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
 
@@ -62,6 +63,7 @@ def run_preflight(
     runs_on: str = "here",
     only: Iterable[str] | None = None,
     paths: Any = None,
+    start_check: bool = False,
 ) -> Report:
     """`paths` (skillbank.spec.pathmap.PathMap): the spec names the node's paths; they are checked at
     their LOCAL counterparts here."""
@@ -70,7 +72,7 @@ def run_preflight(
         raise InputError(f"unknown location {runs_on!r}", where="--runs-on", fix=f"use one of: {', '.join(RUNS_ON)}")
     groups = parse_groups(only)
     findings = Findings(runs_on=runs_on, only=groups)  # type: ignore[arg-type]
-    ctx = Context(findings, gpus_per_node, nodes, backend, int(decode_sample or 0) if decode_sample == ALL else max(0, int(decode_sample or 0)))
+    ctx = Context(findings, gpus_per_node, nodes, backend, int(decode_sample or 0) if decode_sample == ALL else max(0, int(decode_sample or 0)), start_check)
     _arguments(ctx)
     if paths:
         spec = _local_view(skill, action, spec_path, spec, paths)
@@ -355,6 +357,28 @@ def _rl(spec: Any, ctx: Context) -> None:
 
         usable = rl_checks.references(spec, load_records(file), file, f)
         ctx.stats["rl_plan"] = rl_checks.samples_per_step(spec, usable, f)  # not "plan": that is the SFT run_plan shape
+        if ctx.start_check and ctx.wants("spec") and not f.totals["error"]:
+            _start_check(spec, model, ctx)
+
+
+def _start_check(spec: Any, model: Any, ctx: Context) -> None:
+    """Sample the start model (training.local.grpo_start: torch inside) and warn when every group's
+    rewards are equal; stats["start_check"] holds the result, or why it was skipped."""
+    from skillbank.training.local import grpo_start
+
+    why = grpo_start.skipped_because(spec, model)
+    if why:
+        ctx.stats["start_check"] = {"skipped": why}
+        return
+    try:
+        result = grpo_start.start_check(spec, str(model.path))
+    except Exception as exc:  # noqa: BLE001 - a check that cannot sample must not hide the other findings
+        ctx.stats["start_check"] = {"skipped": f"sampling the start model failed: {type(exc).__name__}: {exc}"}
+        return
+    ctx.stats["start_check"] = result
+    problem = grpo_start.finding(result)
+    if problem:
+        ctx.findings.warning("spec.start_rewards", *problem, "policy.model_name_or_path")
 
 
 def rl_budget(spec: Any, patch: int) -> VisionBudget:

@@ -89,24 +89,17 @@ def parallelism(spec: Any, gpus_per_node: int | None, nodes: int | None, finding
 
 def steps_per_rank(spec: Any, train_records: int, val_records: int | None, findings: Findings, *, backend: str | None = None) -> None:
     """Optimizer steps as cosmos-rl counts them (skillbank.training.steps): zero is an error, fewer
-    than FEW_STEPS_PER_EPOCH per epoch a warning, each with batches that give useful steps."""
+    than FEW_STEPS_PER_EPOCH per epoch a warning, each with batches that give useful steps; validation
+    on with zero batches per rank an error (the local backend validates every record)."""
     count = steps.train_count(spec, train_records)
     problem = steps.steps_problem(spec, count)
     if problem is not None:
         findings.add("spec.steps_per_rank", problem.severity, problem.message, problem.fix, problem.where)
-    val = count.split or val_records
-    if not spec.validation.enable or not val or backend == "local":  # the local backend validates every record
+    if backend == "local":
         return
-    ranks, size = steps.data_parallel_ranks(spec), spec.validation.batch_size
-    per_rank, batches = steps.validation_batches(val, ranks, size)
-    if batches == 0:
-        findings.warning(
-            "spec.steps_per_rank",
-            f"{val:,} validation records over {ranks} data-parallel rank(s) give {per_rank:,} per rank, fewer than validation.batch_size {size}: "
-            "cosmos-rl drops the incomplete validation batch too (dataloader_drop_last), validates nothing and logs a validation loss of 0",
-            f"set validation.batch_size={per_rank} or lower, or add validation records",
-            "validation.batch_size",
-        )
+    problem = steps.validation_problem(spec, count, val_records)
+    if problem is not None:
+        findings.add("spec.steps_per_rank", problem.severity, problem.message, problem.fix, problem.where)
 
 
 def validation_data(spec: Any, findings: Findings) -> None:

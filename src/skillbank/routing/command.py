@@ -16,6 +16,9 @@ for RL, GRPO or reinforcement learning ("no RL, just SFT" does not) goes to the 
 parameters for AutoML. A request to convert or import a dataset ("convert my clips and labels",
 "import my HF dataset") sets "data_step": run `skillbank data import SOURCE --out DIR` (then
 `skillbank data stats`) first and build the spec on DIR; "" otherwise.
+A train request to improve the model with more data from a pool ("mine my
+pool", "it keeps failing on X, fix it with more data", "run DEFT") routes to
+tao-skill-bank:tao-run-deft ("route": "deft"), not to AutoML.
 """
 
 

@@ -185,3 +185,41 @@ def data_import_from_request(text: str | None) -> bool:
         if not any(word in _NEGATIONS for word in before):
             return True
     return False
+
+
+# ---- DEFT (improve a model with more data from a pool) ------------------------------------------------
+
+_DATA = r"(training\s+)?(data|examples|samples|records|clips|videos|footage)"
+_DEFT_PHRASES = re.compile(
+    r"\bdeft\b"
+    r"|\bmin(e|es|ing)\s+((my|the|our|a|that|this)\s+)?(\w+\s+)?pool\b"  # "mine my pool", "mining the video pool"
+    r"|\bpool\s+(of\s+\w+\s+)?(for|to\s+find)\b"  # "use my pool for the gaps"
+    rf"|\b(from|in|out\s+of)\s+((my|the|our|a|that|this)\s+)?(\w+\s+)?pool\b"  # "more clips from the pool"
+    rf"|\b(fix|fixes|fixing|improve|improving|patch|patching|close|closing|address)\s+(it|this|that|them|those|the\s+\w+|its\s+\w+)?\s*"
+    rf"(with|using|by\s+adding|by\s+mining)\s+(more|extra|additional|new|targeted|mined)\s+{_DATA}\b"  # "fix it with more data"
+    rf"|\b(data\s+mining|mine\s+(more\s+)?{_DATA}|mined\s+{_DATA}|active\s+data\s+selection|gap\s+mining)\b"
+)
+_FAILS = re.compile(r"\b(keeps?|kept|still)\s+(failing|getting\s+\w+\s+wrong|missing|fails?|confusing|mixing\s+up)\b|\bfails?\s+on\b|\bfailures?\s+on\b|\bweak\s+(on|at)\b")
+_MORE_DATA = re.compile(rf"\b(more|extra|additional|new|targeted)\s+{_DATA}\b")
+_POOL = re.compile(r"\bpool\b")
+_IMPROVE = re.compile(r"\b(fix|fixes|fixing|improve|improving|better|gaps?|fail\w*|weak\w*|wrong|mistakes?|errors?)\b")
+_DEFT_DECLINED = {"no", "not", "without", "skip", "never", "disable"}
+
+
+def deft_from_request(text: str | None) -> bool | None:
+    """True when the request asks to improve the model with more data from a pool ("mine my pool",
+    "it keeps failing on X, fix it with more data", "run DEFT"): the DEFT loop, not AutoML. False when
+    it declines it ("no DEFT", "without mining the pool"); None when it says nothing of it. A request
+    that names failures and more data ("keeps failing on left turns ... more data") counts as DEFT."""
+    if not text:
+        return None
+    joined = " ".join(normalise(text))
+    match = _DEFT_PHRASES.search(joined)
+    if match is None and _FAILS.search(joined) and _MORE_DATA.search(joined):
+        match = _MORE_DATA.search(joined)  # "keeps failing on X ... more data"
+    if match is None and _IMPROVE.search(joined) and _POOL.search(joined):
+        match = _POOL.search(joined)  # "use my pool to fix the gaps"
+    if match is None:
+        return None
+    before = joined[: match.start()].split()[-2:]
+    return not any(word in _DEFT_DECLINED for word in before)

@@ -1,7 +1,8 @@
 """The train action policy of the seed, as code.
 
 A train request that asks for RL (GRPO, reinforcement learning; "no RL, just SFT" does not) goes to
-the rl action. Explicit automl_policy wins; else the request's wording; else "auto". With auto, a
+the rl action. A train request to improve the model with more data from a pool ("mine my pool", "it
+keeps failing on X, fix it with more data", "run DEFT") goes to `tao-skill-bank:tao-run-deft`. Explicit automl_policy wins; else the request's wording; else "auto". With auto, a
 model whose skill_info says automl_enabled, whose action schema and template are packaged (and
 parse) and whose schema marks parameters for AutoML (automl_default_parameters) goes to
 `tao-skill-bank:tao-run-automl`; otherwise training is direct. Other actions stay with the model
@@ -18,13 +19,14 @@ import yaml
 
 from skillbank.errors import InputError
 from skillbank.paths import bank_root, skill_dir
-from skillbank.routing.phrases import data_import_from_request, policy_from_request, rl_from_request
+from skillbank.routing.phrases import data_import_from_request, deft_from_request, policy_from_request, rl_from_request
 from skillbank.skillinfo import schema_path, skill_info, template_path
 
 POLICIES = ("auto", "off")
 NOT_RUNNABLE = "AutoML is enabled but not runnable until schemas are generated"
 TRAINING_ACTIONS = ("train", "rl")  # actions that train, so AutoML may take them
 DATA_IMPORT_STEP = "skillbank data import SOURCE --out DIR; skillbank data stats DIR/train/annotations.json; then spec --dataset-root DIR"
+DEFT_TARGET = "tao-skill-bank:tao-run-deft"  # improve a model with more data from a pool
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,10 @@ def route(*, skill: str, action: str, request: str | None = None, automl_policy:
     if action not in TRAINING_ACTIONS:
         return RouteDecision(**common, route="model", target=skill, runnable=True,
                              reason=f"{action} is not a train action: it stays with the model skill")
+    if action == "train" and action_source == "explicit" and deft_from_request(request):
+        return RouteDecision(**common, route="deft", target=DEFT_TARGET, runnable=True,
+                             reason="the request asks to improve the model with more data from a pool (mine it, fix failures with more data): "
+                                    "the DEFT loop finds the gaps, mines the pool and retrains; not AutoML, which searches hyperparameters on fixed data")
     if policy == "off":
         return RouteDecision(**common, route="direct", target=skill, runnable=True,
                              reason=f"automl_policy off ({source}): direct {what} for this run only")

@@ -24,6 +24,7 @@ class BuiltSpec:
     spec: BaseModel
     applied: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    explicit: set[str] = field(default_factory=set)  # dotted keys the user set (--set, a shorthand, or the --from file)
 
 
 def load_template(skill: str, action: str) -> dict[str, Any]:
@@ -123,4 +124,5 @@ def build_spec(
         overrides[resolve_key(model, key, shorthands)] = value
     notes = apply_overrides(model, data, overrides)
     spec = validate(model, data, source=source or f"{skill}/{action} spec")
-    return BuiltSpec(spec=spec, applied=overrides, notes=notes)
+    explicit = set(overrides) | (set(_paths(base)) if base is not None else set())
+    return BuiltSpec(spec=spec, applied=overrides, notes=notes, explicit=explicit)

@@ -35,6 +35,16 @@ Plan here, run there: --path-map LOCAL=REMOTE (repeatable) writes every path key
 LOCAL as REMOTE (relative paths are made absolute first), while the dataset root and the plan's record
 count are read at LOCAL here; --dataset-root may be given as LOCAL or REMOTE, the folder must exist
 at LOCAL. Paths under no LOCAL are written as given, with a note.
+
+Batches fitted to the data (train, rl): a batch you did not set (by --set, a shorthand, or in the
+--from file) is lowered to fit when the records are counted: the template's value is the ceiling;
+train.train_batch_per_replica becomes the largest multiple of mini_batch giving at least one
+optimizer step per epoch (mini_batch comes down only when a rank holds less than one), and
+validation.batch_size the largest giving one validation batch per rank; rl's batch the largest
+multiple of rollout.n_generation and dp_shard_size x mini_batch up to prompts x n_generation.
+Each change prints as "fitted: KEY OLD -> NEW: why" (under "fitted" with --json). A value you set
+is never changed: a plan that cannot run (zero optimizer steps; validation on with zero batches
+per rank; rl: zero policy steps) exits 2 and writes nothing, naming the key and the fix.
 """
 
 EXAMPLES = """\
@@ -102,7 +112,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     add_path_map(p)
     p.add_argument("-o", "--output", metavar="FILE", help="write the spec here (atomically; .toml TOML, .json JSON, else YAML) instead of stdout")
-    p.add_argument("--json", action="store_true", help="print one JSON document {ok, skill, action, from, output, applied, notes, plan, spec}")
+    p.add_argument("--json", action="store_true", help="print one JSON document {ok, skill, action, from, output, applied, fitted, notes, plan, spec}")
     p.set_defaults(run=run)
 
 
@@ -121,29 +131,36 @@ def run(args: argparse.Namespace) -> int:
     elif not action:
         raise InputError("no action given", where="--action", fix="pass --action train|evaluate|inference|quantize|export, or --from FILE to edit a spec")
     from skillbank.spec.pathmap import from_args
+    from skillbank.training import steps
 
     paths = from_args(args)
     root = paths.to_local(args.dataset_root) if args.dataset_root else None
     built = build_spec(args.skill, action, args.assignments, dataset_root=root, base=base, source=args.from_file)
-    spec, notes = _for_the_node(built, paths, source=args.from_file)
+    node_spec, notes = _for_the_node(built, paths, source=args.from_file)  # built.spec: this machine's view
+    local, fitted, plan, plan_notes = _fit(built.spec, action, built.explicit)  # refuses (InputError) before anything is written
+    spec = steps.apply_fits(node_spec, fitted) if paths else local
     data = spec.model_dump(mode="json")
     if args.output:
         write_spec(args.output, spec)
-    plan, plan_note = _plan(built.spec) if action == "train" else (None, None)
-    notes = (converted.notes if converted else []) + notes + ([plan_note] if plan_note else [])
+    notes = (converted.notes if converted else []) + notes + plan_notes
     if args.json:
         doc = {"ok": True, "skill": args.skill, "action": action, "from": args.from_file, "output": args.output,
                "from_format": ("cosmos-rl" if converted else "skillbank") if args.from_file else None,
                "cosmos_rl_defaults_kept": converted.defaults_kept if converted else [],
-               "applied": built.applied, "notes": notes, "plan": plan, "spec": data}
+               "applied": built.applied, "fitted": [f.to_dict() for f in fitted], "notes": notes, "plan": plan, "spec": data}
         print(json.dumps(doc, indent=2))
         return 0
+    for fit in fitted:
+        print(f"fitted: {fit.line()}", file=sys.stderr)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    if plan:
+    if plan and action == "train":
         from skillbank.training.steps import plan_lines
 
         print("\n".join(plan_lines(plan)), file=sys.stderr)
+    elif plan:
+        print(f"plan: {plan['prompts']:,} prompts -> {plan['samples_per_epoch']:,} rollout samples per epoch, {plan['samples_per_step']} per policy step "
+              f"(train_batch_per_replica): {plan['steps_per_epoch']:,} policy step(s) per epoch", file=sys.stderr)
     if args.output:
         print(f"wrote {args.output}", file=sys.stderr)
     else:
@@ -181,27 +198,69 @@ def _for_the_node(built: Any, paths: Any, *, source: str | None) -> tuple[Any, l
     return validate(model, remote, source=source or "spec"), [*built.notes, *notes]
 
 
-def _plan(spec: Any) -> tuple[dict[str, Any] | None, str | None]:
-    """The train plan from the annotation file's record count, and a note: why it was skipped, or
-    that it trains zero steps / barely trains (preflight reports the same as an error / warning)."""
+def _fit(spec: Any, action: str, explicit: set[str]) -> tuple[Any, list[Any], dict[str, Any] | None, list[str]]:
+    """Batches the user did not set fitted to the data (skillbank.training.steps), then the plan; a plan
+    that cannot run is an InputError naming the fix, raised before anything is written.
+    Returns (spec, fits, plan, notes)."""
+    if action == "train":
+        return _fit_train(spec, explicit)
+    if action == "rl":
+        return _fit_rl(spec, explicit)
+    return spec, [], None, []
+
+
+def _refuse(problems: list[Any], explicit: set[str]) -> None:
+    from skillbank.errors import InputError
+
+    yours = [p.where for p in problems if p.where in explicit]
+    kept = f" (you set {', '.join(yours)}: kept as given, never changed)" if yours else ""
+    raise InputError("the plan cannot run, nothing written: " + "; ".join(p.message for p in problems) + kept,
+                     where=problems[0].where, fix="; ".join(p.fix for p in problems))
+
+
+def _fit_train(spec: Any, explicit: set[str]) -> tuple[Any, list[Any], dict[str, Any] | None, list[str]]:
+    """The train plan from the annotation files' record counts (a note says why it was skipped), the
+    batches fitted, and a note when the run barely trains (preflight reports the same as a warning)."""
     from skillbank.errors import InputError
     from skillbank.preflight import env_checks
     from skillbank.training import steps
 
     if not spec.custom.train_dataset.annotation_path:
-        return None, "plan skipped: custom.train_dataset.annotation_path is empty (set it, or --dataset-root DIR, to see the step count)"
+        return spec, [], None, ["plan skipped: custom.train_dataset.annotation_path is empty (set it, or --dataset-root DIR, to see the step count)"]
     try:
-        count = steps.read_train_count(spec)
+        count, val_records = steps.count_data(spec)
     except InputError as exc:
-        return None, f"plan skipped: {exc.message} ({exc.where})"
-    val_records = None
-    val = spec.custom.val_dataset
-    if spec.validation.enable and val is not None and val.annotation_path:
-        try:
-            val_records = steps.count_records(val.annotation_path)
-        except InputError:
-            pass  # preflight reports the file; the plan just shows no validation line
+        return spec, [], None, [f"plan skipped: {exc.message} ({exc.where})"]
+    fits = steps.fit_train_batches(spec, count, val_records, fixed=explicit)
+    spec = steps.apply_fits(spec, fits)
+    errors = steps.plan_errors(spec, count, val_records)
+    if errors:
+        _refuse(errors, explicit)
     params, how = env_checks.model_params(env_checks.resolve("policy.model_name_or_path", spec.policy.model_name_or_path))
     problem = steps.steps_problem(spec, count)
-    note = f"{problem.severity}: {problem.message} (fix: {problem.fix})" if problem else None
-    return steps.run_plan(spec, count, val_records=val_records, params=params, params_from=how), note
+    notes = [f"{problem.severity}: {problem.message} (fix: {problem.fix})"] if problem else []
+    return spec, fits, steps.run_plan(spec, count, val_records=val_records, params=params, params_from=how), notes
+
+
+def _fit_rl(spec: Any, explicit: set[str]) -> tuple[Any, list[Any], dict[str, Any] | None, list[str]]:
+    """The rl batch (samples per policy step) fitted to the prompts; zero policy steps refused."""
+    from skillbank.errors import InputError
+    from skillbank.preflight.rl_checks import BATCH_KEY, no_step
+    from skillbank.training import steps
+
+    path = spec.custom.train_dataset.annotation_path
+    if not path:
+        return spec, [], None, ["batch check skipped: custom.train_dataset.annotation_path is empty"]
+    try:
+        prompts = steps.count_records(path)
+    except InputError as exc:
+        return spec, [], None, [f"batch check skipped: {exc.message} ({exc.where})"]
+    fits = steps.fit_rl_batch(spec, prompts, fixed=explicit)
+    spec = steps.apply_fits(spec, fits)
+    problem = no_step(spec, prompts)
+    if problem:
+        _refuse([steps.StepsProblem("error", problem[0], problem[1], BATCH_KEY)], explicit)
+    batch = spec.train.train_batch_per_replica
+    plan = {"prompts": prompts, "samples_per_epoch": prompts * spec.rollout.n_generation, "samples_per_step": batch,
+            "steps_per_epoch": prompts * spec.rollout.n_generation // batch}
+    return spec, fits, plan, []

@@ -49,7 +49,7 @@ def spec_with_flags(model: type[BaseModel], path: str | Path | None, values: dic
 
 
 def dump_yaml(data: dict[str, Any]) -> str:
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True, width=120)
+    return atomic.with_newline(yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True, width=120))
 
 
 def drop_none(value: Any) -> Any:
@@ -84,7 +84,7 @@ def spec_text(path: str | Path, data: dict[str, Any], model: type[BaseModel] | N
                 where=key,
                 fix=f"write YAML or JSON instead (-o {Path(path).with_suffix('.yaml').name}), or give {key} a value",
             )
-    return tomli_w.dumps(kept)
+    return atomic.with_newline(tomli_w.dumps(kept))
 
 
 def _first_difference(a: Any, b: Any, prefix: str = "") -> tuple[str, Any] | None:

@@ -42,6 +42,12 @@ reward_mean, reward_<name>, correct, kl, response_length, samples_per_s per step
 Both backends write checkpoints to <run>/checkpoints/step_N and exports to <run>/safetensors/step_N
 (evaluate reads those).
 
+Start check (both backends): when the start model is a local folder and torch is installed, 4 prompts
+are sampled from it, rollout.n_generation samples each, with the local GRPO code and rewards; when every
+group's rewards are equal (their advantages are 0: nothing to learn) a warning names the share of such
+groups ("start_check" in --json). A model over 2B parameters is sampled only where a GPU is visible;
+--no-start-check skips it.
+
 examples:
   skillbank rl --spec rl.yaml                                   # cosmos-rl: the TOML and the launch command
   skillbank rl --spec rl.yaml --backend local --dry-run         # local: the plan only
@@ -66,6 +72,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_path_map(p)
     p.add_argument("--model-family", choices=tuple(FAMILIES), default=None,
                    help="cosmos-rl: the family of a starting checkpoint this machine cannot read (default: its config.json here, else its name)")
+    p.add_argument("--no-start-check", action="store_true",
+                   help="skip the start check: by default, when the start model is a local folder and torch is installed, a few prompts "
+                        "(4 groups of rollout.n_generation samples) are sampled from it and scored, and a warning says when every "
+                        "group's rewards are equal (GRPO would learn nothing)")
     p.add_argument("--json", action="store_true", help="print one JSON object (progress goes to stderr)")
     p.set_defaults(run=run)
 
@@ -86,7 +96,8 @@ def node_specs(spec_path: str | Path, paths: Any) -> tuple[Any, Any, list[str]]:
     return validate(RlSpec, local, source=str(spec_path)), validate(RlSpec, remote, source=str(spec_path)), notes
 
 
-def prepare(spec_path: str | Path, *, gpus_per_node: int | None = None, paths: Any = None, model_family: str | None = None) -> dict[str, Any]:
+def prepare(spec_path: str | Path, *, gpus_per_node: int | None = None, paths: Any = None, model_family: str | None = None,
+            start_check: bool = True) -> dict[str, Any]:
     """Preflight, then the run folder and its TOML; returns what the command prints."""
     from skillbank.preflight.run import run_preflight
     from skillbank.spec.pathmap import PathMap
@@ -97,7 +108,7 @@ def prepare(spec_path: str | Path, *, gpus_per_node: int | None = None, paths: A
 
     paths = paths or PathMap()
     here, spec, path_notes = node_specs(spec_path, paths)
-    report = run_preflight(skill=SKILL, action="rl", spec_path=spec_path, gpus_per_node=gpus_per_node, runs_on="node",
+    report = run_preflight(skill=SKILL, action="rl", spec_path=spec_path, gpus_per_node=gpus_per_node, runs_on="node", start_check=start_check,
                            **({"paths": paths} if paths else {}))
     report.require_ok(skill=SKILL, action="rl", spec_path=spec_path)
     model, notes = resolve_model(spec.policy.model_name_or_path, dry_run=True)
@@ -125,6 +136,7 @@ def prepare(spec_path: str | Path, *, gpus_per_node: int | None = None, paths: A
         "gpus": {"policy": built.policy_gpus, "rollout": built.rollout_gpus, "total": built.gpus},
         "rewards": dict(spec.train.train_policy.reward_function),
         "plan": report.stats.get("rl_plan"),
+        "start_check": report.stats.get("start_check"),
         "warnings": [f"{f.where}: {f.message}" for f in report.warnings],
         "check_on_node": summary["check_on_node"],
         "path_map": paths.items(),
@@ -148,8 +160,13 @@ def run_local(args: argparse.Namespace) -> int:
         print(line, file=log_stream, flush=True)
 
     spec = load_spec(args.spec, RlSpec)
-    report = run_preflight(skill=SKILL, action="rl", spec_path=args.spec, backend="local", runs_on="here")
+    report = run_preflight(skill=SKILL, action="rl", spec_path=args.spec, backend="local", runs_on="here",
+                           start_check=not args.no_start_check)
     report.require_ok(skill=SKILL, action="rl", spec_path=args.spec)
+    if report.stats.get("start_check"):
+        from skillbank.preflight.command import start_check_line
+
+        log(start_check_line(report.stats["start_check"]))
     for finding in report.warnings:
         log(f"preflight warning: {finding.where}: {finding.message}")
     job = None
@@ -162,11 +179,13 @@ def run_local(args: argparse.Namespace) -> int:
         result = rl_local(spec, resume=args.resume, dry_run=args.dry_run, job=job, log=log, stdout=sys.stderr if args.json else None)
     if args.json:
         print(json.dumps({"ok": True, "backend": "local", "dry_run": args.dry_run, "job_record": str(job.path) if job else None,
-                          "warnings": [f"{f.where}: {f.message}" for f in report.warnings], "result": result}, default=str))
+                          "warnings": [f"{f.where}: {f.message}" for f in report.warnings], "start_check": report.stats.get("start_check"), "result": result}, default=str))
     return 0
 
 
 def run(args: argparse.Namespace) -> int:
+    from skillbank.preflight.command import start_check_line
+
     if args.backend == "local":
         given = [flag for flag, value in (("--path-map", args.path_map), ("--model-family", args.model_family)) if value]
         if given:
@@ -179,7 +198,8 @@ def run(args: argparse.Namespace) -> int:
                          where="--dry-run" if args.dry_run else "--resume", fix="drop the flag, or add --backend local")
     from skillbank.spec.pathmap import from_args
 
-    out = prepare(args.spec, gpus_per_node=args.gpus_per_node, paths=from_args(args), model_family=args.model_family)
+    out = prepare(args.spec, gpus_per_node=args.gpus_per_node, paths=from_args(args), model_family=args.model_family,
+                  start_check=not args.no_start_check)
     if args.json:
         print(json.dumps(out))
         return 0
@@ -192,6 +212,7 @@ def run(args: argparse.Namespace) -> int:
         f"  GPUs       : policy {gpus['policy']} + rollout {gpus['rollout']} = {gpus['total']}",
         f"  rewards    : {', '.join(f'{k} x {v:g}' for k, v in out['rewards'].items())}",
         *(f"  plan       : {k} {v}" for k, v in (out["plan"] or {}).items()),
+        *([f"  {start_check_line(out['start_check'])}"] if out["start_check"] else []),
         *(f"  warning    : {w}" for w in out["warnings"]),
         *(f"  on node    : {c}" for c in out["check_on_node"]),
         *(f"  note       : {n}" for n in out["notes"]),

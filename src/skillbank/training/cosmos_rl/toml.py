@@ -63,7 +63,7 @@ def build_toml(spec: TrainSpec, *, model: str, family: ModelFamily, run_dir: Pat
 
 
 def write_toml(path: str | Path, data: dict[str, Any]) -> Path:
-    return atomic.write_text(path, tomli_w.dumps(_drop_none(data)))
+    return atomic.write_text(path, atomic.with_newline(tomli_w.dumps(_drop_none(data))))
 
 
 # --- sections -----------------------------------------------------------------------------------

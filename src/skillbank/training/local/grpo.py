@@ -60,6 +60,12 @@ def group_advantages(rewards: list[float], group: int) -> list[float]:
     return out
 
 
+def flat_groups(rewards: list[float], group: int) -> int:
+    """Groups (consecutive `group` samples of one prompt) whose rewards are all equal: their advantages
+    are all 0, so they teach nothing."""
+    return sum(1 for start in range(0, len(rewards), group) if len(set(rewards[start : start + group])) == 1)
+
+
 def grpo_token_loss(logps, old_logps, ref_logps, advantages, mask, *, eps_low: float, eps_high: float, kl_beta: float):
     """cosmos-rl's GRPO objective on [B, T] token tensors: (sum of per-token loss, sum of per-token KL),
     both over the masked (completion) tokens; the caller divides by the token count (token-mean)."""
@@ -104,8 +110,10 @@ class GrpoPlan:
         return order[start : start + self.prompts_per_step]
 
 
-class GrpoTrainer:
-    def __init__(self, spec, *, run_dir: Path, model_path: str, resume_from: str | None) -> None:
+class GrpoSampler:
+    """The policy and its prompts: what samples rollouts (the trainer's, and `skillbank rl`'s start check)."""
+
+    def __init__(self, spec, *, model_path: str, gradient_checkpointing: bool = False) -> None:
         import torch
 
         from skillbank.compat import padded_causal_mask
@@ -118,8 +126,8 @@ class GrpoTrainer:
         from skillbank.training.local.model import compute_dtype, load_policy
         from skillbank.training.rewards import reference_json
 
-        self.spec, self.run_dir, self.model_path = spec, run_dir, model_path
-        train, policy = spec.train, spec.train.train_policy
+        self.spec, self.model_path = spec, model_path
+        train = spec.train
         random.seed(train.seed)
         torch.manual_seed(train.seed)
         self.device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
@@ -127,12 +135,8 @@ class GrpoTrainer:
         if self.device.type == "cpu":
             torch.set_flush_denormal(True)
         padded_causal_mask.install()  # left-padded rollout batches (skillbank.compat)
-        self.model, self.processor = load_policy(model_path, gradient_checkpointing=spec.policy.model_gradient_checkpointing)
+        self.model, self.processor = load_policy(model_path, gradient_checkpointing=gradient_checkpointing)
         self.model.to(self.device)
-        self.reference = None
-        if policy.kl_beta > 0:
-            self.reference, _ = load_policy(model_path)
-            self.reference.to(self.device).eval().requires_grad_(False)
         self.tokenizer = self.processor.tokenizer
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else 0
@@ -151,35 +155,14 @@ class GrpoTrainer:
             question, answer = prompt_and_answer(record)
             self.references.append(reference_json(answer, question))
         self.prompts: dict[int, dict[str, Any]] = {}  # prepared prompt tensors by record index (decoded once)
-        self.plan = GrpoPlan(spec, len(self.records))  # the launcher refused a plan of zero steps
-        self.params = [p for p in self.model.parameters() if p.requires_grad]
-        optim_cls = torch.optim.AdamW if train.optm_name == "AdamW" else torch.optim.Adam
-        self.optimizer = optim_cls(self.params, lr=train.optm_lr, weight_decay=train.optm_weight_decay)
-        warmup = schedule.warmup_steps(train.optm_warmup_steps, self.plan.total_steps)
-        total = self.plan.total_steps
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda s: schedule.lr_factor(s, total_steps=total, warmup=warmup, decay="none", min_factor=0.0))
-        self.step = 0
-        self.resumed = resume_from is not None
-        if resume_from:
-            extra = ckpt.load_checkpoint(resume_from, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler, rank=0)
-            self.step = int(extra["step"])
-        self.monitor: Any = None
 
-    # ---- logging ----------------------------------------------------------------------------------
-    def log(self, line: str, *, echo: bool = False) -> None:
-        with open(self.run_dir / layout.LOG_FILE, "a", encoding="utf-8") as f:
-            f.write(f"[{time.strftime('%H:%M:%S')}] {line}\n")
-        if echo:
-            from tqdm import tqdm
+    def score(self, indices: list[int], texts: list[str]) -> tuple[list[float], dict[str, list[float]]]:
+        """The rewards of n_generation samples per prompt of `indices` (skillbank.training.rewards)."""
+        from skillbank.training.rewards import score
 
-            tqdm.write(line, file=sys.stderr)
-
-    def metric(self, row: dict[str, Any]) -> None:
-        with open(self.run_dir / layout.METRICS_FILE, "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
-        if self.monitor is not None:
-            self.monitor.write(row)
+        g, custom = self.spec.rollout.n_generation, self.spec.custom
+        refs = [self.references[i] for i in indices for _ in range(g)]
+        return score(texts, refs, self.spec.train.train_policy.reward_function, answer_type=custom.answer_type, task_type=custom.task_type)
 
     # ---- rollouts ---------------------------------------------------------------------------------
     def _prompt(self, index: int) -> dict[str, Any]:
@@ -232,6 +215,50 @@ class GrpoTrainer:
         if self.device.type == "cuda" and self.dtype != torch.float32:
             return torch.autocast("cuda", dtype=self.dtype)
         return contextlib.nullcontext()
+
+
+class GrpoTrainer(GrpoSampler):
+    def __init__(self, spec, *, run_dir: Path, model_path: str, resume_from: str | None) -> None:
+        import torch
+
+        from skillbank.training.local.model import load_policy
+
+        super().__init__(spec, model_path=model_path, gradient_checkpointing=spec.policy.model_gradient_checkpointing)
+        self.run_dir = run_dir
+        train, policy = spec.train, spec.train.train_policy
+        self.reference = None
+        if policy.kl_beta > 0:
+            self.reference, _ = load_policy(model_path)
+            self.reference.to(self.device).eval().requires_grad_(False)
+        self.plan = GrpoPlan(spec, len(self.records))  # the launcher refused a plan of zero steps
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        optim_cls = torch.optim.AdamW if train.optm_name == "AdamW" else torch.optim.Adam
+        self.optimizer = optim_cls(self.params, lr=train.optm_lr, weight_decay=train.optm_weight_decay)
+        warmup = schedule.warmup_steps(train.optm_warmup_steps, self.plan.total_steps)
+        total = self.plan.total_steps
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda s: schedule.lr_factor(s, total_steps=total, warmup=warmup, decay="none", min_factor=0.0))
+        self.step = 0
+        self.resumed = resume_from is not None
+        if resume_from:
+            extra = ckpt.load_checkpoint(resume_from, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler, rank=0)
+            self.step = int(extra["step"])
+        self.monitor: Any = None
+
+    # ---- logging ----------------------------------------------------------------------------------
+    def log(self, line: str, *, echo: bool = False) -> None:
+        with open(self.run_dir / layout.LOG_FILE, "a", encoding="utf-8") as f:
+            f.write(f"[{time.strftime('%H:%M:%S')}] {line}\n")
+        if echo:
+            from tqdm import tqdm
+
+            tqdm.write(line, file=sys.stderr)
+
+    def metric(self, row: dict[str, Any]) -> None:
+        with open(self.run_dir / layout.METRICS_FILE, "a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+        if self.monitor is not None:
+            self.monitor.write(row)
 
     # ---- the loss ---------------------------------------------------------------------------------
     def _sequences(self, prompts: list[dict[str, Any]], completions: list[Any]) -> dict[str, Any]:
@@ -352,8 +379,7 @@ class GrpoTrainer:
             started = time.perf_counter()
             indices = plan.prompt_indices(policy.dataloader_seed, self.step)
             prompts, completions, texts = self.rollouts(indices)
-            refs = [self.references[i] for i in indices for _ in range(plan.group)]
-            totals, parts = rewards.score(texts, refs, weights, answer_type=spec.custom.answer_type, task_type=spec.custom.task_type)
+            totals, parts = self.score(indices, texts)
             advantages = group_advantages(totals, plan.group)
             lr = self.scheduler.get_last_lr()[0]
             out = self.train_step(prompts, completions, advantages)
@@ -361,7 +387,7 @@ class GrpoTrainer:
             self.step += 1
             n = len(totals)
             mean = sum(totals) / n
-            zero_std = sum(1 for s in range(0, n, plan.group) if len(set(totals[s : s + plan.group])) == 1)
+            zero_std = flat_groups(totals, plan.group)
             row: dict[str, Any] = {
                 "step": self.step, "epoch": plan.epoch_of(self.step - 1) + 1,
                 "reward_mean": mean, "reward_std": math.sqrt(sum((r - mean) ** 2 for r in totals) / n),

@@ -1,0 +1,151 @@
+"""`skillbank spec` refuses a plan that cannot run (exit 2, nothing written, the fix named) and fits the
+batches the user did not set to the data (the template's value is the ceiling; the output says so);
+the same fitting for rl specs, DEFT rounds and AutoML trials (skillbank.training.steps); the TOML and
+YAML we write end with a newline."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from skillbank.cli import main
+from skillbank.spec.train import TrainSpec
+from skillbank.training import steps
+from test_run_arithmetic import spec_dict, write_records
+
+SKILL = "tao-finetune-cosmos-reason"
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """A dataset root as make-demo-dataset lays it out: 24 train and 9 val records."""
+    write_records(tmp_path / "data" / "train" / "annotations.json", 24)
+    write_records(tmp_path / "data" / "val" / "annotations.json", 9)
+    return tmp_path / "data"
+
+
+def spec_json(capsys, *argv: str) -> tuple[int, dict]:
+    rc = main(["spec", "--action", "train", *argv, "--json"])
+    return rc, json.loads(capsys.readouterr().out)
+
+
+def test_unset_batches_are_fitted_to_the_data_and_the_output_says_so(root, tmp_path, capsys):
+    out = tmp_path / "train.yaml"
+    rc, doc = spec_json(capsys, "--dataset-root", str(root), "-o", str(out))
+    assert rc == 0 and doc["ok"]
+    fitted = {f["key"]: f for f in doc["fitted"]}
+    # 24 records over the template's 8 ranks: 3 per rank; mini_batch 2 -> the largest batch with a step is 2
+    assert (fitted["train.train_batch_per_replica"]["from"], fitted["train.train_batch_per_replica"]["to"]) == (32, 2)
+    assert "24 train records over 8 data-parallel rank(s) give 3 per rank" in fitted["train.train_batch_per_replica"]["why"]
+    # 9 val records over 8 ranks: 2 per rank; the template's 8 would validate nothing
+    assert (fitted["validation.batch_size"]["from"], fitted["validation.batch_size"]["to"]) == (8, 2)
+    assert doc["plan"]["steps_per_epoch"] == 1 and doc["plan"]["validation"]["batches_per_rank"] == 1
+    written = yaml.safe_load(out.read_text())
+    assert written["train"]["train_batch_per_replica"] == 2 and written["validation"]["batch_size"] == 2
+    assert main(["spec", "--action", "train", "--dataset-root", str(root)]) == 0
+    err = capsys.readouterr().err
+    assert "fitted: train.train_batch_per_replica 32 -> 2: 24 train records over 8" in err and "fitted: validation.batch_size 8 -> 2" in err
+
+
+def test_mini_batch_comes_down_only_when_a_rank_holds_less_than_one(root, capsys):
+    rc, doc = spec_json(capsys, "--dataset-root", str(root), "--set", "dp_shard_size=16", "--set", "validation.enable=false")
+    assert rc == 0  # 24 over 16 ranks: 2 per rank, mini_batch 2 stays
+    assert [(f["key"], f["to"]) for f in doc["fitted"]] == [("train.train_batch_per_replica", 2)]
+    rc, doc = spec_json(capsys, "--dataset-root", str(root), "--set", "dp_shard_size=24", "--set", "validation.enable=false")
+    assert rc == 0 and [(f["key"], f["to"]) for f in doc["fitted"]] == [("train.train_batch_per_replica", 1), ("train.train_policy.mini_batch", 1)]
+    assert doc["spec"]["train"]["train_policy"]["mini_batch"] == 1
+
+
+@pytest.mark.parametrize("how", ["set", "shorthand", "from"])
+def test_a_value_the_user_set_is_kept_and_refused_with_the_fix(root, tmp_path, capsys, how):
+    out = tmp_path / "train.yaml"
+    if how == "from":
+        base = tmp_path / "base.yaml"
+        base.write_text(yaml.safe_dump({"train": {"train_batch_per_replica": 32}}))
+        argv = ["--from", str(base), "--dataset-root", str(root)]
+    else:
+        argv = ["--dataset-root", str(root), "--set", "train.train_batch_per_replica=32" if how == "set" else "batch_size=32"]
+    rc, doc = spec_json(capsys, *argv, "-o", str(out))
+    assert rc == 2 and not doc["ok"] and not out.exists()  # nothing written
+    err = doc["error"]
+    assert err["where"] == "train.train_batch_per_replica" and "nothing written" in err["message"] and "zero steps" in err["message"]
+    assert "you set train.train_batch_per_replica: kept as given" in err["message"]
+    assert "train.train_batch_per_replica=2 (1 steps per epoch" in err["fix"]
+
+
+def test_validation_with_zero_batches_is_refused_when_set_and_the_text_output_names_the_fix(root, tmp_path, capsys):
+    out = tmp_path / "train.yaml"
+    assert main(["spec", "--action", "train", "--dataset-root", str(root), "--set", "validation.batch_size=8", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert not out.exists() and "validation.batch_size" in err and "validates nothing" in err and "fix: set validation.batch_size=2" in err
+    assert "Traceback" not in err
+
+
+def test_fitting_is_the_steps_module_rule(tmp_path):
+    spec = TrainSpec.model_validate(spec_dict(tmp_path, 7, train__train_batch_per_replica=8, train__train_policy={"mini_batch": 2}))
+    count = steps.train_count(spec, 7)  # 2 ranks: 4 per rank
+    [fit] = steps.fit_train_batches(spec, count)
+    assert (fit.key, fit.before, fit.after) == ("train.train_batch_per_replica", 8, 4)
+    assert steps.fit_train_batches(spec, count, fixed={"train.train_batch_per_replica"}) == []
+    fitted = steps.apply_fits(spec, [fit])
+    assert steps.step_plan(fitted, 7).steps_per_epoch == 1 and not steps.plan_errors(fitted, count, None)
+    assert steps.plan_errors(spec, count, None)[0].where == "train.train_batch_per_replica"
+
+
+def test_a_deft_round_and_an_automl_trial_fit_what_they_inherit(tmp_path):
+    """fit_to_data counts the derived spec's own files: a DEFT round's base + mined records, a trial's data."""
+    data = spec_dict(tmp_path, 5, train__train_batch_per_replica=32, train__train_policy={"mini_batch": 2},
+                     validation={"enable": True, "batch_size": 8})
+    data["custom"]["val_dataset"] = {"annotation_path": str(write_records(tmp_path / "val.json", 3)), "media_path": str(tmp_path / "media")}
+    spec, fits = steps.fit_to_data(TrainSpec.model_validate(data))
+    assert [(f.key, f.after) for f in fits] == [("train.train_batch_per_replica", 2), ("validation.batch_size", 2)]
+    assert spec.train.train_batch_per_replica == 2 and spec.validation.batch_size == 2
+    _, kept = steps.fit_to_data(TrainSpec.model_validate(data), fixed={"validation.batch_size"})
+    assert [f.key for f in kept] == ["train.train_batch_per_replica"]
+
+
+def _rl_root(tmp_path: Path, prompts: int) -> Path:
+    write_records(tmp_path / "rl" / "annotations.json", prompts)
+    return tmp_path / "rl"
+
+
+def test_rl_spec_batch_is_fitted_to_the_prompts_and_refused_when_set(tmp_path, capsys):
+    root = _rl_root(tmp_path, 3)  # 3 prompts x n_generation 8 = 24 samples; the template's 32 would run no step
+    rc = main(["spec", "--action", "rl", "--dataset-root", str(root), "--set", "start=/x", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 0 and doc["fitted"][0]["key"] == "train.train_batch_per_replica" and doc["fitted"][0]["to"] == 24
+    assert doc["plan"]["steps_per_epoch"] == 1 and doc["spec"]["train"]["train_batch_per_replica"] % 8 == 0
+    # 3 x 6 = 18 samples; no multiple of lcm(dp_shard_size 4 x mini_batch 2, 6) = 24 fits: mini_batch 1, lcm(4, 6) = 12
+    rc = main(["spec", "--action", "rl", "--dataset-root", str(root), "--set", "rollout.n_generation=6", "--json"])
+    train = json.loads(capsys.readouterr().out)["spec"]["train"]
+    assert rc == 0 and (train["train_batch_per_replica"], train["train_policy"]["mini_batch"]) == (12, 1)
+    out = tmp_path / "rl.yaml"
+    rc = main(["spec", "--action", "rl", "--dataset-root", str(root), "--set", "train.train_batch_per_replica=32", "-o", str(out), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 2 and not out.exists() and "no policy step would run" in doc["error"]["message"] and "train.train_batch_per_replica=24" in doc["error"]["fix"]
+
+
+def test_rl_fit_keeps_whole_prompt_groups():
+    from types import SimpleNamespace as NS
+
+    spec = NS(train=NS(train_batch_per_replica=32, train_policy=NS(mini_batch=2)), rollout=NS(n_generation=6), policy=NS(parallelism=NS(dp_shard_size=4)))
+    [fit] = steps.fit_rl_batch(spec, 100)
+    assert fit.after == 24  # lcm(4 x 2, 6)
+    [fit, mini] = steps.fit_rl_batch(spec, 2)  # 12 samples: no multiple of 24; mini_batch 1 -> lcm(4, 6) = 12
+    assert (fit.after, mini.key, mini.after) == (12, "train.train_policy.mini_batch", 1)
+    assert steps.fit_rl_batch(spec, 2, fixed={"train.train_policy.mini_batch"}) == []
+
+
+def test_the_toml_and_yaml_we_write_end_with_a_newline(root, tmp_path, capsys):
+    from skillbank.spec.io import spec_text
+    from skillbank.training.cosmos_rl.toml import write_toml
+
+    for name in ("t.yaml", "t.toml", "t.json"):
+        assert main(["spec", "--action", "train", "--dataset-root", str(root), "-o", str(tmp_path / name)]) == 0
+        assert (tmp_path / name).read_text().endswith("\n"), name
+    assert main(["spec", "--action", "train"]) == 0 and capsys.readouterr().out.endswith("\n")
+    assert write_toml(tmp_path / "empty.toml", {}).read_text() == "\n"
+    assert spec_text("x.toml", {}).endswith("\n") and spec_text("x.yaml", {}).endswith("\n")
