@@ -28,12 +28,16 @@ from __future__ import annotations
 
 import re
 import shlex
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from skillbank.errors import InputError, RunError
 from skillbank.platform.base import FIRST_STEP, Rendered, call, have, quote_argv, tail_file
 from skillbank.platform.context import JobContext
-from skillbank.platform.record import TERMINAL, JobRecord
+from skillbank.platform.record import TERMINAL, JobRecord, now
 
 TIME_FORMAT = re.compile(r"^(\d+-)?\d{1,3}:\d{2}:\d{2}$")
 SCRIPT_NAME = "job.sbatch"
@@ -49,14 +53,21 @@ def check_options(ctx: JobContext) -> None:
         raise InputError(f"--time {ctx.options.time!r} is not a Slurm time limit", where="--time", fix="use HH:MM:SS or D-HH:MM:SS, e.g. 04:00:00")
 
 
+def resources(ctx: JobContext) -> list[str]:
+    """What a node must give: all of a GPU node (its GPUs as GRES, --exclusive), or for a CPU job
+    (--gpus-per-node 0) one CPU per training rank and no GRES, so it shares a node like any CPU job."""
+    if ctx.cpu_only:
+        return [f"#SBATCH --cpus-per-task={ctx.ranks}"]
+    return [f"#SBATCH --gpus-per-node={ctx.gpus_per_node}", "#SBATCH --exclusive"]
+
+
 def sbatch_header(ctx: JobContext) -> list[str]:
     lines = [
         "#!/bin/bash",
         f"#SBATCH --job-name=skillbank-{ctx.job_id}",
         f"#SBATCH --nodes={ctx.nodes}",
         "#SBATCH --ntasks-per-node=1",
-        f"#SBATCH --gpus-per-node={ctx.gpus_per_node}",
-        "#SBATCH --exclusive",
+        *resources(ctx),
         f"#SBATCH --output={ctx.job_dir}/slurm-%j.out",
         "#SBATCH --open-mode=append",
         "#SBATCH --requeue",
@@ -132,8 +143,9 @@ def _prelude(ctx: JobContext) -> list[str]:
     par = ctx.spec.policy.parallelism
     where = "in the container SKILLBANK_IMAGE names (pyxis/enroot)" if ctx.options.image else "in the Python environment SKILLBANK_VENV names"
     what = f"AutoML study {ctx.automl.study} ({ctx.backend} trials)" if ctx.automl else f"{ctx.backend} SFT"
+    shape = f"{ctx.ranks} CPU rank(s), no GPU" if ctx.cpu_only else f"{ctx.gpus_per_node} GPU(s)"
     return [
-        f"# skillbank job {ctx.job_id}: {what} on {ctx.nodes} node(s) x {ctx.gpus_per_node} GPU(s)",
+        f"# skillbank job {ctx.job_id}: {what} on {ctx.nodes} node(s) x {shape}",
         f"#   (policy.parallelism: dp_replicate {par.dp_replicate_size}, dp_shard {par.dp_shard_size}, tp {par.tp_size}, cp {par.cp_size}, pp {par.pp_size}).",
         "# Submit: sbatch " + str(ctx.job_dir / SCRIPT_NAME) + "  (or: skillbank submit --platform slurm ...).",
         "# HF_TOKEN / WANDB_API_KEY are inherited from the submitting shell by name (--export=ALL); no value is written here.",
@@ -143,7 +155,8 @@ def _prelude(ctx: JobContext) -> list[str]:
         *environment(ctx),
         "",
         'cd "$SKILLBANK_WORKDIR"',
-        "ATTEMPT=${SLURM_RESTART_COUNT:-0}",
+        "ATTEMPT=${SLURM_RESTART_COUNT:-0}  # 0 on the first start, N after the Nth requeue",
+        f"export SKILLBANK_JOB_ID={ctx.job_id}  # marks every process of this job (jobs cancel checks none is left)",
         'echo "skillbank: job ${SLURM_JOB_ID:-?} attempt $ATTEMPT on $(hostname) at $(date -u +%FT%TZ)"',
     ]
 
@@ -234,15 +247,23 @@ def _cosmos_body(ctx: JobContext) -> tuple[list[str], Path, Path, list[str]]:
     return lines, run_dir, log_dir, notes
 
 
+def _one_task(ctx: JobContext) -> tuple[str, ...]:
+    """srun options of the one task that trains: a CPU job hands the task all its CPUs (srun of Slurm
+    >= 22.05 does not inherit the batch job's --cpus-per-task)."""
+    return ("--nodes=1", "--ntasks=1", *(['--cpus-per-task="$SLURM_CPUS_PER_TASK"'] if ctx.cpu_only else []))
+
+
 def _local_body(ctx: JobContext) -> list[str]:
     fresh = " ".join(_q(a) for a in ctx.train_argv("python"))
     resume = " ".join(_q(a) for a in ctx.train_argv("python", resume=True))
     return [
-        "# The local backend (torchrun + FSDP2) on one node; a requeued attempt resumes (train --resume).",
+        "# The local backend (torchrun + FSDP2) on one node"
+        + (f", {ctx.ranks} CPU rank(s)" if ctx.cpu_only else "")
+        + "; a requeued attempt resumes (train --resume: the newest complete checkpoint under train.output_dir, else a new run).",
         'if [ "$ATTEMPT" -gt 0 ]; then',
-        "  " + srun("--nodes=1", "--ntasks=1", resume),
+        "  " + srun(*_one_task(ctx), resume),
         "else",
-        "  " + srun("--nodes=1", "--ntasks=1", fresh),
+        "  " + srun(*_one_task(ctx), fresh),
         "fi",
     ]
 
@@ -252,7 +273,7 @@ def _automl_body(ctx: JobContext) -> list[str]:
     re-submitted one continues it (finished trials kept, failed or stopped ones run again)."""
     return [
         "# The AutoML study: its trials run one after another on this node; every attempt resumes the study.",
-        srun("--nodes=1", "--ntasks=1", quote_argv(ctx.job_argv("python"))),
+        srun(*_one_task(ctx), quote_argv(ctx.job_argv("python"))),
     ]
 
 
@@ -278,6 +299,9 @@ def render(ctx: JobContext) -> Rendered:
         body, run_dir, log_dir, notes = _cosmos_body(ctx)
     else:
         body = _local_body(ctx)
+        notes = ["a requeued attempt runs `skillbank train --resume`: it continues from the newest complete checkpoint under train.output_dir"]
+    if ctx.cpu_only:
+        notes = [*notes, f"a CPU job: {ctx.ranks} CPU rank(s) (--cpus-per-task={ctx.ranks}, the spec's dp_shard_size*tp*cp*pp), no GPU GRES, not --exclusive"]
     if ctx.options.image:
         notes = [*notes, f"every step runs in the container {ctx.options.image} (pyxis/enroot: srun --container-image); the spec's folders and HF_HOME are mounted at the same paths"]
     else:
@@ -322,50 +346,185 @@ STATES = {
     "COMPLETED": "succeeded", "CANCELLED": "cancelled", "FAILED": "failed", "TIMEOUT": "failed",
     "NODE_FAIL": "failed", "OUT_OF_MEMORY": "failed", "PREEMPTED": "failed", "BOOT_FAIL": "failed", "DEADLINE": "failed",
 }
+CANCEL_WAIT_S = 90.0  # scancel -> the job's processes gone: Slurm's KillWait (30 s by default) + the epilog
+REQUEUE_NOTE = "requeued by Slurm"
+
+
+@dataclass
+class SlurmJob:
+    """What the scheduler says about a job: its state, and once known, exit code and times."""
+
+    state: str
+    exit_code: int | None = None
+    started: str | None = None
+    ended: str | None = None
+    restarts: int = 0
+    nodes: str | None = None
+    source: str = "squeue"
+
+    @property
+    def status(self) -> str:
+        return STATES.get(self.state.split()[0].rstrip("+"), "unknown")
+
+    @property
+    def settled(self) -> bool:
+        """Ended, and every process of it gone (Slurm clears COMPLETING once the nodes report it)."""
+        return self.status in TERMINAL and self.state != "COMPLETING"
 
 
 def refresh(record: JobRecord) -> JobRecord:
+    """The scheduler's view of the job, written into the record: its status, start and end times, exit
+    code, requeues. A final state is kept: later calls read the record without asking Slurm."""
     if record.dry_run or not record.external_id or record.status in TERMINAL:
         return record
-    state, code = _query(record.external_id)
-    if state is None:
+    job = query(record.external_id)
+    if job is None:
         record.status = "unknown"
+        note = (f"Slurm no longer knows job {record.external_id} (squeue, scontrol and sacct are silent: it ended more than "
+                "MinJobAge ago on a cluster without accounting); see `skillbank jobs logs` for how it ended")
+        if note not in record.notes:
+            record.notes.append(note)
         return record
-    record.status = STATES.get(state.split()[0].rstrip("+"), "unknown")  # type: ignore[assignment]
-    if code is not None and record.status in TERMINAL:
-        record.exit_code = code
+    return apply(record, job)
+
+
+def apply(record: JobRecord, job: SlurmJob) -> JobRecord:
+    record.status = job.status  # type: ignore[assignment]
+    record.started = job.started or record.started
+    if job.status in TERMINAL:
+        record.ended = job.ended or record.ended or now()
+        record.exit_code = job.exit_code if job.exit_code is not None else record.exit_code
+    if job.restarts:
+        record.notes = [n for n in record.notes if not n.startswith(REQUEUE_NOTE)]
+        record.notes.append(f"{REQUEUE_NOTE} {job.restarts} time(s): attempt {job.restarts} resumes (SLURM_RESTART_COUNT={job.restarts})")
     return record
 
 
-def _query(job_id: str) -> tuple[str | None, int | None]:
-    if have("squeue"):
-        try:
-            out = call(["squeue", "-h", "-j", job_id, "-o", "%T"], what="squeue").strip()
-            if out:
-                return out.splitlines()[0], None
-        except RunError:
-            pass  # finished jobs leave squeue: ask sacct
-    if have("sacct"):
-        try:
-            out = call(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State,ExitCode"], what="sacct").strip()
-        except RunError:
-            return None, None
-        if out:
-            state, _, code = out.splitlines()[0].partition("|")
-            return state, int(code.split(":")[0]) if code.split(":")[0].isdigit() else None
-    return None, None
+def query(job_id: str) -> SlurmJob | None:
+    """squeue for a queued or running job (scontrol adds its times and requeues); once it left the
+    queue, `scontrol show job` (the controller keeps a finished job MinJobAge seconds), then sacct
+    (the accounting history, where the cluster keeps one); None when none of them knows the job."""
+    live = _squeue(job_id)
+    detail = _scontrol(job_id)
+    if detail is not None:
+        return detail
+    if live is not None and live.status not in TERMINAL:
+        return live
+    return _sacct(job_id) or live
+
+
+def _squeue(job_id: str) -> SlurmJob | None:
+    if not have("squeue"):
+        return None
+    try:
+        out = call(["squeue", "-h", "-j", job_id, "-o", "%T"], what="squeue").strip()
+    except RunError:
+        return None  # finished jobs leave squeue (`Invalid job id specified`)
+    return SlurmJob(state=out.splitlines()[0].strip()) if out else None
+
+
+def _scontrol(job_id: str) -> SlurmJob | None:
+    if not have("scontrol"):
+        return None
+    try:
+        out = call(["scontrol", "-o", "show", "job", job_id], what="scontrol").strip()
+    except RunError:
+        return None
+    fields = dict(item.split("=", 1) for item in out.split() if "=" in item)
+    if fields.get("JobId") != job_id or "JobState" not in fields:
+        return None
+    restarts = fields.get("Restarts", "0")
+    return SlurmJob(
+        state=fields["JobState"], exit_code=_exit_code(fields.get("ExitCode", "")), started=_utc(fields.get("StartTime")),
+        ended=_utc(fields.get("EndTime")), restarts=int(restarts) if restarts.isdigit() else 0,
+        nodes=fields.get("NodeList") or None, source="scontrol",
+    )
+
+
+def _sacct(job_id: str) -> SlurmJob | None:
+    if not have("sacct"):
+        return None
+    try:
+        out = call(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State,ExitCode,Start,End,NodeList"], what="sacct").strip()
+    except RunError:
+        return None  # e.g. "Slurm accounting storage is disabled"
+    if not out:
+        return None
+    state, code, start, end, nodes = (out.splitlines()[0].split("|") + [""] * 5)[:5]
+    return SlurmJob(state=state, exit_code=_exit_code(code), started=_utc(start), ended=_utc(end), nodes=nodes or None, source="sacct")
+
+
+def _exit_code(text: str) -> int | None:
+    """Slurm's `code:signal` as one exit code: the code, or 128 + the signal that ended the script."""
+    code, _, sig = text.partition(":")
+    if not code.isdigit():
+        return None
+    return int(code) or (128 + int(sig) if sig.isdigit() and int(sig) else 0)
+
+
+def _utc(text: str | None) -> str | None:
+    """Slurm's local `YYYY-MM-DDTHH:MM:SS` as UTC ISO-8601; None for Unknown / None / empty."""
+    if not text or not text[:1].isdigit():
+        return None
+    try:
+        return datetime.fromisoformat(text).astimezone(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    except ValueError:
+        return None
 
 
 def logs(record: JobRecord, tail: int) -> str:
+    """The batch output (every attempt appends to it: --open-mode=append)."""
     if not record.external_id:
         return ""
     return tail_file(Path(record.outputs.job_dir) / f"slurm-{record.external_id}.out", tail)
 
 
-def cancel(record: JobRecord) -> JobRecord:
+def cancel(record: JobRecord, wait_s: float = CANCEL_WAIT_S) -> JobRecord:
+    """scancel, then wait until Slurm reports the job ended with no process left on its nodes (its
+    COMPLETING phase over); on this machine, a process still marked with the job's id is stopped too
+    (a process that left the job's tree, where proctrack cannot follow it)."""
     record = refresh(record)
     if record.status in TERMINAL or not record.external_id:
         return record
     call(["scancel", record.external_id], what="scancel")
-    record.status = "cancelled"
+    deadline = time.monotonic() + wait_s
+    job = query(record.external_id)
+    while job is not None and not job.settled and time.monotonic() < deadline:
+        time.sleep(0.5)
+        job = query(record.external_id)
+    if job is None:
+        record.status = "cancelled"
+        record.ended = record.ended or now()
+    else:
+        record = apply(record, job)
+        if not job.settled:
+            record.notes.append(f"scancel sent; Slurm still reports {job.state} after {wait_s:.0f} s: `skillbank jobs status {record.id}` shows when it ends")
+    left = stop_leftovers(record.id)
+    if left:
+        record.notes.append(f"stopped {left} process(es) of the job left on this machine after Slurm ended it")
     return record
+
+
+def leftovers(job_id: str) -> list[Any]:
+    """Processes on this machine whose environment carries SKILLBANK_JOB_ID=job_id (the script exports
+    it; every step and its children inherit it)."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get("SKILLBANK_JOB_ID") == job_id:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def stop_leftovers(job_id: str) -> int:
+    from skillbank import procs
+
+    left = leftovers(job_id)
+    if left:
+        procs.terminate(left)
+        procs.kill(procs.wait_gone(left, 10.0))
+    return len(left)

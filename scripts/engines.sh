@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The real engines the tests start for themselves: PostgreSQL (AutoML workers on one study) and a
+# one-node Slurm with munge (submit / jobs status / cancel / requeue). scripts/setup.sh runs this.
+#   - all present: nothing to do;
+#   - missing, root and apt-get: Debian's `postgresql slurm-wlm munge`, quietly; no service is left
+#     running (a policy-rc.d that denies every start is in place while apt runs, and any daemon the
+#     install started anyway is stopped by its pid); the tests start their own throwaway servers;
+#   - missing otherwise: one line says so and setup goes on; those tests then say why they cannot run
+#     (skipped), except under CI=true, where they fail.
+set -euo pipefail
+have_postgres() { compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null 2>&1; }
+have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ]; }
+missing=()
+have_postgres || missing+=(postgresql)
+{ have slurmctld && have slurmd && have sbatch; } || missing+=(slurm-wlm)
+have munged || missing+=(munge)
+if [ ${#missing[@]} = 0 ]; then
+  echo "setup: engines for the tests already here (PostgreSQL, Slurm, munge)"
+  exit 0
+fi
+if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+  echo "setup: ${missing[*]} not installed and not root with apt-get: the PostgreSQL / Slurm tests will say why they cannot run (install: sudo apt-get install postgresql slurm-wlm munge)"
+  exit 0
+fi
+echo "setup: ${missing[*]} from apt-get (running as root; no service is started)"
+daemons='postgres|munged|slurmctld|slurmd|slurmdbd'
+before=$(pgrep -x "$daemons" || true)
+policy=/usr/sbin/policy-rc.d
+own_policy=0
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\n# skillbank setup: no service starts while apt installs the test engines\nexit 101\n' > "$policy"
+  chmod 755 "$policy"
+  own_policy=1
+fi
+cleanup() { if [ "$own_policy" = 1 ]; then rm -f "$policy"; fi; }
+trap cleanup EXIT
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Whatever a postinst started despite the policy goes (by pid: only what was not running before).
+for pid in $(pgrep -x "$daemons" || true); do
+  if ! grep -qx "$pid" <<<"$before"; then
+    echo "setup: stopping $(cat "/proc/$pid/comm" 2>/dev/null || echo process) $pid that the install started"
+    kill "$pid" 2>/dev/null || true
+  fi
+done
+have_postgres && have slurmctld && have munged || { echo "setup: the engines did not install" >&2; exit 1; }
+echo "setup: engines installed: PostgreSQL $(basename "$(dirname "$(dirname "$(compgen -G '/usr/lib/postgresql/*/bin/initdb' | tail -1)")")"), $(PATH="$PATH:/usr/sbin" slurmctld -V), $(PATH="$PATH:/usr/sbin" munged -V | cut -d' ' -f1)"
