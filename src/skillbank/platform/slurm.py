@@ -510,10 +510,12 @@ def leftovers(job_id: str) -> list[Any]:
     it; every step and its children inherit it)."""
     import psutil
 
+    me = psutil.Process()
+    mine = {me.pid, *(p.pid for p in me.parents())}  # `jobs cancel` run from inside the job itself
     found = []
     for proc in psutil.process_iter():
         try:
-            if proc.environ().get("SKILLBANK_JOB_ID") == job_id:
+            if proc.pid not in mine and proc.environ().get("SKILLBANK_JOB_ID") == job_id:
                 found.append(proc)
         except (psutil.Error, OSError):
             continue
