@@ -201,6 +201,7 @@ def write_conf(root: Path, node: str, cpus: int, memory_mb: int, ports: list[int
         "SlurmctldTimeout=30",
         "SlurmdTimeout=30",
         "MailProg=/bin/true",
+        "SlurmdParameters=config_overrides",  # the node has the CPUs below even on a 1-core machine
         f"NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={memory_mb} State=UNKNOWN",
         f"PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP",
         "",
@@ -222,7 +223,7 @@ def start(root: Path, *, timeout: float = 60.0) -> Cluster:
     key.chmod(0o400)
     munge_socket = root / "munge" / "munge.socket"
     node = socket.gethostname().split(".")[0]
-    cpus = os.cpu_count() or 1
+    cpus = max(2, os.cpu_count() or 1)  # a 2-rank CPU job fits anywhere
     memory_mb = max(512, psutil.virtual_memory().total // 2**20 // 2)
     conf = write_conf(root, node, cpus, memory_mb, _free_ports(2), munge_socket)
     cluster = Cluster(root=root, node=node, cpus=cpus, env={"SLURM_CONF": str(conf)})

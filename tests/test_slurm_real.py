@@ -24,10 +24,8 @@ import yaml
 import slurm_cluster
 from conftest import local_train_spec
 from helpers import SKILL, json_out, skillbank
+from skillbank.platform import slurm as slurm_platform
 from skillbank.training import layout
-
-pytestmark = pytest.mark.filterwarnings("ignore")
-
 
 @pytest.fixture(scope="session")
 def slurm(tmp_path_factory):
@@ -162,6 +160,7 @@ def test_automl_study_requeued_continues_then_cancel_leaves_no_process(slurm, en
     kept = {n: s for n, s in before if s in finished}
     wait_for("a trial of the second attempt", lambda: max((n for n, _ in trials()), default=-1) > max(n for n, _ in before), 120, slurm, job, every=0.5)
     wait_for("the second attempt's trial to train", lambda: any("torch.distributed.run" in cmd for cmd in cmdlines(slurm, job)), 60, slurm, job)
+    assert slurm_platform.leftovers(record["id"])  # the job's processes carry its SKILLBANK_JOB_ID
     after = dict(trials())
     assert all(after[n] == state for n, state in kept.items())  # the study kept what the first attempt finished
 
@@ -170,6 +169,7 @@ def test_automl_study_requeued_continues_then_cancel_leaves_no_process(slurm, en
     cancelled = json_out(proc)["record"]
     assert cancelled["status"] == "cancelled" and cancelled["ended"]
     assert not slurm.job_pids(job), [p.cmdline() for p in slurm.job_pids(job)]  # nothing of the job left
+    assert not slurm_platform.leftovers(record["id"])
     assert slurm.job(job)["JobState"] == "CANCELLED"
     assert status(record["id"], env)["status"] == "cancelled"  # the final state stays in the record
     out = skillbank("jobs", "logs", record["id"], "--tail", "400", env=env).stdout
