@@ -3,8 +3,8 @@
 # one-node Slurm with munge (submit / jobs status / cancel / requeue). scripts/setup.sh runs this.
 #   - all present: nothing to do;
 #   - missing, root and apt-get: Debian's `postgresql slurm-wlm munge`, quietly; no service is left
-#     running (a policy-rc.d that denies every start is in place while apt runs, and any daemon the
-#     install started anyway is stopped by its pid); the tests start their own throwaway servers;
+#     running (a policy-rc.d that denies every start is in place while apt runs; a new service that
+#     started anyway is stopped by its system pid file); the tests start their own throwaway servers;
 #   - missing otherwise: one line says so and setup goes on; those tests then say why they cannot run
 #     (skipped), except under CI=true, where they fail.
 set -euo pipefail
@@ -23,8 +23,6 @@ if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
   exit 0
 fi
 echo "setup: ${missing[*]} from apt-get (running as root; no service is started)"
-daemons='postgres|munged|slurmctld|slurmd|slurmdbd'
-before=$(pgrep -x "$daemons" || true)
 policy=/usr/sbin/policy-rc.d
 own_policy=0
 if [ ! -e "$policy" ]; then
@@ -37,12 +35,18 @@ trap cleanup EXIT
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-# Whatever a postinst started despite the policy goes (by pid: only what was not running before).
-for pid in $(pgrep -x "$daemons" || true); do
-  if ! grep -qx "$pid" <<<"$before"; then
-    echo "setup: stopping $(cat "/proc/$pid/comm" 2>/dev/null || echo process) $pid that the install started"
-    kill "$pid" 2>/dev/null || true
-  fi
+# A service the install started anyway (where no policy-rc.d could stop it) is stopped by its system pid
+# file only (munge's and postgresql's init scripts do that; Slurm's would stop every slurmctld), never a
+# test's own server.
+for pkg in "${missing[@]}"; do
+  case "$pkg" in
+    postgresql) /etc/init.d/postgresql stop >/dev/null 2>&1 || true ;;
+    munge) /etc/init.d/munge stop >/dev/null 2>&1 || true ;;
+    slurm-wlm)
+      for pidfile in /run/slurmctld.pid /run/slurmd.pid; do
+        if [ -s "$pidfile" ]; then kill "$(cat "$pidfile")" 2>/dev/null || true; fi
+      done ;;
+  esac
 done
 have_postgres && have slurmctld && have munged || { echo "setup: the engines did not install" >&2; exit 1; }
 echo "setup: engines installed: PostgreSQL $(basename "$(dirname "$(dirname "$(compgen -G '/usr/lib/postgresql/*/bin/initdb' | tail -1)")")"), $(PATH="$PATH:/usr/sbin" slurmctld -V), $(PATH="$PATH:/usr/sbin" munged -V | cut -d' ' -f1)"

@@ -64,7 +64,8 @@ def test_status_reads_scontrol_when_the_job_left_the_queue_without_accounting(tm
 
 
 def test_status_falls_back_to_sacct_then_says_when_slurm_forgot_the_job(tmp_path, monkeypatch, capsys):
-    fake_tools(tmp_path, monkeypatch, {"sbatch": "echo 78", "squeue": "exit 1", "scontrol": "echo 'slurm_load_jobs error: Invalid job id specified' >&2; exit 1",
+    unknown = "echo 'slurm_load_jobs error: Invalid job id specified' >&2; exit 1"
+    fake_tools(tmp_path, monkeypatch, {"sbatch": "echo 78", "squeue": unknown, "scontrol": unknown,
                                        "sacct": "echo 'FAILED|2:0|2026-11-26T05:00:01|2026-11-26T05:01:00|node1'"})
     record = cpu_job(tmp_path, capsys)
     code, out, _ = run_cli("jobs", "status", record["id"], "--json", capsys=capsys)
@@ -98,3 +99,15 @@ def test_cancel_waits_until_slurm_reports_the_job_ended(tmp_path, monkeypatch, c
     assert code == 0 and cancelled["status"] == "cancelled" and cancelled["exit_code"] == 143 and cancelled["ended"]
     assert states.read_text() == "CANCELLED\n"  # it asked until Slurm said the job ended
     assert "scancel 79" in (tmp_path / "calls.log").read_text()
+
+
+def test_a_controller_that_does_not_answer_leaves_the_record_as_it_was(tmp_path, monkeypatch, capsys):
+    down = "echo 'slurm_load_jobs error: Unable to contact slurm controller (connect failure)' >&2; exit 1"
+    calls = fake_tools(tmp_path, monkeypatch, {"sbatch": "echo 80", "squeue": down, "scontrol": down, "sacct": NO_ACCOUNTING})
+    monkeypatch.setattr(slurm, "RETRIES", (0.0, 0.0))
+    record = cpu_job(tmp_path, capsys)
+    code, out, err = run_cli("jobs", "status", record["id"], "--json", capsys=capsys)
+    assert code == 1 and "Unable to contact slurm controller" in out + err
+    assert calls.read_text().count("squeue -h -j 80") == 3  # asked again before giving up
+    saved = json.loads(Path(record["outputs"]["job_dir"]).with_suffix(".json").read_text())
+    assert saved["status"] == "submitted" and not saved["notes"][-1].startswith("Slurm no longer knows")

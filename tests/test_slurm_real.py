@@ -60,20 +60,25 @@ def status(job_id: str, env: dict) -> dict:
     return json_out(proc)["record"]
 
 
-def wait_for(what: str, check, timeout: float, slurm, job: str, *, every: float = 0.2):
+def wait_for(what: str, check, timeout: float, slurm, job: str, *, every: float = 0.2, log: str | None = None):
+    """Poll `check` until it returns something true; a job that ended first (unless its end is what is
+    awaited) or the deadline fails the test with Slurm's view and the tail of the job's output."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = check()
         if value:
             return value
+        if log is not None and settled(slurm, job):
+            break
         time.sleep(every)
-    raise AssertionError(f"timed out waiting for {what}: scontrol: {slurm.job(job)}")
+    tail = "".join(Path(log).read_text(errors="replace").splitlines(keepends=True)[-40:]) if log and Path(log).is_file() else ""
+    raise AssertionError(f"no {what}: scontrol: {slurm.job(job).get('JobState')}\n{tail}")
 
 
 def requeue_now(slurm, job: str) -> None:
     """`scontrol requeue`, then move the BeginTime Slurm sets (~2 minutes ahead) to now."""
     slurm.run("scontrol", "requeue", job)
-    wait_for("the requeued job to be pending", lambda: slurm.job(job).get("JobState") == "PENDING", 60, slurm, job)
+    wait_for("pending state after the requeue", lambda: slurm.job(job).get("JobState") == "PENDING", 60, slurm, job)
     slurm.run("scontrol", "update", f"JobId={job}", "StartTime=now")
 
 
@@ -106,13 +111,15 @@ def test_cpu_job_requeued_mid_run_resumes_from_its_checkpoint_and_completes(slur
     assert record["gpus_per_node"] == 0 and record["status"] == "submitted"
     job = record["external_id"]
 
-    first = wait_for("the first checkpoint", lambda: layout.newest_complete_checkpoint(tmp_path / "out"), 120, slurm, job, every=0.1)
+    log = record["outputs"]["log"]
+    first = wait_for("first checkpoint", lambda: layout.newest_complete_checkpoint(tmp_path / "out"), 120, slurm, job, every=0.1, log=log)
     requeue_now(slurm, job)
     t_requeue = time.monotonic()
-    assert status(record["id"], env)["status"] in ("submitted", "running")
+    seen = status(record["id"], env)
+    assert seen["status"] in ("submitted", "running"), (seen, slurm.job(job), Path(log).read_text()[-3000:])
 
-    end = wait_for("the job to end", lambda: settled(slurm, job), 150, slurm, job, every=0.5)
-    assert end["JobState"] == "COMPLETED", end
+    end = wait_for("end of the job", lambda: settled(slurm, job), 150, slurm, job, every=0.5, log=log)
+    assert end["JobState"] == "COMPLETED", Path(log).read_text()[-3000:]
     done = status(record["id"], env)
     assert done["status"] == "succeeded" and done["exit_code"] == 0 and done["ended"] and done["started"]
     assert any("requeued by Slurm 1 time(s)" in n for n in done["notes"])
@@ -143,6 +150,7 @@ def test_automl_study_requeued_continues_then_cancel_leaves_no_process(slurm, en
                     "--param", "train.optm_lr", "--range", "train.optm_lr=1e-4:1e-3")
     job = record["external_id"]
     db = Path(record["outputs"]["study_dir"]) / "study.db"
+    log = record["outputs"]["log"]
 
     def trials() -> list[tuple[int, str]]:
         if not db.is_file():
@@ -154,12 +162,13 @@ def test_automl_study_requeued_continues_then_cancel_leaves_no_process(slurm, en
             return []
 
     finished = ("COMPLETE", "PRUNED")  # both count toward --max-trials and are kept by a resume
-    wait_for("a finished trial", lambda: any(s in finished for _, s in trials()), 150, slurm, job, every=0.5)
+    wait_for("finished trial", lambda: any(s in finished for _, s in trials()), 150, slurm, job, every=0.5, log=log)
     before = trials()
     requeue_now(slurm, job)
     kept = {n: s for n, s in before if s in finished}
-    wait_for("a trial of the second attempt", lambda: max((n for n, _ in trials()), default=-1) > max(n for n, _ in before), 120, slurm, job, every=0.5)
-    wait_for("the second attempt's trial to train", lambda: any("torch.distributed.run" in cmd for cmd in cmdlines(slurm, job)), 60, slurm, job)
+    wait_for("trial of the second attempt", lambda: max((n for n, _ in trials()), default=-1) > max(n for n, _ in before), 120, slurm, job,
+             every=0.5, log=log)
+    wait_for("training in the second attempt", lambda: any("torch.distributed.run" in cmd for cmd in cmdlines(slurm, job)), 60, slurm, job, log=log)
     assert slurm_platform.leftovers(record["id"])  # the job's processes carry its SKILLBANK_JOB_ID
     after = dict(trials())
     assert all(after[n] == state for n, state in kept.items())  # the study kept what the first attempt finished

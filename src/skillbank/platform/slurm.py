@@ -403,9 +403,14 @@ def apply(record: JobRecord, job: SlurmJob) -> JobRecord:
 def query(job_id: str) -> SlurmJob | None:
     """squeue for a queued or running job (scontrol adds its times and requeues); once it left the
     queue, `scontrol show job` (the controller keeps a finished job MinJobAge seconds), then sacct
-    (the accounting history, where the cluster keeps one); None when none of them knows the job."""
-    live = _squeue(job_id)
-    detail = _scontrol(job_id)
+    (the accounting history, where the cluster keeps one); None when none of them knows the job.
+    A controller that answers neither squeue nor scontrol (after retries) is a RunError: the record
+    keeps what it knew rather than calling the job unknown."""
+    errors: list[str] = []
+    live = _squeue(job_id, errors)
+    detail = _scontrol(job_id, errors)
+    if len(errors) == 2:
+        raise RunError(f"Slurm did not answer about job {job_id}: {errors[-1]}")
     if detail is not None:
         return detail
     if live is not None and live.status not in TERMINAL:
@@ -413,22 +418,40 @@ def query(job_id: str) -> SlurmJob | None:
     return _sacct(job_id) or live
 
 
-def _squeue(job_id: str) -> SlurmJob | None:
+UNKNOWN_JOB = "Invalid job id specified"
+RETRIES = (0.5, 1.0, 2.0)  # a busy controller times out now and then: ask again before giving up
+
+
+def _ask(argv: list[str], errors: list[str]) -> str | None:
+    """stdout of a squeue / scontrol query; None when the job is unknown to it, or after the retries
+    (the last error appended to `errors`)."""
+    for pause in (*RETRIES, None):
+        try:
+            return call(argv, what=argv[0]).strip()
+        except RunError as exc:
+            if UNKNOWN_JOB in str(exc):
+                return None
+            if pause is None or "fatal:" in str(exc):  # fatal: no configuration, no controller named: asking again won't help
+                errors.append(str(exc))
+                return None
+            time.sleep(pause)
+    return None
+
+
+def _squeue(job_id: str, errors: list[str]) -> SlurmJob | None:
     if not have("squeue"):
+        errors.append("squeue is not on PATH")
         return None
-    try:
-        out = call(["squeue", "-h", "-j", job_id, "-o", "%T"], what="squeue").strip()
-    except RunError:
-        return None  # finished jobs leave squeue (`Invalid job id specified`)
+    out = _ask(["squeue", "-h", "-j", job_id, "-o", "%T"], errors)  # a finished job leaves squeue
     return SlurmJob(state=out.splitlines()[0].strip()) if out else None
 
 
-def _scontrol(job_id: str) -> SlurmJob | None:
+def _scontrol(job_id: str, errors: list[str]) -> SlurmJob | None:
     if not have("scontrol"):
+        errors.append("scontrol is not on PATH")
         return None
-    try:
-        out = call(["scontrol", "-o", "show", "job", job_id], what="scontrol").strip()
-    except RunError:
+    out = _ask(["scontrol", "-o", "show", "job", job_id], errors)
+    if not out:
         return None
     fields = dict(item.split("=", 1) for item in out.split() if "=" in item)
     if fields.get("JobId") != job_id or "JobState" not in fields:
