@@ -9,7 +9,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from skillbank.platform import slurm
+from skillbank.platform import slurm_jobs as slurm
 from test_platform import _env, fake_tools, run_cli, submit_json, write_spec  # noqa: F401  (fixture: autouse _env)
 
 NO_ACCOUNTING = "echo 'Slurm accounting storage is disabled' >&2; exit 1"

@@ -24,7 +24,7 @@ import yaml
 import slurm_cluster
 from conftest import local_train_spec
 from helpers import SKILL, json_out, skillbank
-from skillbank.platform import slurm as slurm_platform
+from skillbank.platform import slurm_jobs as slurm_platform
 from skillbank.training import layout
 
 @pytest.fixture(scope="session")
