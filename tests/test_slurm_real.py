@@ -39,6 +39,8 @@ def slurm(tmp_path_factory):
         yield cluster
     finally:
         cluster.stop()
+    left = [*cluster.job_pids(), *cluster.stepds(), *(p for p in cluster.procs if p.poll() is None)]
+    assert not left, f"the test Slurm left processes running: {left}"
 
 
 @pytest.fixture
