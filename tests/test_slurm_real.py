@@ -23,9 +23,10 @@ import yaml
 
 import slurm_cluster
 from conftest import local_train_spec
-from helpers import SKILL, json_out, skillbank
+from helpers import json_out, skillbank
 from skillbank.platform import slurm_jobs as slurm_platform
 from skillbank.training import layout
+
 
 @pytest.fixture(scope="session")
 def slurm(tmp_path_factory):
