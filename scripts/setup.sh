@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Set up a machine.
 #   bash scripts/setup.sh          CPU (what CI runs): .venv/ with the CPU torch first, then everything
-#                                  else under constraints.txt, cosmos-rl without its CUDA stack, and the
-#                                  torchvision operator shim.
+#                                  else under constraints.txt, cosmos-rl without its CUDA stack, the
+#                                  torchvision operator shim, and the engines the tests start for real
+#                                  (scripts/engines.sh: Debian's postgresql, slurm-wlm and munge when
+#                                  missing and running as root; no service is left running).
 #   bash scripts/setup.sh --gpu    a GPU training node: .venv/ with the CUDA stack of requirements-gpu.txt
 #                                  (CUDA torch, cosmos-rl with its real dependencies) and skillbank,
 #                                  flash-attn built against that torch, redis-server, then a check that
@@ -16,7 +18,7 @@ for arg in "$@"; do
   case "$arg" in
     --gpu) mode=gpu ;;
     --no-cuda-check) cuda_check=0 ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "setup: unknown option $arg (use --gpu, --no-cuda-check)" >&2; exit 2 ;;
   esac
 done
@@ -91,4 +93,5 @@ cp src/skillbank/compat/torchvision_shim.py "$site/_skillbank_torchvision_shim.p
 echo "import _skillbank_torchvision_shim; _skillbank_torchvision_shim.install()" > "$site/_skillbank_torchvision_shim.pth"
 .venv/bin/python -c 'import torchvision.transforms.v2, transformers, cosmos_rl.policy.config' >/dev/null 2>&1 \
   || { echo "setup: the torch / torchvision / cosmos-rl stack does not import" >&2; exit 1; }
+bash scripts/engines.sh
 echo "setup: ok ($(.venv/bin/skillbank --version))"

@@ -98,7 +98,7 @@ def test_a_checkpoints_cosmos_config_round_trips_through_the_toml_we_write(cosmo
 
     ann = tmp_path / "data" / "annotations.json"
     ann.parent.mkdir()
-    ann.write_text(json.dumps([{"id": i, "video": "v.mp4", "video_fps": 8, "conversations": [{"from": "human", "value": "<video>\nq"}, {"from": "gpt", "value": "a"}]} for i in range(64)]))
+    ann.write_text(json.dumps([{"id": i, "video": "v.mp4", "video_fps": 8, "conversations": [{"from": "human", "value": "<video>\nq"}, {"from": "gpt", "value": "a"}]} for i in range(256)]))
     raw = tomllib.loads(RAW)
     raw["custom"]["dataset"]["annotation_path"] = str(ann)
     raw["train"]["output_dir"] = str(tmp_path / "outputs")

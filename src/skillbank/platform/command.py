@@ -55,7 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--backend", choices=BACKENDS, default=None, help="training backend (default: cosmos-rl on every platform; local: torchrun + FSDP2, one node)")
     p.add_argument("--skill", default="tao-finetune-cosmos-reason", help="model skill the spec belongs to")
     p.add_argument("--nodes", type=int, default=None, metavar="N", help="confirm the node count (must equal policy.parallelism.dp_replicate_size)")
-    p.add_argument("--gpus-per-node", type=int, default=None, metavar="G", help="GPUs per node (slurm: must equal dp_shard*tp*cp*pp; local/docker: what the machine has, for preflight)")
+    p.add_argument("--gpus-per-node", type=int, default=None, metavar="G", help="GPUs per node (slurm: must equal dp_shard*tp*cp*pp, "
+                   "or 0 with --backend local for a CPU job: dp_shard*tp*cp*pp CPU ranks, --cpus-per-task of as many, no GRES, no --exclusive; "
+                   "local/docker: what the machine has, for preflight)")
     p.add_argument("--image", default=None, help="docker: container image (default: the skill's container_image, built from the checkout's Dockerfile); "
                    "slurm: run every step in this image through pyxis/enroot (a registry reference or an .sqsh file; default: no container, the submitting Python environment)")
     p.add_argument("--shm-size", default="16g", help="docker: --shm-size of the container (default 16g)")
@@ -80,9 +82,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     jobs = sub.add_parser("jobs", help="status, logs, cancel or diagnose of a job (by id, record path, or any run folder for diagnose)")
     verbs = jobs.add_subparsers(dest="verb", metavar="VERB", required=True)
     for name, fn, text in (
-        ("status", run_status, "refresh and print the job record"),
-        ("logs", run_logs, "print the last lines of the job's log"),
-        ("cancel", run_cancel, "stop the job (SIGTERM / docker stop / scancel)"),
+        ("status", run_status, "refresh and print the job record (slurm: squeue, then scontrol show job, then sacct once it left the "
+                               "queue; a final state - succeeded, failed, cancelled - with exit code and times is kept in the record)"),
+        ("logs", run_logs, "print the last lines of the job's log (slurm: slurm-<id>.out, every requeued attempt appended)"),
+        ("cancel", run_cancel, "stop the job and wait until nothing of it runs (SIGTERM to the process tree / docker stop / scancel, "
+                               "then Slurm's end of the job; its processes left on this machine are stopped too)"),
     ):
         v = verbs.add_parser(name, help=text, description=text)
         v.add_argument("job", metavar="JOB", help="job id (printed by submit) or path of <results_dir>/jobs/<id>.json")

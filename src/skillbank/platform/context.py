@@ -173,6 +173,16 @@ class JobContext:
             argv += ["--resume-from", self.resume_from]
         return [*argv, "--resume"] if resume else argv
 
+    @property
+    def cpu_only(self) -> bool:
+        """A Slurm job submitted with --gpus-per-node 0: the local backend trains on CPU ranks."""
+        return self.gpus_per_node == 0
+
+    @property
+    def ranks(self) -> int:
+        """Training processes per node: dp_shard*tp*cp*pp (GPUs, or CPU ranks for a CPU job)."""
+        return parallel_shape(self.spec)[1]
+
     def preflight_argv(self, python: str | None = None, *, in_script: bool = False) -> list[str]:
         """The job's first step: `skillbank preflight --only env --runs-on here` on the spec copy, on the
         machine that trains (HF_TOKEN, redis-server, GPUs, free disk at train.output_dir, the model).
@@ -180,7 +190,8 @@ class JobContext:
         checked at submit."""
         return [
             python or self.python, *PREFLIGHT_COMMAND, "--skill", self.skill, "--action", "rl" if self.action == "rl" else "train", "--spec", self.spec_arg(in_script),
-            "--only", "env", "--runs-on", "here", "--backend", self.backend, "--gpus-per-node", str(self.gpus_per_node),
+            "--only", "env", "--runs-on", "here", "--backend", self.backend,
+            *([] if self.cpu_only else ["--gpus-per-node", str(self.gpus_per_node)]),
         ]
 
     def dataset_dirs(self) -> list[Path]:
@@ -235,8 +246,8 @@ def parallel_shape(spec: TrainSpec) -> tuple[int, int]:
 def check_shape(spec: TrainSpec, nodes: int | None, gpus_per_node: int | None, *, exact_gpus: bool) -> tuple[int, int]:
     """Flags confirm the spec's shape; a mismatch is an input error naming the key to change.
 
-    Slurm requests exactly the spec's GPUs (`exact_gpus`); on one machine --gpus-per-node says what the
-    machine has, which preflight compares with the spec."""
+    Slurm requests exactly the spec's GPUs (`exact_gpus`), or none (0: a CPU job, the spec's shape in CPU
+    ranks); on one machine --gpus-per-node says what the machine has, which preflight compares with the spec."""
     spec_nodes, spec_gpus = parallel_shape(spec)
     if nodes is not None and nodes != spec_nodes:
         raise InputError(
@@ -244,11 +255,11 @@ def check_shape(spec: TrainSpec, nodes: int | None, gpus_per_node: int | None, *
             where="policy.parallelism.dp_replicate_size",
             fix=f"set policy.parallelism.dp_replicate_size={nodes} in the spec (nodes = data-parallel replicas), or drop --nodes",
         )
-    if exact_gpus and gpus_per_node is not None and gpus_per_node != spec_gpus and not hasattr(spec.policy.parallelism, "dp_replicate_size"):
+    if exact_gpus and gpus_per_node not in (None, 0) and gpus_per_node != spec_gpus and not hasattr(spec.policy.parallelism, "dp_replicate_size"):
         raise InputError(
             f"--gpus-per-node {gpus_per_node} disagrees with the rl spec: policy {spec.policy_gpus} + rollout {spec.rollout.num_gpus} GPUs = {spec_gpus}",  # type: ignore[attr-defined]
             where="rollout.num_gpus", fix=f"set policy.parallelism.dp_shard_size and rollout.num_gpus so they add up to {gpus_per_node}, or drop --gpus-per-node")
-    if exact_gpus and gpus_per_node is not None and gpus_per_node != spec_gpus:
+    if exact_gpus and gpus_per_node not in (None, 0) and gpus_per_node != spec_gpus:
         raise InputError(
             f"--gpus-per-node {gpus_per_node} disagrees with the spec: dp_shard_size*tp_size*cp_size*pp_size is {spec_gpus}",
             where="policy.parallelism.dp_shard_size",
@@ -292,6 +303,12 @@ def build_context(
             "the local backend (torchrun + FSDP2) trains on one node only",
             where="--backend",
             fix="use --backend cosmos-rl for multi-node training, or set policy.parallelism.dp_replicate_size=1",
+        )
+    if n_gpus == 0 and (platform != "slurm" or backend != "local"):
+        raise InputError(
+            f"--gpus-per-node 0 (a CPU job) is for --platform slurm with --backend local; {platform} with {backend} trains on GPUs",
+            where="--gpus-per-node",
+            fix="add --backend local (torchrun + FSDP2 on CPU ranks: the spec's dp_shard_size*tp*cp*pp), or ask for GPUs",
         )
     if automl is not None and n_nodes > 1:
         raise InputError(

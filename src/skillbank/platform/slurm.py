@@ -24,6 +24,11 @@ Shape (docs: shared/docs/cosmos-rl.md; cosmos_rl/launcher/launch_all.py, v0.4.7)
   node's own (~/.cache/huggingface there); the other locations are variables with defaults
   (SKILLBANK_WORKDIR, SKILLBANK_VENV + SKILLBANK_ROOT, or SKILLBANK_IMAGE + SKILLBANK_MOUNTS); every other
   path in it is one the spec names (REMOTE under --path-map), and the dataset script is looked up where the job runs.
+- a CPU job (`--gpus-per-node 0`, local backend only): `--cpus-per-task` = the spec's ranks instead of
+  GRES and `--exclusive`; the training srun passes the CPUs on (srun >= 22.05 does not inherit them).
+- status / logs / cancel live in `slurm_jobs`: squeue, then `scontrol show job`, then sacct, the final
+  state kept in the record; cancel waits for Slurm's end of the job, then stops any process on this
+  machine that still carries the job's SKILLBANK_JOB_ID (exported by the script).
 The TOML is rendered at submit time by the cosmos-rl backend (`training.cosmos_rl.toml`), from the
 spec copy in the job folder. Credentials are inherited by name (`--export=ALL`), never written.
 """
@@ -35,9 +40,9 @@ import shlex
 from pathlib import Path
 
 from skillbank.errors import InputError, RunError
-from skillbank.platform.base import FIRST_STEP, Rendered, call, have, job_dir_lines, quote_argv, tail_file
+from skillbank.platform.base import FIRST_STEP, Rendered, call, have, job_dir_lines, quote_argv
 from skillbank.platform.context import JobContext
-from skillbank.platform.record import TERMINAL, JobRecord
+from skillbank.platform.slurm_jobs import cancel, logs, refresh  # noqa: F401 - the platform interface: status / logs / cancel
 
 TIME_FORMAT = re.compile(r"^(\d+-)?\d{1,3}:\d{2}:\d{2}$")
 SCRIPT_NAME = "job.sbatch"
@@ -53,14 +58,21 @@ def check_options(ctx: JobContext) -> None:
         raise InputError(f"--time {ctx.options.time!r} is not a Slurm time limit", where="--time", fix="use HH:MM:SS or D-HH:MM:SS, e.g. 04:00:00")
 
 
+def resources(ctx: JobContext) -> list[str]:
+    """What a node must give: all of a GPU node (its GPUs as GRES, --exclusive), or for a CPU job
+    (--gpus-per-node 0) one CPU per training rank and no GRES, so it shares a node like any CPU job."""
+    if ctx.cpu_only:
+        return [f"#SBATCH --cpus-per-task={ctx.ranks}"]
+    return [f"#SBATCH --gpus-per-node={ctx.gpus_per_node}", "#SBATCH --exclusive"]
+
+
 def sbatch_header(ctx: JobContext) -> list[str]:
     lines = [
         "#!/bin/bash",
         f"#SBATCH --job-name=skillbank-{ctx.job_id}",
         f"#SBATCH --nodes={ctx.nodes}",
         "#SBATCH --ntasks-per-node=1",
-        f"#SBATCH --gpus-per-node={ctx.gpus_per_node}",
-        "#SBATCH --exclusive",
+        *resources(ctx),
         "#SBATCH --output=slurm-%j.out",  # relative: the job folder (submit runs sbatch --chdir <job folder>; by hand: cd there first)
         "#SBATCH --open-mode=append",
         "#SBATCH --requeue",
@@ -147,11 +159,12 @@ def _prelude(ctx: JobContext) -> list[str]:
     par = ctx.spec.policy.parallelism
     where = "in the container SKILLBANK_IMAGE names (pyxis/enroot)" if ctx.options.image else "in the Python environment SKILLBANK_VENV names"
     what = f"AutoML study {ctx.automl.study} ({ctx.backend} trials)" if ctx.automl else f"{ctx.backend} {'GRPO' if ctx.action == 'rl' else 'SFT'}"
-    shape = (f"policy tp {par.tp_size} x dp_shard {par.dp_shard_size} + rollout.num_gpus {ctx.spec.rollout.num_gpus}" if ctx.action == "rl"  # type: ignore[attr-defined]
-             else f"policy.parallelism: dp_replicate {par.dp_replicate_size}, dp_shard {par.dp_shard_size}, tp {par.tp_size}, cp {par.cp_size}, pp {par.pp_size}")
+    shape = f"{ctx.ranks} CPU rank(s), no GPU" if ctx.cpu_only else f"{ctx.gpus_per_node} GPU(s)"
+    layout = (f"policy tp {par.tp_size} x dp_shard {par.dp_shard_size} + rollout.num_gpus {ctx.spec.rollout.num_gpus}" if ctx.action == "rl"  # type: ignore[attr-defined]
+              else f"policy.parallelism: dp_replicate {par.dp_replicate_size}, dp_shard {par.dp_shard_size}, tp {par.tp_size}, cp {par.cp_size}, pp {par.pp_size}")
     return [
-        f"# skillbank job {ctx.job_id}: {what} on {ctx.nodes} node(s) x {ctx.gpus_per_node} GPU(s)",
-        f"#   ({shape}).",
+        f"# skillbank job {ctx.job_id}: {what} on {ctx.nodes} node(s) x {shape}",
+        f"#   ({layout}).",
         f"# Submit from the job folder, wherever it was copied: cd <job folder> && sbatch {SCRIPT_NAME}  (or: skillbank submit --platform slurm ...).",
         "# HF_TOKEN / WANDB_API_KEY are inherited from the submitting shell by name (--export=ALL); no value is written here.",
         f"# Every step runs {where}.",
@@ -160,7 +173,8 @@ def _prelude(ctx: JobContext) -> list[str]:
         *environment(ctx),
         "",
         'cd "$SKILLBANK_WORKDIR"',
-        "ATTEMPT=${SLURM_RESTART_COUNT:-0}",
+        "ATTEMPT=${SLURM_RESTART_COUNT:-0}  # 0 on the first start, N after the Nth requeue",
+        f"export SKILLBANK_JOB_ID={ctx.job_id}  # marks every process of this job (jobs cancel checks none is left)",
         'echo "skillbank: job ${SLURM_JOB_ID:-?} attempt $ATTEMPT on $(hostname) at $(date -u +%FT%TZ)"',
     ]
 
@@ -255,15 +269,23 @@ def _cosmos_body(ctx: JobContext) -> tuple[list[str], Path, Path, list[str]]:
     return lines, run_dir, log_dir, notes
 
 
+def _one_task(ctx: JobContext) -> tuple[str, ...]:
+    """srun options of the one task that trains: a CPU job hands the task all its CPUs (srun of Slurm
+    >= 22.05 does not inherit the batch job's --cpus-per-task)."""
+    return ("--nodes=1", "--ntasks=1", *(['--cpus-per-task="$SLURM_CPUS_PER_TASK"'] if ctx.cpu_only else []))
+
+
 def _local_body(ctx: JobContext) -> list[str]:
     fresh = quote_argv(ctx.job_argv("python", in_script=True))
     resume = quote_argv(ctx.job_argv("python", resume=True, in_script=True))
     return [
-        "# The local backend (torchrun + FSDP2) on one node; a requeued attempt resumes (train --resume).",
+        "# The local backend (torchrun + FSDP2) on one node"
+        + (f", {ctx.ranks} CPU rank(s)" if ctx.cpu_only else "")
+        + "; a requeued attempt resumes (train --resume: the newest complete checkpoint under train.output_dir, else a new run).",
         'if [ "$ATTEMPT" -gt 0 ]; then',
-        "  " + srun("--nodes=1", "--ntasks=1", resume),
+        "  " + srun(*_one_task(ctx), resume),
         "else",
-        "  " + srun("--nodes=1", "--ntasks=1", fresh),
+        "  " + srun(*_one_task(ctx), fresh),
         "fi",
     ]
 
@@ -273,7 +295,7 @@ def _automl_body(ctx: JobContext) -> list[str]:
     re-submitted one continues it (finished trials kept, failed or stopped ones run again)."""
     return [
         "# The AutoML study: its trials run one after another on this node; every attempt resumes the study.",
-        srun("--nodes=1", "--ntasks=1", quote_argv(ctx.job_argv("python", in_script=True))),
+        srun(*_one_task(ctx), quote_argv(ctx.job_argv("python", in_script=True))),
     ]
 
 
@@ -299,6 +321,9 @@ def render(ctx: JobContext) -> Rendered:
         body, run_dir, log_dir, notes = _cosmos_body(ctx)
     else:
         body = _local_body(ctx)
+        notes = ["a requeued attempt runs `skillbank train --resume`: it continues from the newest complete checkpoint under train.output_dir"]
+    if ctx.cpu_only:
+        notes = [*notes, f"a CPU job: {ctx.ranks} CPU rank(s) (--cpus-per-task={ctx.ranks}, the spec's dp_shard_size*tp*cp*pp), no GPU GRES, not --exclusive"]
     if ctx.options.image:
         notes = [*notes, f"every step runs in the container {ctx.options.image} (pyxis/enroot: srun --container-image); the spec's folders and HF_HOME are mounted at the same paths"]
     else:
@@ -335,58 +360,3 @@ def launch(ctx: JobContext, rendered: Rendered) -> str:
         raise RunError(f"sbatch answered {out!r}, not a job id")
     return job_id
 
-
-STATES = {
-    "PENDING": "submitted", "CONFIGURING": "submitted", "REQUEUED": "submitted", "REQUEUE_HOLD": "submitted",
-    "REQUEUE_FED": "submitted", "RESV_DEL_HOLD": "submitted", "SUSPENDED": "running", "RUNNING": "running",
-    "COMPLETING": "running", "STAGE_OUT": "running", "SIGNALING": "running", "RESIZING": "running",
-    "COMPLETED": "succeeded", "CANCELLED": "cancelled", "FAILED": "failed", "TIMEOUT": "failed",
-    "NODE_FAIL": "failed", "OUT_OF_MEMORY": "failed", "PREEMPTED": "failed", "BOOT_FAIL": "failed", "DEADLINE": "failed",
-}
-
-
-def refresh(record: JobRecord) -> JobRecord:
-    if record.dry_run or not record.external_id or record.status in TERMINAL:
-        return record
-    state, code = _query(record.external_id)
-    if state is None:
-        record.status = "unknown"
-        return record
-    record.status = STATES.get(state.split()[0].rstrip("+"), "unknown")  # type: ignore[assignment]
-    if code is not None and record.status in TERMINAL:
-        record.exit_code = code
-    return record
-
-
-def _query(job_id: str) -> tuple[str | None, int | None]:
-    if have("squeue"):
-        try:
-            out = call(["squeue", "-h", "-j", job_id, "-o", "%T"], what="squeue").strip()
-            if out:
-                return out.splitlines()[0], None
-        except RunError:
-            pass  # finished jobs leave squeue: ask sacct
-    if have("sacct"):
-        try:
-            out = call(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State,ExitCode"], what="sacct").strip()
-        except RunError:
-            return None, None
-        if out:
-            state, _, code = out.splitlines()[0].partition("|")
-            return state, int(code.split(":")[0]) if code.split(":")[0].isdigit() else None
-    return None, None
-
-
-def logs(record: JobRecord, tail: int) -> str:
-    if not record.external_id:
-        return ""
-    return tail_file(Path(record.outputs.job_dir) / f"slurm-{record.external_id}.out", tail)
-
-
-def cancel(record: JobRecord) -> JobRecord:
-    record = refresh(record)
-    if record.status in TERMINAL or not record.external_id:
-        return record
-    call(["scancel", record.external_id], what="scancel")
-    record.status = "cancelled"
-    return record

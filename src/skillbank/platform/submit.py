@@ -99,9 +99,9 @@ def check_study(automl: AutomlJob, skill: str, spec: Any) -> None:
 
 def _preflight_gpus(platform: str, flag: int | None, ctx: JobContext, dry_run: bool = False) -> int | None:
     """What preflight should assume about GPUs per node: the allocation on Slurm and Docker (the flag,
-    else the shape the spec asks for), what the flag says on this machine (None: the env check counts
-    this machine's GPUs)."""
-    return flag if platform == "local" and not dry_run else ctx.gpus_per_node
+    else the shape the spec asks for; None for a CPU job, whose ranks are the spec's shape), what the
+    flag says on this machine (None: the env check counts this machine's GPUs)."""
+    return flag if platform == "local" and not dry_run else (ctx.gpus_per_node or None)
 
 
 def node_spec(spec_path: str, skill: str, paths: Any, action: str = "train") -> tuple[Any, dict[str, Any] | None, list[str]]:

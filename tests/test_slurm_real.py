@@ -1,0 +1,188 @@
+"""Jobs on a real one-node Slurm 22.05 (tests/slurm_cluster.py starts munged, slurmctld and slurmd for
+the session and stops them at the end): `skillbank submit --platform slurm --backend local
+--gpus-per-node 0` trains on CPU ranks, `jobs status` follows it through Slurm, `scontrol requeue`
+resumes the run from its checkpoint, an AutoML study requeued continues its study, and `jobs cancel`
+leaves no process behind.
+
+Everything is real: the CLI in fresh interpreters, sbatch, the rendered script, srun, torchrun ranks,
+Optuna on SQLite. A requeued job waits for a BeginTime about two minutes ahead; the tests move it to
+now with `scontrol update StartTime=now` (measured: the next attempt starts within ~1 s).
+Without Slurm or root these tests skip with the reason; under CI=true they fail instead.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+import slurm_cluster
+from conftest import local_train_spec
+from helpers import json_out, skillbank
+from skillbank.platform import slurm_jobs as slurm_platform
+from skillbank.training import layout
+
+
+@pytest.fixture(scope="session")
+def slurm(tmp_path_factory):
+    reason = slurm_cluster.why_not()
+    if reason:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"CI must run the Slurm tests: {reason}")
+        pytest.skip(reason)
+    cluster = slurm_cluster.start(tmp_path_factory.mktemp("slurm"))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+    left = [*cluster.job_pids(), *cluster.stepds(), *(p for p in cluster.procs if p.poll() is None)]
+    assert not left, f"the test Slurm left processes running: {left}"
+
+
+@pytest.fixture
+def env(slurm, tmp_path):
+    """The environment of a user on the cluster's submit host."""
+    return {**slurm.env, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+
+
+def submit(spec: Path, env: dict, *extra: str) -> dict:
+    proc = skillbank("submit", "--platform", "slurm", "--backend", "local", "--gpus-per-node", "0", "--spec", str(spec),
+                     *extra, "--json", cwd=spec.parent, env=env, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
+    return json_out(proc)["record"]
+
+
+def status(job_id: str, env: dict) -> dict:
+    proc = skillbank("jobs", "status", job_id, "--json", env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json_out(proc)["record"]
+
+
+def wait_for(what: str, check, timeout: float, slurm, job: str, *, every: float = 0.2, log: str | None = None):
+    """Poll `check` until it returns something true; a job that ended first (unless its end is what is
+    awaited) or the deadline fails the test with Slurm's view and the tail of the job's output."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        if log is not None and settled(slurm, job):
+            break
+        time.sleep(every)
+    tail = "".join(Path(log).read_text(errors="replace").splitlines(keepends=True)[-40:]) if log and Path(log).is_file() else ""
+    raise AssertionError(f"no {what}: scontrol: {slurm.job(job).get('JobState')}\n{tail}")
+
+
+def requeue_now(slurm, job: str) -> None:
+    """`scontrol requeue`, then move the BeginTime Slurm sets (~2 minutes ahead) to now."""
+    slurm.run("scontrol", "requeue", job)
+    wait_for("pending state after the requeue", lambda: slurm.job(job).get("JobState") == "PENDING", 60, slurm, job)
+    slurm.run("scontrol", "update", f"JobId={job}", "StartTime=now")
+
+
+def cmdlines(slurm, job: str) -> list[str]:
+    out = []
+    for proc in slurm.job_pids(job):
+        try:
+            out.append(" ".join(proc.cmdline()))
+        except Exception:  # noqa: BLE001 - it ended meanwhile
+            pass
+    return out
+
+
+def settled(slurm, job: str) -> dict | None:
+    info = slurm.job(job)
+    return info if info.get("JobState") in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT") else None
+
+
+def test_cpu_job_requeued_mid_run_resumes_from_its_checkpoint_and_completes(slurm, env, tiny_model_dir, demo_dataset_dir, tmp_path):
+    """2 CPU ranks, 12 steps, a checkpoint every 2: requeued right after the first checkpoint, the second
+    attempt continues the same run folder from it; `jobs status` records the end Slurm reports."""
+    spec = tmp_path / "train.yaml"
+    spec.write_text(yaml.safe_dump(local_train_spec(tiny_model_dir, demo_dataset_dir, tmp_path / "out", {
+        "train.epoch": 2, "train.ckpt.save_freq": 2, "train.ckpt.max_keep": 20, "validation.enable": False,
+    })))
+    t0 = time.monotonic()
+    record = submit(spec, env)
+    script = Path(record["script"]).read_text()
+    assert "--gpus-per-node" not in script and "--exclusive" not in script and "#SBATCH --cpus-per-task=2" in script
+    assert record["gpus_per_node"] == 0 and record["status"] == "submitted"
+    job = record["external_id"]
+
+    log = record["outputs"]["log"]
+    first = wait_for("first checkpoint", lambda: layout.newest_complete_checkpoint(tmp_path / "out"), 120, slurm, job, every=0.1, log=log)
+    requeue_now(slurm, job)
+    t_requeue = time.monotonic()
+    seen = status(record["id"], env)
+    assert seen["status"] in ("submitted", "running"), (seen, slurm.job(job), Path(log).read_text()[-3000:])
+
+    end = wait_for("end of the job", lambda: settled(slurm, job), 150, slurm, job, every=0.5, log=log)
+    assert end["JobState"] == "COMPLETED", Path(log).read_text()[-3000:]
+    done = status(record["id"], env)
+    assert done["status"] == "succeeded" and done["exit_code"] == 0 and done["ended"] and done["started"]
+    assert any("requeued by Slurm 1 time(s)" in n for n in done["notes"])
+    runs = layout.run_dirs(tmp_path / "out")
+    assert len(runs) == 1, runs  # the requeue continued the run, no new one
+    run = runs[0]
+    first_step = layout.step_of(first)
+    log = (run / "train.log").read_text()
+    resumed = re.search(r"Resumed from step (\d+)/12", log)
+    assert resumed and first_step <= int(resumed.group(1)) < 12, log[-2000:]  # mid-run, from a checkpoint
+    assert layout.list_checkpoint_steps(run)[-1] == 12
+    assert [r["step"] for r in layout.read_metrics(run) if "loss" in r] == list(range(1, 13))
+    out = skillbank("jobs", "logs", record["id"], "--tail", "400", env=env).stdout
+    assert f"job {job} attempt 0" in out and f"job {job} attempt 1" in out
+    assert not slurm.job_pids(job)
+    print(f"\nslurm cpu job: submit->first checkpoint (step {first_step}) {t_requeue - t0:.1f} s, "
+          f"requeue->completed {time.monotonic() - t_requeue:.1f} s")
+
+
+def test_automl_study_requeued_continues_then_cancel_leaves_no_process(slurm, env, tiny_model_dir, demo_dataset_dir, tmp_path):
+    """A study as a Slurm job: requeued after its first finished trial, the next attempt keeps it and
+    goes on with the next trial numbers; `jobs cancel` during that trial ends every process of the job."""
+    spec = tmp_path / "study.yaml"
+    spec.write_text(yaml.safe_dump(local_train_spec(tiny_model_dir, demo_dataset_dir, tmp_path / "out", {
+        "train.max_num_steps": 1, "train.train_batch_per_replica": 1, "validation.enable": False,
+    }, dp_shard_size=1)))
+    record = submit(spec, env, "--action", "automl", "--max-trials", "6", "--algorithm", "random", "--metric", "loss",
+                    "--param", "train.optm_lr", "--range", "train.optm_lr=1e-4:1e-3")
+    job = record["external_id"]
+    db = Path(record["outputs"]["study_dir"]) / "study.db"
+    log = record["outputs"]["log"]
+
+    def trials() -> list[tuple[int, str]]:
+        if not db.is_file():
+            return []
+        try:
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as con:
+                return con.execute("SELECT number, state FROM trials ORDER BY number").fetchall()
+        except sqlite3.Error:
+            return []
+
+    finished = ("COMPLETE", "PRUNED")  # both count toward --max-trials and are kept by a resume
+    wait_for("finished trial", lambda: any(s in finished for _, s in trials()), 150, slurm, job, every=0.5, log=log)
+    before = trials()
+    requeue_now(slurm, job)
+    kept = {n: s for n, s in before if s in finished}
+    wait_for("trial of the second attempt", lambda: max((n for n, _ in trials()), default=-1) > max(n for n, _ in before), 120, slurm, job,
+             every=0.5, log=log)
+    wait_for("training in the second attempt", lambda: any("torch.distributed.run" in cmd for cmd in cmdlines(slurm, job)), 60, slurm, job, log=log)
+    assert slurm_platform.leftovers(record["id"])  # the job's processes carry its SKILLBANK_JOB_ID
+    after = dict(trials())
+    assert all(after[n] == state for n, state in kept.items())  # the study kept what the first attempt finished
+
+    proc = skillbank("jobs", "cancel", record["id"], "--json", env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    cancelled = json_out(proc)["record"]
+    assert cancelled["status"] == "cancelled" and cancelled["ended"]
+    assert not slurm.job_pids(job), [p.cmdline() for p in slurm.job_pids(job)]  # nothing of the job left
+    assert not slurm_platform.leftovers(record["id"])
+    assert slurm.job(job)["JobState"] == "CANCELLED"
+    assert status(record["id"], env)["status"] == "cancelled"  # the final state stays in the record
+    out = skillbank("jobs", "logs", record["id"], "--tail", "400", env=env).stdout
+    assert f"job {job} attempt 1" in out
