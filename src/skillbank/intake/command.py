@@ -6,14 +6,8 @@ One parser group; each subcommand registers itself from its own module (argparse
 from __future__ import annotations
 
 import argparse
-import importlib
 
-# (module, ...) in the order `skillbank data --help` lists them; each defines register(subparsers).
-SUBCOMMAND_MODULES = (
-    "skillbank.intake.import_command",
-    "skillbank.intake.fix_command",
-    "skillbank.intake.stats_command",
-)
+from skillbank.intake import fix_command, import_command, stats_command
 
 DESCRIPTION = """\
 Get a dataset into the shape the skills take (LLaVA annotations with video_fps, one folder per split):
@@ -30,11 +24,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.set_defaults(run=lambda _args: parser.print_help() or 2)
     sub = parser.add_subparsers(dest="data_command", metavar="SUBCOMMAND")
-    for name in SUBCOMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name and name.startswith(exc.name):
-                continue  # that subcommand is not built yet
-            raise
+    for module in (import_command, fix_command, stats_command):  # the order `skillbank data --help` lists them
         module.register(sub)
