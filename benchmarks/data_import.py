@@ -6,7 +6,7 @@ real files) and `metas/clipNNNNN.label.json` (one question, every 5th clip two).
 subprocess, alternating, `--repeat` times:
 
 - import: `python -m skillbank.cli data import SRC --out OUT` (the whole command: interpreter start,
-          walking the folder, reading every label while a thread pool probes the clips named so far,
+          walking the folder, reading every label while worker processes probe the clips named so far,
           the split, a link per split, the annotation files and import.json);
 - floor:  one process that opens every clip with PyAV, one after another, and reads its first video
           stream's rate, length, frame count and size (what the import must at least do).

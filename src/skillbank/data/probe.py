@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from dataclasses import dataclass
 
 
@@ -80,15 +80,20 @@ CHUNK = 32  # clips per pool task: a future per clip costs about a tenth of a pr
 
 
 def default_workers() -> int:
-    return max(1, min(8, 2 * (os.cpu_count() or 1)))
+    return max(1, min(8, os.cpu_count() or 1))
+
+
+def _executor(workers: int | None) -> Executor:
+    """Worker processes (forked: nothing to import again): reading a container's headers is mostly
+    Python-side work in PyAV that holds the GIL, so threads would probe on one core."""
+    import multiprocessing
+
+    return ProcessPoolExecutor(max_workers=workers or default_workers(), mp_context=multiprocessing.get_context("fork"))
 
 
 def probe_many(paths: Iterable[str], *, workers: int | None = None, progress: bool | None = None, total: int | None = None) -> Iterator[ClipInfo | str]:
-    """probe_header over many files in order, on a thread pool; a failure yields its reason (a str).
-
-    PyAV releases the GIL while it opens and parses a container, so threads overlap the work; the
-    paths go to the pool in chunks, so the pool's bookkeeping stays small beside the probing.
-    """
+    """probe_header over many files in order, on worker processes; a failure yields its reason (a str).
+    The paths go to the pool in chunks, so the pool's bookkeeping stays small beside the probing."""
     from tqdm import tqdm
 
     paths = list(paths)
@@ -96,7 +101,7 @@ def probe_many(paths: Iterable[str], *, workers: int | None = None, progress: bo
     workers = workers or default_workers()
     size = max(1, min(CHUNK, len(paths) // (4 * workers) or 1))  # small sets still spread over every worker
     chunks = [paths[i : i + size] for i in range(0, len(paths), size)]
-    with ThreadPoolExecutor(max_workers=workers) as pool, tqdm(total=total or len(paths), desc="probing clips", unit="clip", file=sys.stderr, disable=not show) as bar:
+    with _executor(workers) as pool, tqdm(total=total or len(paths), desc="probing clips", unit="clip", file=sys.stderr, disable=not show) as bar:
         for results in pool.map(_chunk, chunks):
             bar.update(len(results))
             yield from results
@@ -109,7 +114,7 @@ class ProbePool:
     about the probing alone."""
 
     def __init__(self, *, workers: int | None = None, progress: bool | None = None, chunk: int = CHUNK // 2) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=workers or default_workers())
+        self._pool = _executor(workers)
         self._chunk, self._progress = chunk, progress
         self._pending: list[str] = []
         self._submitted: list[tuple[list[str], Future[list[ClipInfo | str]]]] = []

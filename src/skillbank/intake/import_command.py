@@ -85,7 +85,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--copy-media", action="store_true", help="copy clips into DIR/<split>/videos/ instead of linking the source's clip folder")
     p.add_argument("--skip-bad", action="store_true", help="import what can be imported; list the rest in import.json")
     p.add_argument("--force", action="store_true", help="replace an existing non-empty DIR (the old one is removed)")
-    p.add_argument("--workers", type=int, metavar="N", help="probing threads (default: 2 x CPUs, at most 8)")
+    p.add_argument("--workers", type=int, metavar="N", help="probing processes (default: one per CPU, at most 8)")
     p.add_argument("--json", action="store_true", help="print import.json's content plus paths as one JSON document")
     p.set_defaults(run=run)
 
