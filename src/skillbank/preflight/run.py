@@ -68,7 +68,7 @@ def run_preflight(
     groups = parse_groups(only)
     findings = Findings(runs_on=runs_on, only=groups)  # type: ignore[arg-type]
     ctx = Context(findings, gpus_per_node, nodes, backend, int(decode_sample or 0) if decode_sample == ALL else max(0, int(decode_sample or 0)))
-    _arguments(ctx)
+    _arguments(ctx, action)
     parsed = spec_checks.load(skill, action, spec_path, spec, ctx.findings)
     checks = ACTIONS.get(action)
     if parsed is not None and checks is not None:
@@ -113,13 +113,17 @@ def _tokens_per_sample(datasets: list[Dataset]) -> dict[str, Any] | None:
     return tally.to_dict()
 
 
-def _arguments(ctx: Context) -> None:
+CPU_ACTIONS = ("evaluate", "inference", "export", "quantize")  # --gpus-per-node 0 is a CPU machine, which these run on
+
+
+def _arguments(ctx: Context, action: str) -> None:
     f = ctx.findings
     if ctx.backend is not None and ctx.backend not in BACKENDS:
         f.error("spec.schema", f"unknown backend {ctx.backend!r}", f"use one of: {', '.join(BACKENDS)}", "--backend")
     for name, value in (("--gpus-per-node", ctx.gpus_per_node), ("--nodes", ctx.nodes)):
-        if value is not None and value < 1:
-            f.error("spec.parallelism", f"{name} must be at least 1 (got {value})", f"pass a positive {name}", name)
+        least = 0 if name == "--gpus-per-node" and action in CPU_ACTIONS else 1
+        if value is not None and value < least:
+            f.error("spec.parallelism", f"{name} must be at least {least} (got {value})", f"pass a positive {name}", name)
 
 
 # ---- train -------------------------------------------------------------------------------------------
@@ -334,12 +338,34 @@ def _evaluate(spec: Any, ctx: Context) -> None:
         refs.append(env_checks.resolve("model.base_model_path", spec.model.base_model_path))
     _models(ctx, refs)
     if ctx.gpus_per_node is not None and spec.num_gpus > ctx.gpus_per_node:
-        f.error("spec.parallelism", f"num_gpus {spec.num_gpus} but --gpus-per-node is {ctx.gpus_per_node}", f"set num_gpus={ctx.gpus_per_node} or fewer", "num_gpus")
+        fix = "set num_gpus = 0 (evaluate runs on CPU with engine transformers)" if ctx.gpus_per_node == 0 else f"set num_gpus={ctx.gpus_per_node} or fewer"
+        f.error("spec.parallelism", f"num_gpus {spec.num_gpus} but --gpus-per-node is {ctx.gpus_per_node}", fix, "num_gpus")
+    spec = _evaluate_recipe(spec, f)
     file = spec_checks.dataset_file("dataset.annotation_path", spec.dataset.annotation_path, f)
     media = spec_checks.media_folder("dataset.media_dir", spec.dataset.media_dir, spec.dataset.annotation_path, f)
     if file:
         data = _scan(ctx, "eval", file, ScanOptions(media, decode_sample=ctx.decode_sample))
         _decode(ctx, data, None, fps=spec.vision.fps, nframes=spec.vision.num_frames)
+
+
+def _evaluate_recipe(spec: Any, f: Findings) -> Any:
+    """The spec as evaluate will run it (null vision / prompt settings from the model's recipe), with a
+    spec.recipe warning for each set value that differs from the recipe, and a spec.model warning when
+    the checkpoint's family (config.json model_type) is not the one evaluation.prompt_family names."""
+    from skillbank import recipe
+    from skillbank.evaluation.evaluate import resolve_settings
+
+    resolved, settings = resolve_settings(spec)
+    for warning in settings.warnings:
+        f.warning("spec.recipe", warning, "leave the key unset (null) to evaluate as the model was trained, or keep it to test other settings",
+                  "vision" if warning.startswith("vision.") else warning.split(" ", 1)[0])
+    found = recipe.read(spec.model.model_name)
+    model_type = recipe.model_type_of(spec.model.model_name) or (found.recipe.get("model_type", "") if found else "")
+    finding = recipe.family_finding(str(model_type), spec.evaluation.prompt_family)
+    if finding:
+        f.warning("spec.model", finding, f"set evaluation.prompt_family = auto (or {recipe.prompt_family_of(str(model_type))}), or evaluate a checkpoint of that family",
+                  "evaluation.prompt_family")
+    return resolved
 
 
 def _inference(spec: Any, ctx: Context) -> None:

@@ -308,7 +308,14 @@ class GrpoTrainer:
     def export(self, step: int) -> None:
         state = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
         dtype = None if self.device.type == "cpu" else self.dtype
-        path = ckpt.export_safetensors(self.run_dir, step, state, model_path=self.model_path, processor=self.processor, dtype=dtype)
+        from dataclasses import asdict
+
+        from skillbank.training.cosmos_rl.grpo import system_prompt
+
+        # the prompt and vision settings the rollouts used (total_pixels resolved)
+        custom = {**self.spec.custom.model_dump(mode="json"), "system_prompt": system_prompt(self.spec), "vision": asdict(self.builder.vision)}
+        path = ckpt.export_safetensors(self.run_dir, step, state, model_path=self.model_path, processor=self.processor, dtype=dtype,
+                                       custom=custom, base_model=self.spec.policy.model_name_or_path)
         self.log(f"Exported safetensors to {path}", echo=True)
 
     # ---- the loop ---------------------------------------------------------------------------------
