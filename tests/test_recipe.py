@@ -143,6 +143,17 @@ def test_skillbank_export_and_cosmos_rl_exports_carry_it(trained, tiny_model_dir
         1.0, 100352, "reasoning", "mcq", 5)
 
 
+def test_rl_from_a_model_with_a_recipe_warns_where_it_samples_otherwise(trained):
+    from skillbank.preflight.run import run_preflight
+
+    data = trained["data"] / "train"
+    spec = {"policy": {"model_name_or_path": str(trained["bare"])},
+            "custom": {"train_dataset": {"annotation_path": str(data / "annotations.json"), "media_path": str(data)}}}
+    report = run_preflight(skill=SKILL, action="rl", spec=spec, backend="local", only=["spec"])
+    found = [f for f in report.findings if f.check == "spec.recipe"]
+    assert found and found[0].severity == "warning" and "custom.vision.fps 2.0 differs from the start model's recipe" in found[0].message
+
+
 def test_user_over_recipe_over_default():
     trained = {"vision": {"fps": None, "nframes": 8, "total_pixels": 1000, "max_pixels": None}, "system_prompt": "P", "answer_type": "short"}
     defaults = {"fps": 2.0, "nframes": None, "total_pixels": None, "max_pixels": None, "system_prompt": None, "answer_type": "short"}

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import json
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -114,3 +115,42 @@ def system_prompt(spec: Any, model_path: str) -> str:
     family = spec.evaluation.prompt_family
     family = prompt_family_of(model_type_of(model_path)) if family == "auto" else family
     return default_prompt(spec.evaluation.answer_type or "short", family, spec.dataset.system_prompt)[0]
+
+
+def make_embedder(ref: str, model_path: str, eval_spec: Any, *, batch_size: int) -> tuple[Embedder, dict[str, Any]]:
+    """(embedder, its cache-key fields)."""
+    if ref == "model":
+        e = ModelEmbedder(model_path, eval_spec, batch_size=batch_size)
+        return e, e.key_fields()
+    return load_hook(ref), {"embedder": ref}
+
+
+def cached_embeddings(cache_dir: Path, key_fields: dict[str, Any], n: int, embed: Callable[[int, int], Any],
+                      *, chunk: int = 4096) -> tuple[Any, Path, bool]:
+    """(embeddings [n, d], file, reused): embed rows [start, stop) chunk by chunk into a memory-mapped
+    `<key>.partial.npy` (progress in `<key>.partial.json`), so a pool of millions never sits in memory
+    twice and a killed run resumes at the last finished chunk; the finished file is renamed to `<key>.npy`."""
+    import numpy as np
+
+    key = hashlib.sha256(json.dumps(key_fields, sort_keys=True, default=str).encode()).hexdigest()[:20]
+    path = cache_dir / f"{key}.npy"
+    if path.is_file():
+        return np.load(path, mmap_mode="r"), path, True
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    partial, progress = cache_dir / f"{key}.partial.npy", cache_dir / f"{key}.partial.json"
+    done = json.loads(progress.read_text(encoding="utf-8"))["done"] if progress.is_file() and partial.is_file() else 0
+    out = np.lib.format.open_memmap(partial, mode="r+") if done else None
+    for start in range(done, n, chunk):
+        block = np.ascontiguousarray(embed(start, min(n, start + chunk)), dtype=np.float32)
+        if out is None:
+            out = np.lib.format.open_memmap(partial, mode="w+", dtype=np.float32, shape=(n, block.shape[1]))
+        out[start : start + len(block)] = block
+        out.flush()
+        atomic.write_json(progress, {"done": start + len(block), "of": n})
+    if out is None:  # an empty set
+        out = np.lib.format.open_memmap(partial, mode="w+", dtype=np.float32, shape=(0, 1))
+    del out
+    atomic.write_json(cache_dir / f"{key}.json", key_fields)
+    os.replace(partial, path)
+    progress.unlink(missing_ok=True)
+    return np.load(path, mmap_mode="r"), path, False

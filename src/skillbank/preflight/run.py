@@ -294,6 +294,7 @@ def _rl(spec: Any, ctx: Context) -> None:
     rl_checks.answer_format(spec, prompt, f)
     model = env_checks.resolve("policy.model_name_or_path", spec.policy.model_name_or_path) if spec.policy.model_name_or_path.strip() else None
     rl_checks.start(spec, model, f)
+    _rl_recipe(spec, f)
     if model is not None:
         env_checks.check_models([model], f)
     if ctx.wants("env"):
@@ -321,6 +322,24 @@ def _rl(spec: Any, ctx: Context) -> None:
 
         usable = rl_checks.references(spec, load_records(file), file, f)
         ctx.stats["rl_plan"] = rl_checks.samples_per_step(spec, usable, f)  # not "plan": that is the SFT run_plan shape
+
+
+def _rl_recipe(spec: Any, f: Findings) -> None:
+    """spec.recipe warnings where the rl spec's vision settings or system prompt (when set) differ from
+    the start model's recipe: the policy would sample at settings its SFT never saw."""
+    from skillbank import recipe
+
+    found = recipe.read(spec.policy.model_name_or_path)
+    if found is None:
+        return
+    v = spec.custom.vision
+    user = {"fps": v.fps, "nframes": v.nframes, "total_pixels": v.total_pixels, "max_pixels": v.max_pixels,
+            "system_prompt": spec.custom.system_prompt}
+    names = {k: f"custom.vision.{k}" for k in recipe.VISION_KEYS} | {"system_prompt": "custom.system_prompt"}
+    applied = recipe.apply(user, found.recipe, dict.fromkeys(user), names=names, recipe_source=f"the start model's recipe ({found.source})")
+    for warning in applied.warnings:
+        f.warning("spec.recipe", warning, "set it to the recipe's value to sample as SFT trained, or keep it on purpose",
+                  warning.split(" ", 1)[0])
 
 
 # ---- the other actions -----------------------------------------------------------------------------
