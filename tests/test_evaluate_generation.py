@@ -163,6 +163,24 @@ def test_presence_and_frequency_penalties_count_only_generated_tokens():
     assert torch.equal(scores, expected)
 
 
+@pytest.mark.parametrize("family", ["cosmos-reason1", "cosmos-reason2"])
+def test_a_custom_prompt_keeps_the_chosen_familys_reasoning_instruction(family, setup, tmp_path, capsys, generate_calls):
+    """evaluation.prompt_family chooses the instruction (a Qwen2.5-VL checkpoint asked as Cosmos-Reason2,
+    a warning), and a custom system prompt no longer drops it: it follows the question."""
+    from skillbank.spec.evaluate import COSMOS_REASON1_REASONING, COSMOS_REASON2_REASONING
+
+    config = config_for(setup, tmp_path / "out", setup["model"], dataset={"system_prompt": "Be careful."},
+                        evaluation={"answer_type": "reasoning", "limit": 1, "prompt_family": family},
+                        generation={"max_tokens": 2, "max_retries": 0})
+    code, doc = run_cli(capsys, "evaluate", "--config", str(write_toml(tmp_path / "r.toml", **config)), "--quiet")
+    prompt = generate_calls[0]["prompts"][0]
+    instruction = COSMOS_REASON1_REASONING if family == "cosmos-reason1" else COSMOS_REASON2_REASONING
+    assert code == 0 and "<|im_start|>system\nBe careful.<|im_end|>" in prompt and f"\n\n{instruction}<|im_end|>" in prompt
+    assert doc["generation"]["prompt_family"] == family and doc["generation"]["question_suffix"] == f"\n\n{instruction}"
+    foreign = [w for w in doc["warnings"] if "prompt_family is cosmos-reason2" in w]
+    assert bool(foreign) == (family == "cosmos-reason2")  # the checkpoint is Qwen2.5-VL: Cosmos-Reason1's family
+
+
 # ---- retries -------------------------------------------------------------------------------------
 
 

@@ -91,7 +91,9 @@ def evaluate(
     if records is None:
         records = load_eval_records(spec)
         check_inputs(records, spec)
-    responses, generation, model_path, elapsed = generate_responses(spec, model_name, records, cache=cache, progress=progress, loaded=loaded)
+    as_trained = settings.sources.get("dataset.system_prompt") == "recipe"  # the training prompt: asked exactly so, nothing appended
+    responses, generation, model_path, elapsed = generate_responses(spec, model_name, records, cache=cache, progress=progress, loaded=loaded,
+                                                                    as_trained=as_trained)
     rows, report = score_results(result_rows(records, responses), spec.task.type, spec.evaluation.answer_type)
     name, value = metric_value(report, spec.metrics.primary)
     document = {
@@ -173,9 +175,10 @@ class _Engine:
     close: Callable[[], None] | None = None
 
 
-def _prompt_builder(spec: EvaluateSpec, processor: Any, model_type: str) -> tuple[Any, str, str, str]:
+def _prompt_builder(spec: EvaluateSpec, processor: Any, model_type: str, *, as_trained: bool = False) -> tuple[Any, str, str, str]:
     """The prompt builder, with the system prompt and question suffix of the spec or its answer type's
-    default, and the prompt family (evaluation.prompt_family; auto: the checkpoint's)."""
+    default, and the prompt family (evaluation.prompt_family; auto: the checkpoint's). as_trained: the
+    system prompt is the one the model was trained with (its recipe's): no reasoning suffix is added."""
     from skillbank.data.examples import VisionSettings
     from skillbank.evaluation.inputs import PromptBuilder
     from skillbank.recipe import prompt_family_of
@@ -184,6 +187,8 @@ def _prompt_builder(spec: EvaluateSpec, processor: Any, model_type: str) -> tupl
     family = spec.evaluation.prompt_family
     family = prompt_family_of(model_type) if family == "auto" else family
     system, suffix = default_prompt(spec.evaluation.answer_type or "short", family, spec.dataset.system_prompt)
+    if as_trained:
+        suffix = ""
     v = spec.vision
     vision = VisionSettings(fps=v.fps, nframes=v.num_frames, total_pixels=v.total_pixels, max_pixels=v.max_pixels)
     media = media_root(spec.dataset.media_dir, spec.dataset.annotation_path)
@@ -191,7 +196,7 @@ def _prompt_builder(spec: EvaluateSpec, processor: Any, model_type: str) -> tupl
 
 
 def _transformers_engine(spec: EvaluateSpec, model_name: str, records: list[dict[str, Any]], *, cache: Any, progress: bool,
-                         loaded: Any = None) -> _Engine:
+                         loaded: Any = None, as_trained: bool = False) -> _Engine:
     from skillbank.evaluation.generate import generate_answers
     from skillbank.evaluation.model import load_model
 
@@ -200,7 +205,7 @@ def _transformers_engine(spec: EvaluateSpec, model_name: str, records: list[dict
     if spec.num_gpus > 0 and loaded.device.type == "cpu" and progress:
         print("note: num_gpus > 0 but no CUDA device is visible; evaluating on CPU", file=sys.stderr)
     model_type = str(getattr(loaded.model.config, "model_type", ""))
-    builder, system, suffix, family = _prompt_builder(spec, loaded.processor, model_type)
+    builder, system, suffix, family = _prompt_builder(spec, loaded.processor, model_type, as_trained=as_trained)
     calls = 0
 
     def generate(indices: list[int], settings: Any) -> list[str]:
@@ -214,21 +219,21 @@ def _transformers_engine(spec: EvaluateSpec, model_name: str, records: list[dict
     return _Engine(generate, loaded.path, model_type, family, system, suffix)
 
 
-def _vllm_engine(spec: EvaluateSpec, model_name: str, records: list[dict[str, Any]], *, progress: bool) -> _Engine:
+def _vllm_engine(spec: EvaluateSpec, model_name: str, records: list[dict[str, Any]], *, progress: bool, as_trained: bool = False) -> _Engine:
     from skillbank.evaluation.model import load_processor, model_type, resolve_model_path
     from skillbank.evaluation.vllm_engine import VllmEngine
 
     path = resolve_model_path(model_name)
     processor = load_processor(path)
     mtype = model_type(path)
-    builder, system, suffix, family = _prompt_builder(spec, processor, mtype)
+    builder, system, suffix, family = _prompt_builder(spec, processor, mtype, as_trained=as_trained)
     engine = VllmEngine(path, processor=processor, builder=builder, records=records, dtype=spec.model.dtype,
                         num_gpus=spec.num_gpus, seed=spec.evaluation.seed, model_type=mtype, progress=progress)
     return _Engine(engine, path, mtype, family, system, suffix, close=engine.close)
 
 
 def generate_responses(spec: EvaluateSpec, model_name: str, records: list[dict[str, Any]], *, cache: Any = None,
-                       progress: bool = True, loaded: Any = None) -> tuple[list[str], dict[str, Any], str, float]:
+                       progress: bool = True, loaded: Any = None, as_trained: bool = False) -> tuple[list[str], dict[str, Any], str, float]:
     """Every record's raw response with the spec's engine, prompts and decoding settings, and the seed's
     retries of the responses the scorer cannot read. Returns the responses, the `generation` block of
     metrics.json (what was used; each retry pass; `warnings`, which evaluate moves to the top), the folder the weights came from and the seconds
@@ -243,9 +248,9 @@ def generate_responses(spec: EvaluateSpec, model_name: str, records: list[dict[s
     if cache is None and g["max_retries"]:
         cache = PromptCache()  # a retry pass reuses the prepared prompts
     if spec.evaluation.engine == "vllm":
-        engine = _vllm_engine(spec, model_name, records, progress=progress)
+        engine = _vllm_engine(spec, model_name, records, progress=progress, as_trained=as_trained)
     else:
-        engine = _transformers_engine(spec, model_name, records, cache=cache, progress=progress, loaded=loaded)
+        engine = _transformers_engine(spec, model_name, records, cache=cache, progress=progress, loaded=loaded, as_trained=as_trained)
     asked = [chat.prompt_and_answer(r) for r in records]
 
     def flagged(responses: list[str]) -> list[int]:
