@@ -121,6 +121,9 @@ def test_skillbank_export_and_cosmos_rl_exports_carry_it(trained, tiny_model_dir
     assert code == 0, out
     doc = json.loads((tmp_path / "exp" / recipe.RECIPE_FILE).read_text())
     assert doc["vision"]["nframes"] == 4 and doc["system_prompt"] == PROMPT and doc["steps_trained"] == 2
+    assert main(["quantize", "--model", str(trained["bare"]), "--scheme", "W8A16", "--out", str(tmp_path / "q"), "--json"]) == 0
+    capsys.readouterr()
+    assert json.loads((tmp_path / "q" / recipe.RECIPE_FILE).read_text())["vision"]["nframes"] == 4  # and quantize's output
 
     # cosmos-rl writes safetensors/step_N itself (GPU only; here a copied folder stands in for its export):
     # the log watcher stamps each export from the run's cosmos_rl.toml as its "Exported" line appears
