@@ -394,7 +394,11 @@ def _inference(spec: Any, ctx: Context) -> None:
         file = spec_checks.dataset_file("annotation_path", spec.annotation_path, f)
         media = spec_checks.media_folder("media_dir", spec.media_dir, spec.annotation_path, f)
         if file:
-            _decode(ctx, _scan(ctx, "inference", file, ScanOptions(media, decode_sample=ctx.decode_sample)), None, fps=spec.fps, nframes=spec.num_frames)
+            from skillbank.evaluation.inference import settings_of
+
+            used = settings_of(spec).values  # unset fps / num_frames: the model's recipe, else fps 2
+            _decode(ctx, _scan(ctx, "inference", file, ScanOptions(media, decode_sample=ctx.decode_sample)), None,
+                    fps=used["fps"], nframes=used["nframes"])
     elif spec.video:
         if not Path(spec.video).expanduser().is_file():
             f.error("annotations.media_exists", f"video {spec.video!r} does not exist", "pass the path of an existing video file", "video")
