@@ -4,14 +4,7 @@ from __future__ import annotations
 
 import math
 
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval of k successes in n."""
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    centre, half = (p + z * z / (2 * n)) / (1 + z * z / n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+from skillbank.evaluation.metrics import wilson  # noqa: F401  (the library's one Wilson interval; benchmarks import it from here)
 
 
 def mcnemar(a: list[bool], b: list[bool]) -> tuple[int, int, float]:

@@ -73,7 +73,8 @@ def test_seed_settings_round_trip_and_nulls_follow_the_answer_type(tmp_path):
                                                       "repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0,
                                                       "max_retries": 10}
     short = EvaluateSpec()  # nulls: short answers decode greedily in a few tokens, no retries, the short prompt
-    assert short.evaluation.answer_type == "short" and short.dataset.system_prompt is None
+    assert short.evaluation.answer_type is None and short.dataset.system_prompt is None  # null: the model's recipe, else short
+    assert (short.vision.fps, short.vision.num_frames, short.evaluation.prompt_family) == (None, None, "auto")
     assert short.generation.resolved("short") | {"top_k": 0} == {"max_tokens": 16, "temperature": 0.0, "top_p": 1.0, "top_k": 0,
                                                                  "repetition_penalty": 1.0, "presence_penalty": 0.0,
                                                                  "frequency_penalty": 0.0, "max_retries": 0}
@@ -162,6 +163,24 @@ def test_presence_and_frequency_penalties_count_only_generated_tokens():
     assert torch.equal(scores, expected)
 
 
+@pytest.mark.parametrize("family", ["cosmos-reason1", "cosmos-reason2"])
+def test_a_custom_prompt_keeps_the_chosen_familys_reasoning_instruction(family, setup, tmp_path, capsys, generate_calls):
+    """evaluation.prompt_family chooses the instruction (a Qwen2.5-VL checkpoint asked as Cosmos-Reason2,
+    a warning), and a custom system prompt no longer drops it: it follows the question."""
+    from skillbank.spec.evaluate import COSMOS_REASON1_REASONING, COSMOS_REASON2_REASONING
+
+    config = config_for(setup, tmp_path / "out", setup["model"], dataset={"system_prompt": "Be careful."},
+                        evaluation={"answer_type": "reasoning", "limit": 1, "prompt_family": family},
+                        generation={"max_tokens": 2, "max_retries": 0})
+    code, doc = run_cli(capsys, "evaluate", "--config", str(write_toml(tmp_path / "r.toml", **config)), "--quiet")
+    prompt = generate_calls[0]["prompts"][0]
+    instruction = COSMOS_REASON1_REASONING if family == "cosmos-reason1" else COSMOS_REASON2_REASONING
+    assert code == 0 and "<|im_start|>system\nBe careful.<|im_end|>" in prompt and f"\n\n{instruction}<|im_end|>" in prompt
+    assert doc["generation"]["prompt_family"] == family and doc["generation"]["question_suffix"] == f"\n\n{instruction}"
+    foreign = [w for w in doc["warnings"] if "prompt_family is cosmos-reason2" in w]
+    assert bool(foreign) == (family == "cosmos-reason2")  # the checkpoint is Qwen2.5-VL: Cosmos-Reason1's family
+
+
 # ---- retries -------------------------------------------------------------------------------------
 
 
@@ -189,10 +208,11 @@ def test_retries_regenerate_exactly_the_flagged_rows():
 
     base = GenerationSettings(max_new_tokens=1024, temperature=0.6, top_p=0.95, seed=1)
     responses, passes = generate_with_retries(engine, 4, base, max_retries=10, unscorable=flagged)
-    assert [c[0] for c in calls] == [[0, 1, 2, 3], [1, 2], [2], [2]]
-    assert [(s.max_new_tokens, s.temperature, s.seed) for _, s in calls[1:]] == [(1280, 0.65, 2), (1536, 0.7, 3), (1792, 0.75, 4)]
-    assert responses == ["<think>a</think> yes", "<think>b</think> no", "<think>c</think> yes", "<answer>no</answer>"]
-    assert [(p["regenerated"], p["fixed"]) for p in passes] == [(2, 1), (1, 0), (1, 1)]
+    # pass 2 fixes nothing: the retries stop there (max_retries is a ceiling, not a count)
+    assert [c[0] for c in calls] == [[0, 1, 2, 3], [1, 2], [2]]
+    assert [(s.max_new_tokens, s.temperature, s.seed) for _, s in calls[1:]] == [(1280, 0.65, 2), (1536, 0.7, 3)]
+    assert responses == ["<think>a</think> yes", "<think>b</think> no", "", "<answer>no</answer>"]
+    assert [(p["regenerated"], p["fixed"]) for p in passes] == [(2, 1), (1, 0)]
 
     calls.clear()  # max_retries 0: one pass; a row never fixed keeps its first response
     responses, passes = generate_with_retries(engine, 4, base, max_retries=0, unscorable=flagged)
@@ -201,15 +221,16 @@ def test_retries_regenerate_exactly_the_flagged_rows():
 
 def test_evaluate_retries_unscorable_answers_with_the_real_model(setup, tmp_path, capsys, generate_calls):
     """A model that answers "yes" without <think>/<answer> in reasoning mode: every row is unscorable,
-    so each retry pass regenerates all of them, with more tokens and a higher temperature."""
+    so the first retry pass regenerates all of them, with more tokens and a higher temperature; it fixes
+    none, so the retries stop there (of max_retries 2)."""
     model = force_answer(setup["model"], tmp_path / "yes", "yes")
     config = config_for(setup, tmp_path / "out", model, evaluation={"answer_type": "reasoning", "limit": 3, "batch_size": 3},
                         generation={"max_tokens": 4, "max_retries": 2})
     code, doc = run_cli(capsys, "evaluate", "--config", str(write_toml(tmp_path / "r.toml", **config)), "--quiet")
     assert code == 0
     assert [(c["rows"], c["kwargs"]["max_new_tokens"], c["kwargs"]["temperature"]) for c in generate_calls] == [
-        (3, 4, 0.6), (3, 260, 0.65), (3, 516, 0.7)]
-    assert [(p["pass"], p["regenerated"], p["fixed"]) for p in doc["generation"]["retries"]] == [(1, 3, 0), (2, 3, 0)]
+        (3, 4, 0.6), (3, 260, 0.65)]
+    assert [(p["pass"], p["regenerated"], p["fixed"]) for p in doc["generation"]["retries"]] == [(1, 3, 0)]
     assert doc["generation"]["unscorable"] == 3
 
 

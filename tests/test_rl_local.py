@@ -126,6 +126,9 @@ def test_grpo_runs_checkpoints_exports_and_resumes(tmp_path, tiny_model_dir, dem
     from transformers import AutoModelForImageTextToText
 
     AutoModelForImageTextToText.from_pretrained(export)  # what evaluate loads
+    recipe = json.loads((export / "skillbank_recipe.json").read_text())  # the recipe travels with the GRPO export too
+    assert recipe["answer_type"] == "short" and recipe["steps_trained"] == 2 and recipe["system_prompt"]
+    assert recipe["vision"]["total_pixels"] and recipe["base_model"] == str(tiny_model_dir)
     job = json.loads(Path(out["job_record"]).read_text())
     assert job["status"] == "succeeded" and job["action"] == "rl" and job["backend"] == "local"
 

@@ -62,8 +62,10 @@ class ModelEmbedder:
     """Mean-pooled last hidden states of a VLM over each record's generation prompt."""
 
     def __init__(self, model_path: str, eval_spec: Any, *, batch_size: int = 16) -> None:
+        from skillbank.evaluation.evaluate import resolve_settings
+
         self.model_path = model_path
-        self.spec = eval_spec
+        self.spec = resolve_settings(eval_spec, model_path)[0]  # the vision settings evaluation uses for this model
         self.batch_size = batch_size
         self._loaded: Any = None
 
@@ -103,19 +105,16 @@ class ModelEmbedder:
 
 
 def system_prompt(spec: Any, model_path: str) -> str:
-    """The system prompt evaluation uses: the config's, else its answer type's default for this model."""
-    if spec.dataset.system_prompt is not None:
-        return spec.dataset.system_prompt
-    from skillbank.spec import evaluate as ev
+    """The system prompt evaluation uses: the config's, else the model's recipe's, else its answer
+    type's default for this model's prompt family (skillbank.evaluation.evaluate.resolve_settings)."""
+    from skillbank.evaluation.evaluate import resolve_settings
+    from skillbank.recipe import model_type_of, prompt_family_of
+    from skillbank.spec.evaluate import default_prompt
 
-    default = getattr(ev, "default_prompt", None)
-    if default is None:
-        return ""
-    model_type = ""
-    config = Path(model_path) / "config.json"
-    if config.is_file():
-        model_type = str(json.loads(config.read_text(encoding="utf-8")).get("model_type", ""))
-    return default(getattr(spec.evaluation, "answer_type", "short"), model_type)[0]
+    spec = resolve_settings(spec, model_path)[0]
+    family = spec.evaluation.prompt_family
+    family = prompt_family_of(model_type_of(model_path)) if family == "auto" else family
+    return default_prompt(spec.evaluation.answer_type or "short", family, spec.dataset.system_prompt)[0]
 
 
 def make_embedder(ref: str, model_path: str, eval_spec: Any, *, batch_size: int) -> tuple[Embedder, dict[str, Any]]:

@@ -26,12 +26,14 @@ def gap_ids(results_dir: str, out: Path, proxy: RecordSet, eval_spec: Any) -> tu
     import pyarrow.parquet as pq
 
     from skillbank.evaluation.answers import unscorable
+    from skillbank.evaluation.results import scoring_defaults
     from skillbank.gaps.analyze import analyze_gaps, summary_path
 
     summary = analyze_gaps(results_dir, str(out), annotations=proxy.annotation_path, media_root=proxy.media_dir)
     failing = {str(x) for x in pq.read_table(out, columns=["video_id"]).column("video_id").to_pylist()}
     rows = json.loads((Path(results_dir) / "results.json").read_text(encoding="utf-8"))
-    answer_type = getattr(eval_spec.evaluation, "answer_type", "short")
+    # null answer_type (from the model's recipe): the one evaluate scored with, as its metrics.json records
+    _, answer_type = scoring_defaults(str(Path(results_dir) / "results.json"), eval_spec.task.type, eval_spec.evaluation.answer_type)
     bad = unscorable(rows, eval_spec.task.type, answer_type)
     failing |= {str(rows[i].get("video_id")) for i in bad}
     failing |= {str(row.get("video_id")) for row in rows if row.get("correct") is False}

@@ -10,13 +10,22 @@ EVALUATE_DESCRIPTION = """\
 Evaluate a model on a LLaVA video-QA set with batched generation. --config is the seed's flat
 TOML (dataset, model, task, evaluation, vision, generation, metrics, results, num_gpus,
 results_dir); it writes results_dir/results.json ([{video_id, question, gt, response}]) and
-results_dir/metrics.json. evaluation.answer_type "short" (default: greedy, 16 tokens, the response is
-the answer) or "reasoning" (the seed's: the model family's reasoning prompt, <think>...</think> then
+results_dir/metrics.json. evaluation.answer_type "short" (greedy, 16 tokens, the response is
+the answer; the default without a recipe) or "reasoning" (the seed's: the prompt family's reasoning prompt, <think>...</think> then
 the answer, 1024 tokens at temperature 0.6, up to 10 retries of unreadable answers); null generation
 settings take the answer type's defaults. evaluation.engine "transformers" (default) or "vllm" (GPUs).
 task.type "" is the general evaluator (yes/no binary metrics when every
 answer is yes/no, else exact match); "its_directionality" scores left/right/straight. Records with a
 `family` field also get per-family metrics.
+
+A model folder skillbank wrote holds skillbank_recipe.json (how it was trained: fps or frames,
+pixels, system prompt, answer format, model_type). Every vision and prompt setting the config leaves
+null comes from it, else from the default (user > recipe > default); a set value that differs from
+the recipe's is a warning (stderr and metrics.json "warnings"). evaluation.prompt_family
+(auto / cosmos-reason1 / cosmos-reason2) picks the reasoning instruction; one that is not the
+checkpoint's family is a warning. metrics.json also records "vision" (the settings used),
+"settings_from", "recipe", and "ci95" (95% Wilson intervals). Retries stop at the first pass that
+fixes nothing. The summary line names unparseable answers and, for yes/no, precision and recall.
 
 --run DIR evaluates every safetensors/step_N of a training run (DIR is <output_dir> or
 <output_dir>/<timestamp>; the newest timestamp wins) into results_dir/step_N/ and writes
@@ -33,7 +42,9 @@ examples:
 INFERENCE_DESCRIPTION = """\
 Run a model on one video (--video FILE --prompt TEXT: prints the answer) or on a LLaVA annotations
 file (--annotations FILE --media-dir DIR: writes --out results.json). --config reads an inference
-spec (YAML or TOML, InferenceSpec); flags override it.
+spec (YAML or TOML, InferenceSpec); flags override it. Unset fps / num_frames / system prompt come
+from the model folder's skillbank_recipe.json (how it was trained), else fps 2 and a short-answer
+prompt; a flag that differs from the recipe is a warning.
 """
 
 INFERENCE_EXAMPLES = """\
@@ -98,6 +109,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"ok": True, **doc}, indent=2))
         else:
+            for warning in doc["warnings"]:
+                print(f"warning: {warning}", file=sys.stderr)
             for s in doc["steps"]:
                 print(f"step {s['step']}: {doc['metric']} {s['value']:.4f}")
             print(f"best: step {doc['step']} ({doc['metric']} {doc['value']:.4f}) {doc['path']}")
@@ -106,8 +119,12 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"ok": True, **doc}, indent=2))
     else:
+        from skillbank.evaluation.metrics import summary_line
+
+        for warning in doc["warnings"]:
+            print(f"warning: {warning}", file=sys.stderr)
         primary = doc["primary_metric"]
-        print(f"{primary['name']} {primary['value']:.4f} on {doc['num_samples']} samples; wrote {doc['results_dir']}/metrics.json")
+        print(f"{summary_line(doc, primary['name'], primary['value'])}; wrote {doc['results_dir']}/metrics.json")
     return 0
 
 
@@ -122,6 +139,9 @@ def run_inference(args: argparse.Namespace) -> int:
 
     spec = spec_with_flags(InferenceSpec, args.config, {key: getattr(args, key) for key in FLAGS})
     doc = infer(spec, out=args.out, progress=not args.quiet)  # type: ignore[arg-type]
+    if not args.json:
+        for warning in doc["warnings"]:
+            print(f"warning: {warning}", file=sys.stderr)
     if args.json:
         print(json.dumps({"ok": True, **doc}, indent=2))
     elif "answer" in doc:

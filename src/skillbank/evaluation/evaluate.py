@@ -23,7 +23,7 @@ from skillbank.data.media import media_root
 from skillbank.data.records import load_records
 from skillbank.errors import InputError
 from skillbank.evaluation.metrics import check_ground_truths, metric_value, score_results
-from skillbank.spec.evaluate import EvaluateSpec
+from skillbank.spec.evaluate import DEFAULT_FPS, EvaluateSpec
 from skillbank.spec.io import read_spec_file
 from skillbank.spec.validation import validate
 from skillbank.training import layout
@@ -86,11 +86,14 @@ def evaluate(
     `loaded` (a LoadedModel of this spec's model) spares the load when one process evaluates many
     specs of the same model (the prompt search); the transformers engine uses it, vLLM loads its own."""
     model_name = model_name or spec.model.model_name
+    spec, settings = resolve_settings(spec, model_name)
     out_dir = Path(results_dir or spec.results_dir)
     if records is None:
         records = load_eval_records(spec)
         check_inputs(records, spec)
-    responses, generation, model_path, elapsed = generate_responses(spec, model_name, records, cache=cache, progress=progress, loaded=loaded)
+    as_trained = settings.sources.get("dataset.system_prompt") == "recipe"  # the training prompt: asked exactly so, nothing appended
+    responses, generation, model_path, elapsed = generate_responses(spec, model_name, records, cache=cache, progress=progress, loaded=loaded,
+                                                                    as_trained=as_trained)
     rows, report = score_results(result_rows(records, responses), spec.task.type, spec.evaluation.answer_type)
     name, value = metric_value(report, spec.metrics.primary)
     document = {
@@ -104,6 +107,10 @@ def evaluate(
         "elapsed_s": round(elapsed, 3),
         "samples_per_s": round(len(rows) / elapsed, 3) if elapsed > 0 else None,
         "generation": generation,
+        "vision": settings.vision,
+        "recipe": settings.recipe_path,
+        "settings_from": settings.sources,
+        "warnings": [*settings.warnings, *generation.pop("warnings", []), *report.get("warnings", [])],
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     if spec.results.save_individual:
@@ -114,33 +121,82 @@ def evaluate(
 
 
 @dataclass
+class Settings:
+    """What the recipe resolution decided for one model: the vision block of metrics.json, where each
+    setting came from (user / recipe / default), the recipe's file and the warnings."""
+
+    vision: dict[str, Any]
+    sources: dict[str, str]
+    recipe_path: str | None
+    warnings: list[str]
+
+
+_NAMES = {"fps": "vision.fps", "nframes": "vision.num_frames", "total_pixels": "vision.total_pixels",
+          "max_pixels": "vision.max_pixels", "system_prompt": "dataset.system_prompt", "answer_type": "evaluation.answer_type"}
+_DEFAULTS = {"fps": DEFAULT_FPS, "nframes": None, "total_pixels": None, "max_pixels": None, "system_prompt": None, "answer_type": "short"}
+
+
+def with_recipe(spec: EvaluateSpec, found: Any) -> tuple[EvaluateSpec, Settings]:
+    """The spec with every vision and prompt setting it leaves null taken from the recipe (a
+    skillbank.recipe.Found, or None), else the default: user > recipe > default."""
+    from skillbank import recipe
+
+    v, ds = spec.vision, spec.dataset
+    user = {"fps": v.fps, "nframes": v.num_frames, "total_pixels": v.total_pixels, "max_pixels": v.max_pixels,
+            "system_prompt": ds.system_prompt, "answer_type": spec.evaluation.answer_type}
+    applied = recipe.apply(user, found.recipe if found else None, _DEFAULTS, names=_NAMES,
+                           recipe_source=f"the model's recipe ({found.source})" if found else "the model's recipe")
+    a = applied.values
+    resolved = spec.model_copy(deep=True)
+    resolved.vision.fps, resolved.vision.num_frames = a["fps"], a["nframes"]
+    resolved.vision.total_pixels, resolved.vision.max_pixels = a["total_pixels"], a["max_pixels"]
+    resolved.dataset.system_prompt, resolved.evaluation.answer_type = a["system_prompt"], a["answer_type"]
+    vision = {"fps": a["fps"], "num_frames": a["nframes"], "total_pixels": a["total_pixels"], "max_pixels": a["max_pixels"]}
+    sources = {_NAMES[k]: source for k, source in applied.sources.items()}
+    return resolved, Settings(vision, sources, found.source if found else None, applied.warnings)
+
+
+def resolve_settings(spec: EvaluateSpec, model_name: str | None = None) -> tuple[EvaluateSpec, Settings]:
+    """with_recipe for the model the spec (or model_name) names: its folder's skillbank_recipe.json, or
+    the run folder's spec for a run's safetensors/step_N. A LoRA adapter's recipe is the adapter folder's."""
+    from skillbank import recipe
+
+    return with_recipe(spec, recipe.read(model_name or spec.model.model_name))
+
+
+@dataclass
 class _Engine:
     generate: Callable[[list[int], Any], list[str]]  # (record indices, GenerationSettings) -> responses
     path: str  # the folder the weights came from
-    model_type: str  # config.json's: picks the reasoning prompt
+    model_type: str  # config.json's: picks the reasoning prompt under prompt_family auto
+    prompt_family: str
     system_prompt: str
     question_suffix: str
     close: Callable[[], None] | None = None
 
 
-def _prompt_builder(spec: EvaluateSpec, processor: Any, family: str) -> tuple[Any, str, str]:
-    """The prompt builder, with the system prompt and question suffix of the spec or its answer type's default."""
+def _prompt_builder(spec: EvaluateSpec, processor: Any, model_type: str, *, as_trained: bool = False) -> tuple[Any, str, str, str]:
+    """The prompt builder, with the system prompt and question suffix of the spec or its answer type's
+    default, and the prompt family (evaluation.prompt_family; auto: the checkpoint's). as_trained: the
+    system prompt is the one the model was trained with (its recipe's): no reasoning suffix is added."""
     from skillbank.data.examples import VisionSettings
     from skillbank.evaluation.inputs import PromptBuilder
+    from skillbank.recipe import prompt_family_of
     from skillbank.spec.evaluate import default_prompt
 
-    if spec.dataset.system_prompt is not None:
-        system, suffix = spec.dataset.system_prompt, ""
-    else:
-        system, suffix = default_prompt(spec.evaluation.answer_type, family)
+    family = spec.evaluation.prompt_family
+    family = prompt_family_of(model_type) if family == "auto" else family
+    system, suffix = default_prompt(spec.evaluation.answer_type or "short", family, spec.dataset.system_prompt)
+    if as_trained:
+        suffix = ""
     v = spec.vision
     vision = VisionSettings(fps=v.fps, nframes=v.num_frames, total_pixels=v.total_pixels, max_pixels=v.max_pixels)
     media = media_root(spec.dataset.media_dir, spec.dataset.annotation_path)
-    return PromptBuilder(processor, vision=vision, system_prompt=system, media_path=media, question_suffix=suffix), system, suffix
+    return PromptBuilder(processor, vision=vision, system_prompt=system, media_path=media, question_suffix=suffix), system, suffix, family
 
 
 def _transformers_engine(spec: EvaluateSpec, model_name: str, records: list[dict[str, Any]], *, cache: Any, progress: bool,
-                         loaded: Any = None) -> _Engine:
+                         loaded: Any = None, as_trained: bool = False) -> _Engine:
     from skillbank.evaluation.generate import generate_answers
     from skillbank.evaluation.model import load_model
 
@@ -148,8 +204,8 @@ def _transformers_engine(spec: EvaluateSpec, model_name: str, records: list[dict
                         dtype=spec.model.dtype, num_gpus=spec.num_gpus)
     if spec.num_gpus > 0 and loaded.device.type == "cpu" and progress:
         print("note: num_gpus > 0 but no CUDA device is visible; evaluating on CPU", file=sys.stderr)
-    family = str(getattr(loaded.model.config, "model_type", ""))
-    builder, system, suffix = _prompt_builder(spec, loaded.processor, family)
+    model_type = str(getattr(loaded.model.config, "model_type", ""))
+    builder, system, suffix, family = _prompt_builder(spec, loaded.processor, model_type, as_trained=as_trained)
     calls = 0
 
     def generate(indices: list[int], settings: Any) -> list[str]:
@@ -160,40 +216,41 @@ def _transformers_engine(spec: EvaluateSpec, model_name: str, records: list[dict
                                 batch_size=spec.evaluation.batch_size, settings=settings, cache=cache, keys=indices,
                                 progress=progress, desc=desc)
 
-    return _Engine(generate, loaded.path, family, system, suffix)
+    return _Engine(generate, loaded.path, model_type, family, system, suffix)
 
 
-def _vllm_engine(spec: EvaluateSpec, model_name: str, records: list[dict[str, Any]], *, progress: bool) -> _Engine:
+def _vllm_engine(spec: EvaluateSpec, model_name: str, records: list[dict[str, Any]], *, progress: bool, as_trained: bool = False) -> _Engine:
     from skillbank.evaluation.model import load_processor, model_type, resolve_model_path
     from skillbank.evaluation.vllm_engine import VllmEngine
 
     path = resolve_model_path(model_name)
     processor = load_processor(path)
-    family = model_type(path)
-    builder, system, suffix = _prompt_builder(spec, processor, family)
+    mtype = model_type(path)
+    builder, system, suffix, family = _prompt_builder(spec, processor, mtype, as_trained=as_trained)
     engine = VllmEngine(path, processor=processor, builder=builder, records=records, dtype=spec.model.dtype,
-                        num_gpus=spec.num_gpus, seed=spec.evaluation.seed, model_type=family, progress=progress)
-    return _Engine(engine, path, family, system, suffix, close=engine.close)
+                        num_gpus=spec.num_gpus, seed=spec.evaluation.seed, model_type=mtype, progress=progress)
+    return _Engine(engine, path, mtype, family, system, suffix, close=engine.close)
 
 
 def generate_responses(spec: EvaluateSpec, model_name: str, records: list[dict[str, Any]], *, cache: Any = None,
-                       progress: bool = True, loaded: Any = None) -> tuple[list[str], dict[str, Any], str, float]:
+                       progress: bool = True, loaded: Any = None, as_trained: bool = False) -> tuple[list[str], dict[str, Any], str, float]:
     """Every record's raw response with the spec's engine, prompts and decoding settings, and the seed's
     retries of the responses the scorer cannot read. Returns the responses, the `generation` block of
-    metrics.json (what was used; each retry pass), the folder the weights came from and the seconds
+    metrics.json (what was used; each retry pass; `warnings`, which evaluate moves to the top), the folder the weights came from and the seconds
     generation took (model loading excluded)."""
     from skillbank.evaluation.answers import unscorable
     from skillbank.evaluation.generate import GenerationSettings, PromptCache, generate_with_retries
+    from skillbank.recipe import family_finding
 
-    answer_type = spec.evaluation.answer_type
+    answer_type = spec.evaluation.answer_type or "short"
     g = spec.generation.resolved(answer_type)
     settings = GenerationSettings.from_spec(g, seed=spec.evaluation.seed)
     if cache is None and g["max_retries"]:
         cache = PromptCache()  # a retry pass reuses the prepared prompts
     if spec.evaluation.engine == "vllm":
-        engine = _vllm_engine(spec, model_name, records, progress=progress)
+        engine = _vllm_engine(spec, model_name, records, progress=progress, as_trained=as_trained)
     else:
-        engine = _transformers_engine(spec, model_name, records, cache=cache, progress=progress, loaded=loaded)
+        engine = _transformers_engine(spec, model_name, records, cache=cache, progress=progress, loaded=loaded, as_trained=as_trained)
     asked = [chat.prompt_and_answer(r) for r in records]
 
     def flagged(responses: list[str]) -> list[int]:
@@ -208,10 +265,13 @@ def generate_responses(spec: EvaluateSpec, model_name: str, records: list[dict[s
         if engine.close is not None:
             engine.close()
     elapsed = time.perf_counter() - started
+    finding = family_finding(engine.model_type, spec.evaluation.prompt_family)
     generation = {"engine": spec.evaluation.engine, "answer_type": answer_type, "model_type": engine.model_type,
+                  "prompt_family": engine.prompt_family, "prompt_family_requested": spec.evaluation.prompt_family,
                   "system_prompt": engine.system_prompt, "question_suffix": engine.question_suffix,
                   "own_system_turns": sum(chat.own_system_prompt(r) is not None for r in records), **g,
-                  "seed": spec.evaluation.seed, "retries": passes, "unscorable": len(flagged(responses))}
+                  "seed": spec.evaluation.seed, "retries": passes, "unscorable": len(flagged(responses)),
+                  "warnings": [finding] if finding else []}
     return responses, generation, engine.path, elapsed
 
 
@@ -233,30 +293,27 @@ def find_run_dir(run: str | Path) -> Path:
 
 
 def spec_for_training(custom: dict[str, Any], *, results_dir: str | Path, source: str, primary: str = "accuracy",
-                      train_if_no_val: bool = False) -> EvaluateSpec:
+                      train_if_no_val: bool = False, base_model: str = "") -> EvaluateSpec:
     """An evaluate spec that sees what training saw: the train spec's validation set (or, with
-    train_if_no_val, its training set when it has none), system prompt, vision settings and, where the
-    train spec has them (RL), its answer and task types.
+    train_if_no_val, its training set when it has none) and the run's recipe (skillbank.recipe: vision
+    settings, system prompt, answer format; the same file every model folder of the run holds), plus,
+    where the train spec has one (RL), its task type.
     `custom` is the train spec's custom table (as in a run's spec.json or cosmos_rl.toml)."""
+    from skillbank import recipe
+
     val = custom.get("val_dataset") or {}
     if not val.get("annotation_path"):
         if not train_if_no_val:
             raise InputError(f"no validation set in {source} (custom.val_dataset)", where="--run",
                              fix="pass --config FILE.toml naming dataset.annotation_path and dataset.media_dir")
         val = custom["train_dataset"]
-    vision = custom.get("vision") or {}
-    dataset = {"annotation_path": val["annotation_path"], "media_dir": val.get("media_path", "")}
-    if "system_prompt" in custom:
-        dataset["system_prompt"] = custom["system_prompt"]
-    return validate(EvaluateSpec, {  # type: ignore[return-value]
-        "dataset": dataset,
-        "vision": {key: vision.get(train_key) for key, train_key in
-                   (("fps", "fps"), ("num_frames", "nframes"), ("total_pixels", "total_pixels"), ("max_pixels", "max_pixels"))},
+    spec = validate(EvaluateSpec, {
+        "dataset": {"annotation_path": val["annotation_path"], "media_dir": val.get("media_path", "")},
         "metrics": {"primary": primary},
-        "evaluation": {"answer_type": custom["answer_type"]} if custom.get("answer_type") else {},
         "task": {"type": custom["task_type"]} if custom.get("task_type") else {},
         "results_dir": str(results_dir),  # num_gpus keeps its default: the GPU when there is one
     }, source=source)
+    return with_recipe(spec, recipe.Found(recipe.from_custom(custom, base_model=base_model), source))[0]  # type: ignore[arg-type]
 
 
 def spec_from_run(run_dir: Path, *, results_dir: str | Path | None = None, primary: str = "accuracy",
@@ -266,9 +323,9 @@ def spec_from_run(run_dir: Path, *, results_dir: str | Path | None = None, prima
     if path is None:
         raise InputError(f"{run_dir} keeps no train spec ({' or '.join(layout.RUN_SPEC_FILES)})", where="--run",
                          fix="pass --config FILE.toml naming dataset.annotation_path and dataset.media_dir")
-    custom = read_spec_file(path).get("custom") or {}
-    return spec_for_training(custom, results_dir=results_dir or run_dir / "evaluate", source=str(path), primary=primary,
-                             train_if_no_val=train_if_no_val)
+    data = read_spec_file(path)
+    return spec_for_training(data.get("custom") or {}, results_dir=results_dir or run_dir / "evaluate", source=str(path), primary=primary,
+                             train_if_no_val=train_if_no_val, base_model=str((data.get("policy") or {}).get("model_name_or_path") or ""))
 
 
 def evaluate_run(run: str | Path, spec: EvaluateSpec | None = None, *, progress: bool = True) -> dict[str, Any]:
@@ -303,6 +360,7 @@ def evaluate_run(run: str | Path, spec: EvaluateSpec | None = None, *, progress:
             {"step": step, "path": str(path), "value": doc["primary_metric"]["value"], "metrics": _scalars(doc)}
             for step, path, doc in evaluated
         ],
+        "warnings": list(dict.fromkeys(w for _, _, doc in evaluated for w in doc["warnings"])),
     }
     atomic.write_json(root / BEST, best)
     return best
@@ -310,5 +368,6 @@ def evaluate_run(run: str | Path, spec: EvaluateSpec | None = None, *, progress:
 
 def _scalars(doc: dict[str, Any]) -> dict[str, Any]:
     """The step's metrics without bookkeeping (model paths, timings)."""
-    skip = {"model", "model_path", "annotation_path", "created", "results_dir", "elapsed_s", "samples_per_s", "primary_metric", "generation"}
+    skip = {"model", "model_path", "annotation_path", "created", "results_dir", "elapsed_s", "samples_per_s", "primary_metric", "generation",
+            "vision", "recipe", "settings_from", "warnings"}
     return {k: v for k, v in doc.items() if k not in skip}

@@ -197,6 +197,8 @@ def generate_with_retries(
 
     Pass k regenerates only the records still flagged, with `settings.retry(k)`; a record takes the new
     response when it is no longer flagged (else it keeps its first one, as the seed's evaluator does).
+    A pass that fixes nothing ends the retries (the next, a little longer and warmer, rarely does better,
+    and each pass costs a full generation of the flagged records).
     Returns the responses and one {pass, regenerated, fixed, max_new_tokens, temperature} per pass.
     """
     responses = engine(list(range(count)), settings)
@@ -216,4 +218,6 @@ def generate_with_retries(
         passes.append({"pass": k, "regenerated": len(flagged), "fixed": len(fixed),
                        "max_new_tokens": retry.max_new_tokens, "temperature": retry.temperature})
         flagged = [i for i in flagged if i in still]
+        if not fixed:
+            break
     return responses, passes

@@ -43,19 +43,37 @@ def run_inference(spec: InferenceSpec, *, out: str | None = None, progress: bool
     else:
         records, media = [single_record(spec.video, spec.prompt)], ""
     loaded = load_model(spec.model_path, num_gpus=1)
-    vision = VisionSettings(fps=spec.fps, nframes=spec.num_frames)
-    builder = PromptBuilder(loaded.processor, vision=vision, system_prompt=spec.system_prompt, media_path=media)
+    used = settings_of(spec)
+    a = used.values
+    vision = VisionSettings(fps=a["fps"], nframes=a["nframes"], total_pixels=a["total_pixels"], max_pixels=a["max_pixels"])
+    builder = PromptBuilder(loaded.processor, vision=vision, system_prompt=a["system_prompt"], media_path=media)
     settings = GenerationSettings(max_new_tokens=spec.max_tokens, temperature=spec.temperature)
     answers = generate_answers(
         loaded.model, loaded.processor, builder, records,
         device=loaded.device, batch_size=spec.batch_size, settings=settings, progress=progress and batch, desc="inference",
     )
+    told = {"vision": {"fps": a["fps"], "num_frames": a["nframes"], "total_pixels": a["total_pixels"], "max_pixels": a["max_pixels"]},
+            "system_prompt": a["system_prompt"], "settings_from": used.sources, "warnings": used.warnings}
     if not batch:
-        return {"answer": answers[0], "video": records[0]["video"], "prompt": spec.prompt, "model": spec.model_path}
+        return {"answer": answers[0], "video": records[0]["video"], "prompt": spec.prompt, "model": spec.model_path, **told}
     rows = []
     for record, answer in zip(records, answers, strict=True):
         question, gt = chat.prompt_and_answer(record)
         rows.append({"video_id": str(record.get("id", "")), "question": question, "gt": gt or None, "response": answer})
     target = Path(out) if out else Path(spec.results_dir) / "results.json"
     atomic.write_json(target, rows)
-    return {"results_json": str(target), "count": len(rows), "model": spec.model_path}
+    return {"results_json": str(target), "count": len(rows), "model": spec.model_path, **told}
+
+
+def settings_of(spec: InferenceSpec):
+    """The vision settings and system prompt inference uses: the spec's, else the model's recipe
+    (skillbank.recipe), else the defaults (fps 2, the short-answer prompt); pixels only from the recipe."""
+    from skillbank import recipe
+    from skillbank.spec.evaluate import DEFAULT_FPS, SHORT_SYSTEM_PROMPT
+
+    found = recipe.read(spec.model_path)
+    user = {"fps": spec.fps, "nframes": spec.num_frames, "total_pixels": None, "max_pixels": None, "system_prompt": spec.system_prompt}
+    defaults = {"fps": DEFAULT_FPS, "nframes": None, "total_pixels": None, "max_pixels": None, "system_prompt": SHORT_SYSTEM_PROMPT}
+    names = {"fps": "fps", "nframes": "num_frames"}
+    return recipe.apply(user, found.recipe if found else None, defaults, names=names,
+                        recipe_source=f"the model's recipe ({found.source})" if found else "the model's recipe")

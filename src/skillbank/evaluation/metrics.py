@@ -19,11 +19,14 @@ A set of rows of several kinds (a mixed set, e.g. the demo's families): evaluato
 accuracy, correct, total, unparseable and "kinds" (rows per kind). A ratio with a zero denominator is 0.0.
 
 A report holds the metrics of all rows at the top level, plus "families" / "datasets" maps (metrics
-per `family` / `dataset` value; "(none)" for rows without one) when rows carry those fields.
+per `family` / `dataset` value; "(none)" for rows without one) when rows carry those fields, "ci95"
+(95% Wilson score intervals [low, high] of accuracy and, for yes/no, precision and recall) and
+"warnings" (a class with fewer than MIN_CLASS_SAMPLES samples: its numbers are not yet telling).
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,6 +36,7 @@ from skillbank.errors import InputError
 from skillbank.evaluation import answers
 from skillbank.evaluation.answers import DIRECTIONS, NO, TASK_TYPES, UNPARSEABLE, YES
 
+MIN_CLASS_SAMPLES = 30  # fewer samples of a class than this is a warning in the report
 NONE_KEY = "(none)"  # families / datasets key of rows without the field
 _MAPS = {"family": "families", "dataset": "datasets"}
 
@@ -136,6 +140,46 @@ def multiclass_metrics(rows: Sequence[Tally], kind: str) -> dict[str, Any]:
     }
 
 
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval of k successes in n ((0, 1) when n is 0): unlike k/n +- z*se it stays
+    inside [0, 1] and is honest at 0/n and n/n, which small evaluation sets hit often."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    centre, half = (p + z * z / (2 * n)) / (1 + z * z / n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _interval(k: int, n: int) -> list[float]:
+    return [round(x, 6) for x in wilson(k, n)]
+
+
+def intervals(m: Mapping[str, Any]) -> dict[str, list[float]]:
+    """ci95 of one metrics block: accuracy, and for yes/no precision (tp of tp+fp) and recall (tp of tp+fn)."""
+    out = {"accuracy": _interval(int(m.get("correct", 0)), int(m.get("total", 0)))}
+    if m.get("evaluator") == "yes_no":
+        out["precision"] = _interval(m["tp"], m["tp"] + m["fp"])
+        out["recall"] = _interval(m["tp"], m["tp"] + m["fn"])
+    return out
+
+
+def class_sizes(m: Mapping[str, Any]) -> dict[str, int]:
+    """Samples per class of one metrics block (yes / no, each label, else all rows as one class)."""
+    if m.get("evaluator") == "yes_no":
+        return {YES: m["tp"] + m["fn"], NO: m["tn"] + m["fp"]}
+    if "per_class" in m:
+        return {label: int(c["support"]) for label, c in m["per_class"].items() if c["support"]}
+    return {"all": int(m.get("total", 0))}
+
+
+def small_class_warnings(m: Mapping[str, Any]) -> list[str]:
+    small = {label: n for label, n in class_sizes(m).items() if n < MIN_CLASS_SAMPLES}
+    if not small or not m.get("total"):
+        return []
+    shown = ", ".join(f"{label} {n}" for label, n in small.items())
+    return [f"fewer than {MIN_CLASS_SAMPLES} samples per class ({shown}): the metrics are rough; see ci95 for their 95% intervals"]
+
+
 def metrics_of(rows: Sequence[Tally]) -> dict[str, Any]:
     """Metrics of a set of rows: its kind's when it has one, else the "mixed" summary."""
     kinds = Counter()
@@ -156,6 +200,7 @@ def metrics_of(rows: Sequence[Tally]) -> dict[str, Any]:
 def report_of(rows: Sequence[Tally], answer_type: str) -> dict[str, Any]:
     """All rows' metrics, plus "families" / "datasets" maps when any row carries that field."""
     report = {**metrics_of(rows), "answer_type": answer_type}
+    report["ci95"], report["warnings"] = intervals(report), small_class_warnings(report)
     for field in ("family", "dataset"):
         if any(getattr(t, field) is not None for t in rows):
             groups: dict[str, list[Tally]] = defaultdict(list)
@@ -228,6 +273,17 @@ def compute_metrics(ground_truths: Sequence[Any], responses: Sequence[Any], task
     questions = questions if questions is not None else [""] * len(ground_truths)
     rows = [{"question": q, "gt": g, "response": r} for q, g, r in zip(questions, ground_truths, responses, strict=True)]
     return evaluation_report(rows, task_type, answer_type)
+
+
+def summary_line(m: Mapping[str, Any], name: str, value: float) -> str:
+    """The one-line result: the primary metric on N samples, how many answers could not be read and,
+    for yes/no, precision and recall ("accuracy 0.0000 on 30 samples, 30 unparseable")."""
+    line = f"{name} {value:.4f} on {m.get('total', 0)} samples"
+    if m.get("unparseable"):
+        line += f", {m['unparseable']} unparseable"
+    if m.get("evaluator") == "yes_no":
+        line += f"; precision {m['precision']:.4f}, recall {m['recall']:.4f}"
+    return line
 
 
 def metric_value(metrics: Mapping[str, Any], name: str) -> tuple[str, float]:

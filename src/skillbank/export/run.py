@@ -87,6 +87,25 @@ def _save(model, processor, out: Path, dtype, extra_from: list[Path]) -> None:
                 shutil.copy2(folder / name, out / name)
 
 
+def _carry_recipe(src: Source, out: Path, notes: list[str]) -> str | None:
+    """The exported folder keeps the source's recipe (skillbank.recipe): the source folder's file, else
+    the one its run folder's spec gives (a cosmos-rl step, rank shards); the template digest and
+    model_type are the output's. Returns where it came from (None: the source has no recipe)."""
+    from skillbank import recipe
+
+    found = recipe.read(src.given) or recipe.read(src.path)
+    if found is None and src.run_dir is not None:
+        built = recipe.from_run(src.run_dir, src.step, model_dir=out)
+        found = recipe.Found(built, f"{src.run_dir} (the run's spec)") if built is not None else None
+    if found is None:
+        notes.append(f"the source carries no {recipe.RECIPE_FILE}: evaluate will use its defaults unless the spec sets vision and prompt")
+        return None
+    doc = {**found.recipe, "model_type": recipe.model_type_of(out) or found.recipe.get("model_type"),
+           "chat_template_sha256": recipe.chat_template_digest(out) or found.recipe.get("chat_template_sha256")}
+    recipe.write(out, doc)
+    return found.source
+
+
 def export(spec: "ExportSpec", *, overwrite: bool = False) -> ExportResult:
     """Export spec.source into spec.output_dir (staged, then renamed; a non-empty folder needs overwrite)."""
     import torch
@@ -119,6 +138,7 @@ def export(spec: "ExportSpec", *, overwrite: bool = False) -> ExportResult:
             if not is_hf_folder(src.path):
                 raise InputError(f"{src.path} holds no Hugging Face model", where="source")
             _save(_load_model(src.path, dtype), _processor_from(src.path), out, dtype, [src.path])
+        info["recipe"] = _carry_recipe(src, out, notes)
         info["notes"] = notes
         output.write_manifest(out, MANIFEST, info)
     final = Path(spec.output_dir).expanduser().resolve()

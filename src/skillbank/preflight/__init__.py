@@ -15,7 +15,10 @@ Checks (each finding names one; severity error, warning or node; any error means
                          fewer than 4 per epoch a warning (both propose batches); validation that cosmos-rl would drop whole
 - spec.validation_data   validation.enable with no validation data
 - spec.dataset_paths     annotation path empty or missing; media folder empty
-- spec.model             a model value naming neither a path nor a hub repo; a family cosmos-rl cannot train
+- spec.model             a model value naming neither a path nor a hub repo; a family cosmos-rl cannot train;
+                         evaluate: a checkpoint whose model_type is not the family evaluation.prompt_family names (warning)
+- spec.recipe            evaluate: a vision / prompt setting that differs from the model's skillbank_recipe.json;
+                         rl: custom.vision / a set custom.system_prompt that differs from the start model's (warnings)
 - annotations.format     not a JSON array / malformed JSON (line and column)
 - annotations.record     an element that is not an object
 - annotations.unique_id  missing, invalid or repeated ids

@@ -73,7 +73,7 @@ def run_preflight(
     groups = parse_groups(only)
     findings = Findings(runs_on=runs_on, only=groups)  # type: ignore[arg-type]
     ctx = Context(findings, gpus_per_node, nodes, backend, int(decode_sample or 0) if decode_sample == ALL else max(0, int(decode_sample or 0)), start_check)
-    _arguments(ctx)
+    _arguments(ctx, action)
     if paths:
         spec = _local_view(skill, action, spec_path, spec, paths)
         ctx.stats["path_map"] = paths.items()
@@ -139,13 +139,17 @@ def _tokens_per_sample(datasets: list[Dataset]) -> dict[str, Any] | None:
     return tally.to_dict()
 
 
-def _arguments(ctx: Context) -> None:
+CPU_ACTIONS = ("evaluate", "inference", "export", "quantize")  # --gpus-per-node 0 is a CPU machine, which these run on
+
+
+def _arguments(ctx: Context, action: str) -> None:
     f = ctx.findings
     if ctx.backend is not None and ctx.backend not in BACKENDS:
         f.error("spec.schema", f"unknown backend {ctx.backend!r}", f"use one of: {', '.join(BACKENDS)}", "--backend")
     for name, value in (("--gpus-per-node", ctx.gpus_per_node), ("--nodes", ctx.nodes)):
-        if value is not None and value < 1:
-            f.error("spec.parallelism", f"{name} must be at least 1 (got {value})", f"pass a positive {name}", name)
+        least = 0 if name == "--gpus-per-node" and action in CPU_ACTIONS else 1
+        if value is not None and value < least:
+            f.error("spec.parallelism", f"{name} must be at least {least} (got {value})", f"pass a positive {name}", name)
 
 
 # ---- train -------------------------------------------------------------------------------------------
@@ -330,6 +334,7 @@ def _rl(spec: Any, ctx: Context) -> None:
     rl_checks.answer_format(spec, prompt, f)
     model = env_checks.resolve("policy.model_name_or_path", spec.policy.model_name_or_path) if spec.policy.model_name_or_path.strip() else None
     rl_checks.start(spec, model, f)
+    _rl_recipe(spec, f)
     if model is not None:
         env_checks.check_models([model], f)
     if ctx.wants("env"):
@@ -388,6 +393,24 @@ def rl_budget(spec: Any, patch: int) -> VisionBudget:
     return VisionBudget.from_train_spec(SimpleNamespace(custom=SimpleNamespace(vision=spec.custom.vision, system_prompt=system_prompt(spec)), policy=spec.policy), patch)
 
 
+def _rl_recipe(spec: Any, f: Findings) -> None:
+    """spec.recipe warnings where the rl spec's vision settings or system prompt (when set) differ from
+    the start model's recipe: the policy would sample at settings its SFT never saw."""
+    from skillbank import recipe
+
+    found = recipe.read(spec.policy.model_name_or_path)
+    if found is None:
+        return
+    v = spec.custom.vision
+    user = {"fps": v.fps, "nframes": v.nframes, "total_pixels": v.total_pixels, "max_pixels": v.max_pixels,
+            "system_prompt": spec.custom.system_prompt}
+    names = {k: f"custom.vision.{k}" for k in recipe.VISION_KEYS} | {"system_prompt": "custom.system_prompt"}
+    applied = recipe.apply(user, found.recipe, dict.fromkeys(user), names=names, recipe_source=f"the start model's recipe ({found.source})")
+    for warning in applied.warnings:
+        f.warning("spec.recipe", warning, "set it to the recipe's value to sample as SFT trained, or keep it on purpose",
+                  warning.split(" ", 1)[0])
+
+
 # ---- the other actions -----------------------------------------------------------------------------
 
 
@@ -403,12 +426,34 @@ def _evaluate(spec: Any, ctx: Context) -> None:
         refs.append(env_checks.resolve("model.base_model_path", spec.model.base_model_path))
     _models(ctx, refs)
     if ctx.gpus_per_node is not None and spec.num_gpus > ctx.gpus_per_node:
-        f.error("spec.parallelism", f"num_gpus {spec.num_gpus} but --gpus-per-node is {ctx.gpus_per_node}", f"set num_gpus={ctx.gpus_per_node} or fewer", "num_gpus")
+        fix = "set num_gpus = 0 (evaluate runs on CPU with engine transformers)" if ctx.gpus_per_node == 0 else f"set num_gpus={ctx.gpus_per_node} or fewer"
+        f.error("spec.parallelism", f"num_gpus {spec.num_gpus} but --gpus-per-node is {ctx.gpus_per_node}", fix, "num_gpus")
+    spec = _evaluate_recipe(spec, f)
     file = spec_checks.dataset_file("dataset.annotation_path", spec.dataset.annotation_path, f)
     media = spec_checks.media_folder("dataset.media_dir", spec.dataset.media_dir, spec.dataset.annotation_path, f)
     if file:
         data = _scan(ctx, "eval", file, ScanOptions(media, decode_sample=ctx.decode_sample))
         _decode(ctx, [data], None, fps=spec.vision.fps, nframes=spec.vision.num_frames)
+
+
+def _evaluate_recipe(spec: Any, f: Findings) -> Any:
+    """The spec as evaluate will run it (null vision / prompt settings from the model's recipe), with a
+    spec.recipe warning for each set value that differs from the recipe, and a spec.model warning when
+    the checkpoint's family (config.json model_type) is not the one evaluation.prompt_family names."""
+    from skillbank import recipe
+    from skillbank.evaluation.evaluate import resolve_settings
+
+    resolved, settings = resolve_settings(spec)
+    for warning in settings.warnings:
+        f.warning("spec.recipe", warning, "leave the key unset (null) to evaluate as the model was trained, or keep it to test other settings",
+                  "vision" if warning.startswith("vision.") else warning.split(" ", 1)[0])
+    found = recipe.read(spec.model.model_name)
+    model_type = recipe.model_type_of(spec.model.model_name) or (found.recipe.get("model_type", "") if found else "")
+    finding = recipe.family_finding(str(model_type), spec.evaluation.prompt_family)
+    if finding:
+        f.warning("spec.model", finding, f"set evaluation.prompt_family = auto (or {recipe.prompt_family_of(str(model_type))}), or evaluate a checkpoint of that family",
+                  "evaluation.prompt_family")
+    return resolved
 
 
 def _inference(spec: Any, ctx: Context) -> None:
@@ -418,7 +463,11 @@ def _inference(spec: Any, ctx: Context) -> None:
         file = spec_checks.dataset_file("annotation_path", spec.annotation_path, f)
         media = spec_checks.media_folder("media_dir", spec.media_dir, spec.annotation_path, f)
         if file:
-            _decode(ctx, [_scan(ctx, "inference", file, ScanOptions(media, decode_sample=ctx.decode_sample))], None, fps=spec.fps, nframes=spec.num_frames)
+            from skillbank.evaluation.inference import settings_of
+
+            used = settings_of(spec).values  # unset fps / num_frames: the model's recipe, else fps 2
+            _decode(ctx, [_scan(ctx, "inference", file, ScanOptions(media, decode_sample=ctx.decode_sample))], None,
+                    fps=used["fps"], nframes=used["nframes"])
     elif spec.video:
         if not Path(spec.video).expanduser().is_file():
             f.error("annotations.media_exists", f"video {spec.video!r} does not exist", "pass the path of an existing video file", "video")

@@ -146,6 +146,11 @@ def quantize(spec: "QuantizeSpec", *, overwrite: bool = False) -> QuantizeResult
         for name in ("generation_config.json", "chat_template.jinja", "chat_template.json"):
             if (src / name).is_file() and not (out / name).exists():
                 (out / name).write_bytes((src / name).read_bytes())
+        from skillbank import recipe
+
+        found = recipe.read(src)  # the quantized folder keeps how the weights were trained
+        if found is not None:
+            recipe.write(out, {**found.recipe, "chat_template_sha256": recipe.chat_template_digest(out) or found.recipe.get("chat_template_sha256")})
         fmt = json.loads((out / "config.json").read_text(encoding="utf-8"))["quantization_config"]["format"]
         info = {"source": str(src), "scheme": spec.scheme, "format": fmt, "quant_method": "compressed-tensors",
                 "quantized_modules": len(done), "ignore": spec.ignore, "notes": notes}

@@ -12,14 +12,15 @@ class InferenceSpec(Section):
     """Inference spec: one video and prompt, or a batch over an annotation file."""
 
     exclusive = (("fps", "num_frames"),)
+    exclusive_may_be_unset = True
     model_path: ModelRefStr = param("hf_model://nvidia/Cosmos-Reason2-8B", "Model folder (a run's safetensors/step_N), hf_model://owner/repo or HF id.", popular=True)
     video: PathStr = param("", "One video file (single mode).")
     prompt: str = param("", "The question (single mode).")
     annotation_path: PathStr = param("", "LLaVA annotations for batch mode (instead of video + prompt).")
     media_dir: PathStr = param("", "Media folder of batch mode (empty: the annotation file's folder).")
-    system_prompt: str = param("You are a helpful assistant. Answer the question about the video with a short answer.", "System prompt (batch mode: a record whose conversations open with its own system turn keeps that one).")
-    fps: float | None = param(2.0, "Frames per second. Exactly one of fps / num_frames.", gt=0, le=60)
-    num_frames: int | None = param(None, "Fixed frames per video. Exactly one of fps / num_frames.", ge=2)
+    system_prompt: str | None = param(None, "System prompt; null: the model's recipe (skillbank_recipe.json), else a short-answer prompt. Batch mode: a record whose conversations open with its own system turn keeps that one.")
+    fps: float | None = param(None, "Frames per second; at most one of fps / num_frames. Both null: the model's recipe, else fps 2. A value that differs from the recipe's is a warning.", gt=0, le=60)
+    num_frames: int | None = param(None, "Fixed frames per video; at most one of fps / num_frames (both null: the model's recipe, else fps).", ge=2)
     max_tokens: int = param(64, "Max new tokens.", ge=1)
     temperature: float = param(0.0, "0 is greedy.", ge=0, le=2)
     batch_size: int = param(8, "Batch size of batch mode.", ge=1)

@@ -1,7 +1,7 @@
 """The base of every spec section.
 
 Unknown keys are errors (cosmos-rl silently drops them). `exclusive` declares pairs of fields of
-which exactly one must be set (fps / nframes): the rule, its error, and the spec builder's
+which exactly one must be set (fps / nframes; at most one with `exclusive_may_be_unset`): the rule, its error, and the spec builder's
 "setting one clears the other" all read this one declaration.
 """
 
@@ -29,6 +29,7 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True, json_schema_extra=_exclusive_in_schema)
 
     exclusive: ClassVar[tuple[tuple[str, str], ...]] = ()
+    exclusive_may_be_unset: ClassVar[bool] = False  # both null allowed: "from the model's recipe, else the default"
 
     @model_validator(mode="before")
     @classmethod
@@ -44,6 +45,8 @@ class Section(BaseModel):
     def _exactly_one_of_each_exclusive_pair(self) -> "Section":
         for first, second in self.exclusive:
             a, b = getattr(self, first), getattr(self, second)
+            if a is None and b is None and self.exclusive_may_be_unset:
+                continue
             if (a is None) == (b is None):
                 why = (
                     "both are set; qwen_vl_utils asserts 'Only accept either fps or nframes'"

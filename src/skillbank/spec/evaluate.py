@@ -26,23 +26,38 @@ COSMOS_REASON2_REASONING = (  # cosmos_reason2_utils.text.REASONING_PROMPT: appe
 )
 
 
-def default_prompt(answer_type: str, model_type: str) -> tuple[str, str]:
-    """(system prompt, text appended to each question) when dataset.system_prompt is null.
+PROMPT_FAMILY_CHOICES = ("auto", "cosmos-reason1", "cosmos-reason2")
+DEFAULT_FPS = 2.0  # vision.fps when neither the spec nor the model's recipe sets the sampling
 
-    Reasoning on Qwen3-VL (Cosmos-Reason2) appends its reasoning instruction to the question, as its
-    evaluator does; every other family (Qwen2.5-VL, Cosmos-Reason1) gets Cosmos-Reason1's system prompt.
+
+def reasoning_prompt(prompt_family: str, system_prompt: str | None) -> tuple[str, str]:
+    """(system prompt, text appended to each question) of a reasoning evaluation.
+
+    cosmos-reason2 appends its reasoning instruction to the question (its evaluator does), after the
+    given system prompt or its own; cosmos-reason1's instruction is the system prompt, and follows the
+    question instead when a system prompt is given. A given prompt that already asks for <think> keeps
+    its own instruction (nothing is appended): a custom prompt never silently drops the format.
     """
+    asks_format = system_prompt is not None and "<think>" in system_prompt
+    if prompt_family == "cosmos-reason2":
+        return (system_prompt or COSMOS_REASON2_SYSTEM), ("" if asks_format else "\n\n" + COSMOS_REASON2_REASONING)
+    if system_prompt is None:
+        return COSMOS_REASON1_REASONING, ""
+    return system_prompt, ("" if asks_format else "\n\n" + COSMOS_REASON1_REASONING)
+
+
+def default_prompt(answer_type: str, prompt_family: str, system_prompt: str | None = None) -> tuple[str, str]:
+    """(system prompt, question suffix): short answers use the given prompt or the short-answer one;
+    reasoning gets the prompt family's instruction (reasoning_prompt)."""
     if answer_type != "reasoning":
-        return SHORT_SYSTEM_PROMPT, ""
-    if model_type.startswith("qwen3"):
-        return COSMOS_REASON2_SYSTEM, "\n\n" + COSMOS_REASON2_REASONING
-    return COSMOS_REASON1_REASONING, ""
+        return (SHORT_SYSTEM_PROMPT if system_prompt is None else system_prompt), ""
+    return reasoning_prompt(prompt_family, system_prompt)
 
 
 class EvalDatasetSpec(Section):
     annotation_path: PathStr = param("", "LLaVA annotations.json of the evaluation set (id, video, video_fps, conversations).")
     media_dir: PathStr = param("", "Folder the records' video paths are relative to (empty: the annotation file's folder).")
-    system_prompt: str | None = param(None, "System prompt; null: the answer type's default (short: a short-answer prompt; reasoning: the prompt the model family was trained with, by config.json model_type). A prompt given here is used as is. A record whose conversations open with its own system turn keeps that one.")
+    system_prompt: str | None = param(None, "System prompt; null: the model's recipe (skillbank_recipe.json: the prompt it was trained with), else the answer type's default (short: a short-answer prompt; reasoning: evaluation.prompt_family's). With answer_type reasoning, the family's reasoning instruction follows the question unless this prompt already asks for <think>. A record whose conversations open with its own system turn keeps that one.")
 
 
 class EvalModelSpec(Section):
@@ -63,7 +78,8 @@ class EvalTaskSpec(Section):
 
 
 class EvaluationSpec(Section):
-    answer_type: Literal[ANSWER_TYPES] = param("short", "\"short\": the response is the answer; \"reasoning\": <think>...</think> then the answer, extracted before scoring (the seed's reasoning evaluation). Picks the defaults of dataset.system_prompt and the null generation settings.", popular=True)
+    answer_type: Literal[ANSWER_TYPES] | None = param(None, "\"short\": the response is the answer; \"reasoning\": <think>...</think> then the answer, extracted before scoring (the seed's reasoning evaluation). null: the model's recipe, else short. Picks the defaults of dataset.system_prompt and the null generation settings.", popular=True)
+    prompt_family: Literal[PROMPT_FAMILY_CHOICES] = param("auto", "Whose reasoning instruction answer_type reasoning uses: \"cosmos-reason1\" (a <think>/<answer> system prompt), \"cosmos-reason2\" (an instruction after the question), \"auto\": by the checkpoint's config.json model_type (qwen3* is cosmos-reason2, else cosmos-reason1). A family that is not the checkpoint's is a warning. Recorded in metrics.json generation.prompt_family.")
     engine: Literal["transformers", "vllm"] = param("transformers", "Generation engine: transformers (CPU or GPU), or vLLM (GPU, vllm installed; same results format; not run in skillbank's CPU tests).")
     batch_size: int = param(8, "Samples per batched generate call (transformers engine).", ge=1)
     seed: int = param(1, "Seed for sampling (greedy decoding ignores it); retry pass k uses seed + k.", ge=0)
@@ -72,10 +88,11 @@ class EvaluationSpec(Section):
 
 class EvalVisionSpec(Section):
     exclusive = (("fps", "num_frames"),)
-    fps: float | None = param(2.0, "Frames sampled per second. Exactly one of fps / num_frames.", gt=0, le=60)
-    num_frames: int | None = param(None, "Fixed frames per video. Exactly one of fps / num_frames.", ge=2)
-    total_pixels: int | None = param(None, "Pixel budget per video over all frames; null uses the processor's.", ge=1)
-    max_pixels: int | None = param(None, "Pixel cap per frame; null uses the processor's.", ge=1)
+    exclusive_may_be_unset = True
+    fps: float | None = param(None, f"Frames sampled per second; at most one of fps / num_frames. Both null: the model's recipe (how it was trained), else fps {DEFAULT_FPS}. A value that differs from the recipe's is a warning.", gt=0, le=60)
+    num_frames: int | None = param(None, "Fixed frames per video; at most one of fps / num_frames (both null: the model's recipe, else fps).", ge=2)
+    total_pixels: int | None = param(None, "Pixel budget per video over all frames; null: the model's recipe (training's budget), else the processor's.", ge=1)
+    max_pixels: int | None = param(None, "Pixel cap per frame; null: the model's recipe, else the processor's.", ge=1)
 
 
 
@@ -101,7 +118,7 @@ class GenerationSpec(Section):
     repetition_penalty: float = param(1.0, "Divides the logits of tokens already in the prompt or the answer (1: off; transformers and vLLM alike).", gt=0)
     presence_penalty: float = param(0.0, "Subtracted from the logits of tokens already generated (OpenAI / vLLM semantics; 0: off).", ge=-2, le=2)
     frequency_penalty: float = param(0.0, "Subtracted once per earlier occurrence of a token in the answer (OpenAI / vLLM semantics; 0: off).", ge=-2, le=2)
-    max_retries: int | None = param(None, f"Regenerate the responses the scorer cannot read (empty, no answer, no label), up to this many passes; pass k adds {RETRY_TOKENS}*k tokens and {RETRY_TEMPERATURE_STEP}*k temperature (at most {RETRY_TEMPERATURE_CAP}) ({_by_answer_type('max_retries')}).", ge=0)
+    max_retries: int | None = param(None, f"Regenerate the responses the scorer cannot read (empty, no answer, no label), up to this many passes, stopping at the first pass that fixes none; pass k adds {RETRY_TOKENS}*k tokens and {RETRY_TEMPERATURE_STEP}*k temperature (at most {RETRY_TEMPERATURE_CAP}) ({_by_answer_type('max_retries')}).", ge=0)
 
     def resolved(self, answer_type: str) -> dict[str, float | int]:
         """Every setting with its null replaced by the answer type's default."""

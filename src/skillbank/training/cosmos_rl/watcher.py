@@ -183,6 +183,7 @@ class LogWatcher:
             if m[1] not in self.exported:
                 self.exported.append(m[1])
                 self.log(f"safetensors exported: {m[1]}")
+                self.stamp_recipes()
 
     def _on_step(self, step: int, total: int, loss: float | None, fields: dict[str, float | None] | None = None) -> None:
         self.total_steps = total
@@ -270,6 +271,18 @@ class LogWatcher:
             self._bar = tqdm(total=total, initial=initial, unit="step", desc="cosmos-rl", file=sys.stderr, dynamic_ncols=True)
         return self._bar
 
+    def stamp_recipes(self) -> None:
+        """cosmos-rl's exports carry no recipe: write skillbank_recipe.json (from the run's cosmos_rl.toml)
+        into every whole safetensors/step_N that lacks one. A failure is a warning, never a failed run."""
+        from skillbank import recipe
+
+        try:
+            recipe.stamp_run_exports(self.run_dir)
+        except OSError as exc:
+            message = f"could not write {recipe.RECIPE_FILE} into the exports of {self.run_dir}: {exc}"
+            if message not in self.warnings:
+                self.warnings.append(message)
+
     def final_safetensors(self) -> str | None:
         """The newest whole `safetensors/step_N` export of the run folder (cosmos-rl has no `final/`)."""
         steps = layout.list_safetensors_steps(self.run_dir)
@@ -285,6 +298,7 @@ class LogWatcher:
             self._bar.close()
         if self.monitor is not None:
             self.monitor.close()
+        self.stamp_recipes()  # an export whose log line was missed, or written as the run ended
         final = self.final_safetensors()
         reason = self._failure_reason(launcher_returncode, final)
         return WatchResult(

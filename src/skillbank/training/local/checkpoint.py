@@ -126,8 +126,11 @@ def export_safetensors(
     processor,
     dtype=None,
     lora_scale: float | None = None,
+    custom: dict[str, Any] | None = None,
+    base_model: str = "",
 ) -> Path:
-    """Write safetensors/step_N as a folder AutoModelForImageTextToText + AutoProcessor load (rank 0)."""
+    """Write safetensors/step_N as a folder AutoModelForImageTextToText + AutoProcessor load (rank 0),
+    with its skillbank_recipe.json (skillbank.recipe) from the spec's `custom` table when given."""
     import torch
     from transformers import AutoConfig, AutoModelForImageTextToText
 
@@ -149,6 +152,10 @@ def export_safetensors(
         generation = Path(model_path) / "generation_config.json"
         if generation.is_file():
             shutil.copy2(generation, tmp / "generation_config.json")
+        if custom is not None:
+            from skillbank import recipe
+
+            recipe.write(tmp, recipe.from_custom(custom, base_model=base_model or str(model_path), steps=step, model_dir=tmp))
         if target.exists():
             shutil.rmtree(target)
         os.rename(tmp, target)

@@ -146,7 +146,7 @@ class GrpoSampler:
 
         custom = spec.custom
         vp = self.processor.video_processor
-        vision = VisionSettings.from_spec(spec, patch_size=int(vp.patch_size), merge_size=int(vp.merge_size))
+        vision = self.vision = VisionSettings.from_spec(spec, patch_size=int(vp.patch_size), merge_size=int(vp.merge_size))
         media = media_root(custom.train_dataset.media_path, custom.train_dataset.annotation_path)
         self.builder = PromptBuilder(self.processor, vision=vision, system_prompt=system_prompt(spec), media_path=media)
         self.records = load_records(custom.train_dataset.annotation_path)
@@ -335,7 +335,14 @@ class GrpoTrainer(GrpoSampler):
     def export(self, step: int) -> None:
         state = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
         dtype = None if self.device.type == "cpu" else self.dtype
-        path = ckpt.export_safetensors(self.run_dir, step, state, model_path=self.model_path, processor=self.processor, dtype=dtype)
+        from dataclasses import asdict
+
+        from skillbank.training.cosmos_rl.grpo import system_prompt
+
+        # the prompt and vision settings the rollouts used (total_pixels resolved)
+        custom = {**self.spec.custom.model_dump(mode="json"), "system_prompt": system_prompt(self.spec), "vision": asdict(self.vision)}
+        path = ckpt.export_safetensors(self.run_dir, step, state, model_path=self.model_path, processor=self.processor, dtype=dtype,
+                                       custom=custom, base_model=self.spec.policy.model_name_or_path)
         self.log(f"Exported safetensors to {path}", echo=True)
 
     # ---- the loop ---------------------------------------------------------------------------------

@@ -231,7 +231,8 @@ class Trainer:
         if self.d.main:
             dtype = None if self.d.device.type == "cpu" else self.dtype
             path = ckpt.export_safetensors(
-                self.run_dir, step, state, model_path=self.model_path, processor=self.processor, dtype=dtype, lora_scale=self.lora_scale
+                self.run_dir, step, state, model_path=self.model_path, processor=self.processor, dtype=dtype, lora_scale=self.lora_scale,
+                custom=self.spec.custom.model_dump(mode="json"), base_model=self.spec.policy.model_name_or_path,
             )
             self.log(f"Exported safetensors to {path}", echo=True)
 
