@@ -53,6 +53,7 @@ def _planning_machine(tmp_path, monkeypatch):
 def write_spec(tmp: Path, data: Path, *, model: str = GATED, name: str = "train.yaml", **overrides) -> Path:
     spec = {
         "train": {"epoch": 1, "train_batch_per_replica": 2, "train_policy": {"mini_batch": 1}, "output_dir": str(tmp / "out")},
+        "validation": {"batch_size": 1},  # 9 val records over 8 ranks: one each (more would validate nothing: an error)
         "policy": {"model_name_or_path": model, "parallelism": {"dp_shard_size": 8}},
         "custom": {
             "train_dataset": {"annotation_path": str(data / "train" / "annotations.json"), "media_path": str(data / "train")},
