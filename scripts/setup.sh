@@ -18,7 +18,7 @@ for arg in "$@"; do
   case "$arg" in
     --gpu) mode=gpu ;;
     --no-cuda-check) cuda_check=0 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "setup: unknown option $arg (use --gpu, --no-cuda-check)" >&2; exit 2 ;;
   esac
 done

@@ -35,7 +35,7 @@ def spec_for(tmp_path: Path, n: int, *, test_size=None, val: dict | None = None,
         "train": {"train_batch_per_replica": 1, "train_policy": {"mini_batch": 1, "dataset": {"test_size": test_size}},
                   "output_dir": str(tmp_path / "out")},
         "policy": {"model_name_or_path": str(model), "parallelism": {"dp_shard_size": 1}},
-        "validation": {"enable": True},
+        "validation": {"enable": True, "batch_size": 1},  # one validation sample per rank: the split's batches are not what is tested
         "custom": {"train_dataset": {"annotation_path": str(write_records(tmp_path / "data" / "train.json", n)), "media_path": media_path}},
     }
     if val is not None:
