@@ -106,12 +106,12 @@ def make_runner(*, metric: str, backend: str, maximize: bool):
             return [(i + 1, d, None) for i, (_, d) in enumerate(_exports(output_dir)) if i >= len(history)]
 
         with open(trial_dir / "train.log", "w", encoding="utf-8") as log:
-            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            proc = procs.start(argv, pid_file=trial_dir / procs.PID_FILE, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             paused: list[Any] = []  # the tree as it was paused (a stop reaches those even if they left it)
             try:
                 while True:
                     if procs.STOPPING.is_set():
-                        raise TrialFailed("the study was told to stop")
+                        raise TrialFailed(procs.stop_reason() or procs.SIGNALLED)
                     finished = proc.poll() is not None
                     points = new_points()
                     if points and not finished:
