@@ -294,11 +294,15 @@ def stop_leftovers(folder: Path, *, grace_s: float = GRACE_S) -> list[int]:
     return [p.pid for p in found]
 
 
-def _prctl(option: int, value: int) -> None:
+def _libc() -> Any:
     import ctypes
 
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _prctl(option: int, value: int, libc: Any = None) -> None:
     if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+        (libc or _libc()).prctl(option, value, 0, 0, 0)
 
 
 class _ParentGone(Exception):
@@ -325,7 +329,8 @@ def _guard(parent: int, argv: list[str]) -> int:
     try:
         try:
             # the command dies with the guard too, should the guard ever be SIGKILLed
-            child = subprocess.Popen(argv, preexec_fn=lambda: _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL))
+            libc = _libc()  # loaded before the fork: the child only calls it
+            child = subprocess.Popen(argv, preexec_fn=lambda: _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, libc))
         except OSError as exc:
             print(f"skillbank: cannot start {argv[0]!r}: {exc}", file=sys.stderr)
             return 127

@@ -211,7 +211,7 @@ def _storage(url: str, attempts: int = 6):
                 url,
                 heartbeat_interval=HEARTBEAT_S,
                 grace_period=GRACE_S,
-                heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1),
+                heartbeat_stale_trial_callback=retry_stale_once,
                 engine_kwargs={"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {"pool_pre_ping": True},
             )
         except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError):
@@ -219,6 +219,31 @@ def _storage(url: str, attempts: int = 6):
                 raise
             time.sleep(0.3 * (attempt + 1))
     raise AssertionError("unreachable")
+
+
+def retry_stale_once(study, trial) -> None:
+    """Optuna's RetryHeartbeatStaleTrialCallback(max_retry=1) on a dead worker's trial, with each
+    distribution widened to hold the trial's value: the baseline's value may lie outside a narrowed
+    --range, which the callback's create_trial would refuse (and crash the worker that found it)."""
+    import optuna
+
+    trial = copy.copy(trial)
+    trial.distributions = {name: _holding(dist, trial.params.get(name)) for name, dist in trial.distributions.items()}
+    optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1)(study, trial)
+
+
+def _holding(dist: Any, value: Any) -> Any:
+    import optuna.distributions as d
+
+    if value is None:
+        return dist
+    if isinstance(dist, d.CategoricalDistribution):
+        return dist if value in dist.choices else d.CategoricalDistribution([*dist.choices, value])
+    if isinstance(dist, (d.FloatDistribution, d.IntDistribution)) and not dist.low <= value <= dist.high:
+        kind = type(dist)
+        return kind(low=min(dist.low, value), high=max(dist.high, value), log=dist.log,
+                    **({"step": dist.step} if dist.step is not None and isinstance(dist, d.IntDistribution) and not dist.log else {}))
+    return dist
 
 
 def _fail_orphans(study) -> None:
