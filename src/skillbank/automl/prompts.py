@@ -308,7 +308,7 @@ def study_plan(args, settings, space, out_dir: Path, holdout, preflight: dict[st
 
     db = out_dir / "study.db"
     exists = db.is_file() if args.storage is None else None
-    notes = [f"{db} exists: starting would be refused; pass --resume to continue that study"] if exists and not args.resume else []
+    notes = [f"{db} exists: starting joins that study (the same search only); --resume also runs its failed trials again"] if exists and not args.resume else []
     notes += [f"warning: {w}" for w in warnings]
     if settings.algorithm == "grid":
         points = len(grid_points(space))

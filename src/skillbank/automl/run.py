@@ -90,7 +90,7 @@ def study_plan(args: argparse.Namespace, settings, space, out_dir: Path, base: d
     exists = db.is_file() if args.storage is None else None
     notes = []
     if exists and not args.resume:
-        notes.append(f"{db} exists: starting would be refused; pass --resume to continue that study")
+        notes.append(f"{db} exists: starting joins that study (the same search only); --resume also runs its failed trials again")
     notes += [f"check before starting (trials run on this machine): {line}" for line in preflight.get("check_on_node", [])]
     return {
         "ok": True,
