@@ -287,10 +287,14 @@ def test_a_dead_predecessors_leftovers_are_stopped_from_its_pid_file(tmp_path):
 
 
 def test_the_guard_passes_on_signals_and_exit_codes(tmp_path):
-    """A signal sent to the guard (Popen.terminate) reaches its command; the guard exits as its command did."""
+    """A signal its starter sends the guard (Popen.terminate) reaches its command, once; one from elsewhere is
+    not passed on (a job-wide or group signal reached the command already). The guard exits as its command did."""
     proc = procs.start([sys.executable, "-c", "import sys; sys.exit(3)"])
     assert proc.wait(timeout=30) == 3
     proc = procs.start([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(600)"], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "up"
+    subprocess.run(["kill", "-TERM", str(proc.pid)], check=True)  # from elsewhere (a group, Slurm): the command got its own
+    time.sleep(0.5)
+    assert proc.poll() is None
     proc.terminate()
     assert proc.wait(timeout=30) == -signal.SIGTERM

@@ -305,52 +305,63 @@ def _prctl(option: int, value: int, libc: Any = None) -> None:
         (libc or _libc()).prctl(option, value, 0, 0, 0)
 
 
-class _ParentGone(Exception):
-    pass
+_WATCHED = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 
 
 def _guard(parent: int, argv: list[str]) -> int:
-    """Run argv; stop its whole tree (re-parented orphans included) when `parent` dies; pass signals sent
-    to the guard on to argv; exit as argv exited (a signal's death included)."""
+    """Run argv; stop its whole tree (re-parented orphans included) when `parent` dies; exit as argv
+    exited (a signal's death included). Signals arrive one at a time (sigwaitinfo, which says who sent
+    each): SIGTERM / SIGHUP from the parent (Popen.terminate) are passed on to argv; from anyone else
+    (a terminal's group, Slurm's job-wide signal) they reached argv too, so passing them on would
+    deliver them twice (a second SIGTERM means "kill now" to skillbank train)."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED)
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != parent:
         return 1  # the parent died before this guard could watch it: start nothing
-    child: subprocess.Popen | None = None
 
-    def on_signal(signum: int, _frame: Any) -> None:
-        if os.getppid() != parent:
-            raise _ParentGone
-        if child is not None and signum != signal.SIGINT:  # a terminal's Ctrl-C reaches the command itself
-            os.kill(child.pid, signum)
+    libc = _libc()  # loaded before the fork: the child only calls it
 
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, on_signal)
+    def in_child() -> None:  # the command dies with the guard too, should the guard ever be SIGKILLed
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _WATCHED)
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, libc)
+
     try:
-        try:
-            # the command dies with the guard too, should the guard ever be SIGKILLed
-            libc = _libc()  # loaded before the fork: the child only calls it
-            child = subprocess.Popen(argv, preexec_fn=lambda: _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, libc))
-        except OSError as exc:
-            print(f"skillbank: cannot start {argv[0]!r}: {exc}", file=sys.stderr)
-            return 127
-        code = None
-        while code is None:  # reap every re-parented orphan too, not only the command
-            pid, status = os.waitpid(-1, 0)
-            if pid == child.pid:
-                code = os.waitstatus_to_exitcode(status)
-                child.returncode = code
-        stop_descendants(grace_s=5.0)  # what the command left behind
-    except _ParentGone:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        stop_descendants()
-        return 128 + signal.SIGTERM
-    except ChildProcessError:
-        return 1
+        child = subprocess.Popen(argv, preexec_fn=in_child)
+    except OSError as exc:
+        print(f"skillbank: cannot start {argv[0]!r}: {exc}", file=sys.stderr)
+        return 127
+    code = None
+    while code is None:
+        info = signal.sigwaitinfo(_WATCHED)
+        if os.getppid() != parent:  # the starter died (the parent-death signal, or noticed on any signal)
+            stop_descendants()
+            return 128 + signal.SIGTERM
+        if info.si_signo == signal.SIGCHLD:
+            code = _reap(child.pid)  # re-parented orphans are reaped too, not only the command
+        elif info.si_signo != signal.SIGINT and info.si_pid == parent:
+            os.kill(child.pid, info.si_signo)
+    child.returncode = code
+    stop_descendants(grace_s=5.0)  # what the command left behind
     if code < 0:  # die of the same signal, so the starter sees what its command saw
         signal.signal(-code, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {-code})
         os.kill(os.getpid(), -code)
     return code
+
+
+def _reap(pid: int) -> int | None:
+    """Reap every exited child; the exit code of `pid` when it was among them."""
+    code = None
+    while True:
+        try:
+            done, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return code
+        if done == 0:
+            return code
+        if done == pid:
+            code = os.waitstatus_to_exitcode(status)
 
 
 def _main(argv: list[str]) -> int:
