@@ -4,7 +4,8 @@ Debian's `postgresql` package (scripts/setup.sh installs it when missing) puts i
 under /usr/lib/postgresql/<version>/bin. initdb refuses to run as root, so as root the server runs
 as the `postgres` user, in a folder that user owns. The server is this process's child with a
 parent-death signal (SIGQUIT: PostgreSQL's immediate shutdown, which ends its backends too): it is
-stopped when the fixture ends, on failure too, and dies with the test session however that ends.
+stopped when the fixture (one per test module) ends, on failure too, and dies with the test session
+however that ends.
 Without PostgreSQL the tests say why they cannot run; in CI (CI=true) that is a failure, not a skip.
 """
 
@@ -123,7 +124,7 @@ class PgServer:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # gone before the next module: tests there count this process's descendants
 def pg_server() -> Iterator[PgServer]:
     server = PgServer()
     try:

@@ -192,7 +192,7 @@ def request_stop(storage_url: str, study_name: str) -> int:
 
 
 def stop_requested(study) -> bool:
-    return bool(study._storage.get_study_user_attrs(study._study_id).get(STOP_ATTR))
+    return bool(study.user_attrs.get(STOP_ATTR))  # read from the storage each time
 
 
 def _storage(url: str, attempts: int = 6):
