@@ -1,7 +1,7 @@
 """One AutoML study, 1 worker vs 2 worker processes, on a throwaway PostgreSQL server (CPU, tiny model).
 
 Each worker is the same `skillbank automl --storage postgresql://...` command (local backend, one
-rank per trial, the validation loss as the metric, random search over train.optm_lr, baseline
+rank per trial with OMP_NUM_THREADS = cores / workers, the validation loss as the metric, random search over train.optm_lr, baseline
 included). Printed side by side for 1 and 2 workers: finished trials, wall seconds (process start to
 the last exit), finished trials per hour over that wall and over the trials' own span (first trial
 start to last trial end: without the workers' start-up), and duplicate parameter sets (goal 0).
@@ -48,12 +48,17 @@ def base_spec(work: Path, args: argparse.Namespace) -> Path:
 
 
 def run(spec: Path, url: str, study: str, workers: int, trials: int, work: Path) -> dict:
+    import os
+
     import optuna
+
+    # each worker's trial gets its share of the cores: 2 ranks' OpenMP pools on 2 cores spin against each other
+    env = {**os.environ, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // workers))}
 
     argv = [sys.executable, "-m", "skillbank.cli", "automl", "--skill", SKILL, "--spec", str(spec), "--study", study,
             "--storage", url, "--max-trials", str(trials), *SEARCH]
     start = time.perf_counter()
-    procs = [subprocess.Popen(argv, cwd=ROOT, stdout=open(work / f"{study}_{i}.log", "w"), stderr=subprocess.STDOUT)
+    procs = [subprocess.Popen(argv, cwd=ROOT, env=env, stdout=open(work / f"{study}_{i}.log", "w"), stderr=subprocess.STDOUT)
              for i in range(workers)]
     codes = [p.wait() for p in procs]
     wall = time.perf_counter() - start
@@ -62,7 +67,7 @@ def run(spec: Path, url: str, study: str, workers: int, trials: int, work: Path)
     done = [t for t in optuna.load_study(study_name=study, storage=url).get_trials() if t.state.name in ("COMPLETE", "PRUNED")]
     firsts = [t for t in done if "retry_of" not in t.user_attrs and "failed_trial" not in t.system_attrs]
     span = (max(t.datetime_complete for t in done) - min(t.datetime_start for t in done)).total_seconds()
-    return {"workers": workers, "finished": len(done), "wall_s": wall, "per_hour_wall": 3600 * len(done) / wall,
+    return {"workers": workers, "threads": env["OMP_NUM_THREADS"], "finished": len(done), "wall_s": wall, "per_hour_wall": 3600 * len(done) / wall,
             "trial_span_s": span, "per_hour_span": 3600 * len(done) / span,
             "duplicates": len(firsts) - len({json.dumps(t.params, sort_keys=True) for t in firsts})}
 
@@ -86,9 +91,9 @@ def main() -> None:
         rows = [run(spec, server.create_db(f"w{k}"), f"w{k}", k, args.trials, work) for k in (1, 2)]
     finally:
         server.stop()
-    print(f"{'workers':>7} {'finished':>8} {'wall s':>8} {'trials/h (wall)':>16} {'trial span s':>12} {'trials/h (span)':>16} {'duplicates':>10}")
+    print(f"{'workers':>7} {'threads':>7} {'finished':>8} {'wall s':>8} {'trials/h (wall)':>16} {'trial span s':>12} {'trials/h (span)':>16} {'duplicates':>10}")
     for r in rows:
-        print(f"{r['workers']:>7} {r['finished']:>8} {r['wall_s']:>8.1f} {r['per_hour_wall']:>16.1f} {r['trial_span_s']:>12.1f} "
+        print(f"{r['workers']:>7} {r['threads']:>7} {r['finished']:>8} {r['wall_s']:>8.1f} {r['per_hour_wall']:>16.1f} {r['trial_span_s']:>12.1f} "
               f"{r['per_hour_span']:>16.1f} {r['duplicates']:>10}")
     one, two = rows
     print(f"2 workers / 1 worker: {two['per_hour_wall'] / one['per_hour_wall']:.2f}x over the wall, "

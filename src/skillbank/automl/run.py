@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -212,7 +213,8 @@ def _run_study(args: argparse.Namespace, settings, space, base: dict[str, Any], 
             bar.update(1)
         bar.set_postfix_str(f"#{trial.number} {trial.state.name} {trial.value if trial.value is not None else ''}")
 
-    runner = make_runner(metric=args.metric, backend=args.backend, maximize=settings.direction == "maximize")
+    threads = max(1, (os.cpu_count() or 1) // settings.workers) if settings.workers > 1 else None  # K trials share the cores
+    runner = make_runner(metric=args.metric, backend=args.backend, maximize=settings.direction == "maximize", threads=threads)
     try:
         study = run_study(settings, space, base, out_dir / "trials", runner, check=make_check(args.skill, args.backend), progress=progress)
     finally:
