@@ -262,3 +262,28 @@ def test_sigkill_then_resume_does_not_rerun_finished_trials(tmp_path):
     assert len(finished) == 6
     assert done_before <= {t.number for t in finished}
     assert all(t.state.name != "RUNNING" for t in trials)
+
+
+def test_a_stopped_worker_starts_no_new_trial_in_any_thread_and_requeues_its_own(tmp_path):
+    """SIGTERM on a worker with --workers 2 (a stand-in runner fails as the real one does when told to stop):
+    only the trials running then fail, each is enqueued again for the other workers, and no thread
+    burns the budget on trials that fail at once."""
+    from skillbank import procs
+    from skillbank.automl.study import TrialFailed
+
+    def runner(trial_dir, spec, report):
+        procs.request_stop(procs.SIGNALLED)
+        time.sleep(0.2)
+        raise TrialFailed(procs.stop_reason())
+
+    space = build_space(SCHEMA, base_spec(), params=["train.optm_lr"])
+    try:
+        study = run_study(settings(tmp_path, max_trials=8, workers=2, algorithm="random", baseline=False), space, base_spec(),
+                          tmp_path / "t", runner)
+    finally:
+        procs.STOPPING.clear()
+    trials = study.get_trials()
+    failed = {t.number for t in trials if t.state.name == "FAIL"}
+    assert 1 <= len(failed) <= 2 and all("this worker was stopped" in trials[n].user_attrs["fail_reason"] for n in failed)
+    retries = [t for t in trials if t.number not in failed]
+    assert all(t.state.name == "WAITING" for t in retries) and sorted(t.user_attrs["retry_of"] for t in retries) == sorted(failed)
