@@ -143,7 +143,7 @@ def test_environment_failures_fail_and_are_retried_on_resume_spec_failures_stay_
             raise TrialFailed("training failed (exit 1)")  # the baseline crashes the first time
         return fake_runner(trial_dir, spec, report)
 
-    st = settings(tmp_path, max_trials=6, algorithm="random", seed=3)
+    st = settings(tmp_path, max_trials=6, algorithm="random", seed=1)
     first = run_study(st, space, base_spec(), tmp_path / "t", runner, check=check)
     trials = first.get_trials()
     assert trials[0].user_attrs["baseline"] and trials[0].state.name == "FAIL"
@@ -165,11 +165,32 @@ def test_environment_failures_fail_and_are_retried_on_resume_spec_failures_stay_
     assert rec["baseline"]["trial_number"] == retries[0].number and rec["baseline"]["metric_value"] is not None
 
 
-def test_existing_study_needs_resume(tmp_path):
+def test_a_worker_joins_a_study_with_the_same_search_and_is_refused_another(tmp_path):
+    """The same command joins (no --resume needed; the baseline is not enqueued again); another search
+    under the same study name is refused, naming what differs."""
     space = build_space(SCHEMA, base_spec(), params=["train.optm_lr"])
-    run_study(settings(tmp_path, max_trials=2), space, base_spec(), tmp_path / "t", fake_runner)
-    with pytest.raises(InputError, match="--resume"):
-        run_study(settings(tmp_path, max_trials=2), space, base_spec(), tmp_path / "t", fake_runner)
+    search = {"space": [p.describe() for p in space.params]}
+    run_study(settings(tmp_path, max_trials=2, search=search), space, base_spec(), tmp_path / "t", fake_runner)
+    joined = run_study(settings(tmp_path, max_trials=3, search=search), space, base_spec(), tmp_path / "t", fake_runner)
+    assert sum(bool(t.user_attrs.get("baseline")) for t in joined.get_trials()) == 1 and len(joined.get_trials()) == 3
+    other = build_space(SCHEMA, base_spec(), params=["train.optm_lr", "train.optm_decay_type"])
+    with pytest.raises(InputError, match="searches differently .*space"):
+        run_study(settings(tmp_path, max_trials=4, search={"space": [p.describe() for p in other.params]}), other, base_spec(),
+                  tmp_path / "t", fake_runner)
+
+
+def test_each_trial_is_seeded_by_its_number_not_the_process(tmp_path):
+    """Two studies with the same seed draw the same values for the same trial number, whatever ran
+    before in the process; two trials never share a seed (the duplicates of two workers)."""
+    from skillbank.automl.study import trial_seed
+
+    space = build_space(SCHEMA, base_spec(), params=["train.optm_lr"])
+    values = []
+    for name in ("a", "b"):
+        st = StudySettings(study_name=name, storage=f"sqlite:///{tmp_path / 'study.db'}", max_trials=5, algorithm="random", baseline=False)
+        values.append([t.params["train.optm_lr"] for t in run_study(st, space, base_spec(), tmp_path / name, fake_runner).get_trials()])
+    assert values[0] == values[1] and len(set(values[0])) == 5
+    assert len({trial_seed(0, n) for n in range(1000)}) == 1000
 
 
 def test_storage_passwords_are_redacted():
@@ -232,7 +253,7 @@ def test_sigkill_then_resume_does_not_rerun_finished_trials(tmp_path):
     os.kill(worker.pid, signal.SIGKILL)
     worker.wait()
     done_before = {t.number for t in optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 'study.db'}").get_trials() if t.state.name == "COMPLETE"}
-    time.sleep(7)  # the killed worker's heartbeat goes stale (GRACE_S = 6)
+    time.sleep(11)  # the killed worker's heartbeat goes stale (GRACE_S = 10)
     resumed = _worker(tmp_path, 0.05, 6, 0)
     out, _ = resumed.communicate(timeout=180)
     assert resumed.returncode == 0, out
@@ -241,3 +262,28 @@ def test_sigkill_then_resume_does_not_rerun_finished_trials(tmp_path):
     assert len(finished) == 6
     assert done_before <= {t.number for t in finished}
     assert all(t.state.name != "RUNNING" for t in trials)
+
+
+def test_a_stopped_worker_starts_no_new_trial_in_any_thread_and_requeues_its_own(tmp_path):
+    """SIGTERM on a worker with --workers 2 (a stand-in runner fails as the real one does when told to stop):
+    only the trials running then fail, each is enqueued again for the other workers, and no thread
+    burns the budget on trials that fail at once."""
+    from skillbank import procs
+    from skillbank.automl.study import TrialFailed
+
+    def runner(trial_dir, spec, report):
+        procs.request_stop(procs.SIGNALLED)
+        time.sleep(0.2)
+        raise TrialFailed(procs.stop_reason())
+
+    space = build_space(SCHEMA, base_spec(), params=["train.optm_lr"])
+    try:
+        study = run_study(settings(tmp_path, max_trials=8, workers=2, algorithm="random", baseline=False), space, base_spec(),
+                          tmp_path / "t", runner)
+    finally:
+        procs.STOPPING.clear()
+    trials = study.get_trials()
+    failed = {t.number for t in trials if t.state.name == "FAIL"}
+    assert 1 <= len(failed) <= 2 and all("this worker was stopped" in trials[n].user_attrs["fail_reason"] for n in failed)
+    retries = [t for t in trials if t.number not in failed]
+    assert all(t.state.name == "WAITING" for t in retries) and sorted(t.user_attrs["retry_of"] for t in retries) == sorted(failed)

@@ -89,7 +89,7 @@ def test_a_pruned_trial_stops_training_before_its_last_epoch(base_spec, tmp_path
 def test_sigterm_while_a_trial_is_paused_stops_every_process_of_it(base_spec, tmp_path):
     """A real local-backend trial, paused while its first epoch is evaluated (skillbank train, torchrun
     and the rank, which torchrun starts in a session of its own, all stopped): SIGTERM on `skillbank
-    automl` leaves none of them behind, and the trial is FAIL (run again on --resume), not PRUNED."""
+    automl` leaves none of them behind, and the trial is FAIL (enqueued again for the next worker), not PRUNED."""
     import os
     import signal
     import subprocess
@@ -123,7 +123,8 @@ def test_sigterm_while_a_trial_is_paused_stops_every_process_of_it(base_spec, tm
         assert [p.pid for p in snapshot if procs.alive(p)] == [], out[-3000:]
         assert "--resume" in out
         trials = optuna.load_study(study_name="base", storage=f"sqlite:///{tmp_path / 'automl' / 'base' / 'study.db'}").get_trials()
-        assert [t.state.name for t in trials] == ["FAIL"] and "SIGTERM" in trials[0].user_attrs["fail_reason"]
+        assert [t.state.name for t in trials] == ["FAIL", "WAITING"] and "SIGTERM" in trials[0].user_attrs["fail_reason"]
+        assert trials[1].user_attrs["retry_of"] == 0  # enqueued again: another worker (or the next start) runs it
     finally:
         for p in snapshot:
             try:

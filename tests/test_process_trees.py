@@ -226,3 +226,75 @@ def test_sigterm_on_train_stops_the_cosmos_rl_launcher_and_its_workers(tmp_path,
     finally:
         kill_all(pids)
         train.kill()
+
+
+# A skillbank-like starter: starts TREE through procs.start (the guard), prints the guard's pid, waits.
+STARTER = textwrap.dedent(
+    """\
+    import sys, time
+    from pathlib import Path
+    from skillbank import procs
+    proc = procs.start([sys.executable, sys.argv[1], sys.argv[2]], pid_file=Path(sys.argv[3]) / procs.PID_FILE)
+    print(proc.pid, flush=True)
+    if len(sys.argv) > 4:
+        sys.exit(proc.wait())
+    time.sleep(600)
+    """
+)
+
+
+def start_guarded(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, int, list[int]]:
+    (tmp_path / "tree.py").write_text(TREE)
+    (tmp_path / "starter.py").write_text(STARTER)
+    starter = subprocess.Popen([sys.executable, str(tmp_path / "starter.py"), str(tmp_path / "tree.py"), str(tmp_path / "pids.json"),
+                                str(tmp_path), *extra], stdout=subprocess.PIPE, text=True)
+    guard = int(starter.stdout.readline())
+    return starter, guard, wait_for(lambda: read_pids(tmp_path / "pids.json"), what="the tree to start")
+
+
+def test_a_sigkilled_starter_takes_its_whole_tree_along(tmp_path):
+    """procs.start: SIGKILL on the process that started a command (nothing it could handle) ends the
+    command, its children in sessions of their own and their children, paused ones too."""
+    starter, guard, pids = start_guarded(tmp_path)
+    try:
+        assert procs.is_guard(psutil.Process(guard)) and psutil.Process(pids[0]).ppid() == guard
+        procs.pause(guard)  # as a trial is paused while its epoch is evaluated: the guard itself keeps running
+        wait_for(lambda: all(state(p) == psutil.STATUS_STOPPED for p in pids), 10, "the tree to pause")
+        assert state(guard) != psutil.STATUS_STOPPED
+        starter.kill()
+        starter.wait()
+        wait_for(lambda: all(state(p) is None for p in [guard, *pids]), 30, "the guarded tree to die with its starter")
+    finally:
+        kill_all([guard, *pids])
+
+
+def test_a_dead_predecessors_leftovers_are_stopped_from_its_pid_file(tmp_path):
+    """When the guard too was SIGKILLed (nothing left to act), the next start stops what it left: every
+    process that inherited the recorded token, whatever session or parent it has now. A live owner's
+    processes are left alone."""
+    starter, guard, pids = start_guarded(tmp_path)
+    try:
+        assert procs.stop_leftovers(tmp_path) == []  # its owner lives
+        os.kill(guard, signal.SIGKILL)
+        starter.kill()
+        starter.wait()
+        wait_for(lambda: state(pids[0]) is None, 30, "the guard's command to die with the guard")
+        assert any(state(p) for p in pids[1:]), "the ranks were expected to outlive a SIGKILLed guard"
+        assert sorted(procs.stop_leftovers(tmp_path, grace_s=5)) == sorted(pids[1:])
+        assert all(state(p) is None for p in pids)
+    finally:
+        kill_all([guard, *pids])
+
+
+def test_the_guard_passes_on_signals_and_exit_codes(tmp_path):
+    """A signal its starter sends the guard (Popen.terminate) reaches its command, once; one from elsewhere is
+    not passed on (a job-wide or group signal reached the command already). The guard exits as its command did."""
+    proc = procs.start([sys.executable, "-c", "import sys; sys.exit(3)"])
+    assert proc.wait(timeout=30) == 3
+    proc = procs.start([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(600)"], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "up"
+    subprocess.run(["kill", "-TERM", str(proc.pid)], check=True)  # from elsewhere (a group, Slurm): the command got its own
+    time.sleep(0.5)
+    assert proc.poll() is None
+    proc.terminate()
+    assert proc.wait(timeout=30) == -signal.SIGTERM

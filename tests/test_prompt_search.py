@@ -94,8 +94,8 @@ def test_resume_skips_finished_trials(tmp_path, tiny_model_dir, demo_dataset_dir
     prompts = str(prompts_file(tmp_path))
     first = search(tmp_path, spec, "--prompts", prompts, "--max-trials", "2", capsys=capsys)
     assert first["trials"]["complete"] == 2 and first["cost"]["evaluations"] == 2
-    assert main(["automl", "--action", "evaluate", "--spec", str(spec), "--out", str(tmp_path / "study"), "--prompts", prompts]) == 2
-    assert "already exists" in capsys.readouterr().err  # a second start is refused: --resume continues it
+    joined = search(tmp_path, spec, "--prompts", prompts, "--max-trials", "2", capsys=capsys)  # the same command joins the study
+    assert joined["trials"]["complete"] == 2 and joined["cost"]["evaluations"] == 0  # nothing left to run
     again = search(tmp_path, spec, "--prompts", prompts, "--max-trials", "3", "--resume", capsys=capsys)
     assert again["trials"]["complete"] == 3 and again["cost"]["evaluations"] == 1  # only the grid point left
     rows = pq.read_table(tmp_path / "study" / "trials.parquet").to_pylist()

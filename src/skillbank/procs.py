@@ -9,20 +9,46 @@ before each signal (a parent that exits first hands its children to init, out of
 `skillbank train` and `skillbank automl` run inside `stop_on_signals()`: SIGTERM and SIGINT
 signal every descendant at once and raise `Interrupted` (a KeyboardInterrupt) in the main thread,
 so each launcher's own cleanup and the job record's "cancelled" run as for Ctrl-C.
+
+No orphans, however skillbank dies: every trainer, torchrun or cosmos-rl launcher starts through
+`start()`, which runs it under a guard (`python -m skillbank.procs --parent PID -- ARGV`). The
+guard is a Linux child subreaper (whatever its command starts, in any session, is re-parented to
+it when its own parent dies, never to init) with a parent-death signal (prctl PR_SET_PDEATHSIG):
+when the skillbank process that started it dies, even by SIGKILL, the guard stops its whole tree.
+Guards are never paused nor sent SIGTERM by the tree functions here (a paused guard could not act);
+a signal sent to a guard itself is passed on to its command. Each start can leave a pid file
+(owner, host, a token every descendant inherits in its environment): `stop_leftovers(folder)`
+stops what a dead predecessor left there (a study's or a run's --resume calls it first).
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 GRACE_S = 20.0  # SIGTERM -> SIGKILL
 STOPPING = threading.Event()  # set once this process was told to stop; trial loops check it
+SIGNALLED = "this worker was stopped (SIGTERM / SIGINT)"
+STUDY_STOPPED = "the study was stopped (skillbank automl --stop-study)"
+_reason: list[str] = []
+
+
+def request_stop(reason: str) -> None:
+    """Tell this process's trial loops to stop (STOPPING), saying why (stop_reason)."""
+    _reason[:] = [reason]
+    STOPPING.set()
+
+
+def stop_reason() -> str | None:
+    return _reason[0] if STOPPING.is_set() and _reason else None
 
 
 class Interrupted(KeyboardInterrupt):
@@ -49,13 +75,27 @@ def descendants(pid: int) -> list[Any]:
 
 
 def _send(procs: Iterable[Any], sig: int) -> None:
+    """Signal each; guards get only SIGKILL (they stop their own command when it matters, and a paused
+    guard could not act on its parent's death)."""
     import psutil
 
     for proc in procs:
         try:
+            if sig != signal.SIGKILL and is_guard(proc):
+                continue
             proc.send_signal(sig)  # psutil refuses a pid reused by another process
         except psutil.Error:
             pass
+
+
+def is_guard(proc: Any) -> bool:
+    import psutil
+
+    try:
+        cmd = proc.cmdline()
+    except psutil.Error:
+        return False
+    return cmd[1:4] == ["-m", GUARD_MODULE, "--parent"]
 
 
 def alive(proc: Any) -> bool:
@@ -148,7 +188,7 @@ def stop_on_signals(*, grace_s: float = GRACE_S) -> Iterator[None]:
     def handler(signum: int, _frame: Any) -> None:
         nonlocal count
         count += 1
-        STOPPING.set()
+        request_stop(SIGNALLED)
         procs = descendants(os.getpid())
         if count > 1:
             kill(procs)
@@ -162,10 +202,174 @@ def stop_on_signals(*, grace_s: float = GRACE_S) -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt:
-        STOPPING.set()
+        request_stop(SIGNALLED)
         stop_descendants(grace_s=grace_s)
         raise
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
         STOPPING.clear()
+        _reason.clear()
+
+
+# ---- the guard: no process outlives the skillbank process that started it ----
+
+GUARD_MODULE = "skillbank.procs"
+TOKEN_ENV = "SKILLBANK_PROC_TREE"  # inherited by every descendant: what stop_leftovers recognises
+PID_FILE = "procs.json"
+_PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER = 1, 36
+
+
+def start(argv: list[str], *, pid_file: Path | None = None, env: dict[str, str] | None = None, **popen: Any) -> subprocess.Popen:
+    """Start training or evaluation work (Popen's keywords) so that it dies with this process, however
+    this one dies: under a guard (module docstring). Popen's pid is the guard's; signals sent to it,
+    and procs.pause / stop / tree on it, reach the command. `pid_file`: where to record it for
+    `stop_leftovers` (a study's trial folder, a run folder)."""
+    import uuid
+
+    token = uuid.uuid4().hex
+    env = {**(os.environ if env is None else env), TOKEN_ENV: token}
+    guard = [sys.executable, "-m", GUARD_MODULE, "--parent", str(os.getpid()), "--", *argv]
+    proc = subprocess.Popen(guard, env=env, **popen)
+    if pid_file is not None:
+        _record(Path(pid_file), proc.pid, token, argv)
+    return proc
+
+
+def _started(pid: int) -> float | None:
+    import psutil
+
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def _record(path: Path, pid: int, token: str, argv: list[str]) -> None:
+    import socket
+
+    from skillbank import atomic
+    from skillbank.redaction import redact
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic.write_json(path, {"host": socket.gethostname(), "owner": os.getpid(), "owner_started": _started(os.getpid()),
+                             "pid": pid, "token": token, "argv": [redact(a) for a in argv]})
+
+
+def stop_leftovers(folder: Path, *, grace_s: float = GRACE_S) -> list[int]:
+    """Stop what a dead predecessor started under `folder` (pid files there and one level down) on this
+    host: every process whose environment carries a recorded token, when the recording skillbank
+    process is gone. Live owners' work (another worker on one study) is left alone. Returns the pids stopped."""
+    import json
+    import socket
+
+    import psutil
+
+    folder = Path(folder)
+    tokens = set()
+    for path in [folder / PID_FILE, *folder.glob(f"*/{PID_FILE}")]:
+        try:
+            rec = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if rec.get("host") != socket.gethostname():
+            continue
+        started = _started(int(rec.get("owner", 0)))
+        if started is not None and started == rec.get("owner_started"):
+            continue  # its owner lives: not a leftover
+        tokens.add(rec.get("token"))
+    if not tokens:
+        return []
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid != os.getpid() and proc.environ().get(TOKEN_ENV) in tokens:
+                found.append(proc)
+        except psutil.Error:
+            continue
+    if found:
+        terminate(found)
+        kill(wait_gone(found, grace_s))
+        wait_gone(found, 5.0)
+    return [p.pid for p in found]
+
+
+def _libc() -> Any:
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _prctl(option: int, value: int, libc: Any = None) -> None:
+    if sys.platform.startswith("linux"):
+        (libc or _libc()).prctl(option, value, 0, 0, 0)
+
+
+_WATCHED = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+
+
+def _guard(parent: int, argv: list[str]) -> int:
+    """Run argv; stop its whole tree (re-parented orphans included) when `parent` dies; exit as argv
+    exited (a signal's death included). Signals arrive one at a time (sigwaitinfo, which says who sent
+    each): SIGTERM / SIGHUP from the parent (Popen.terminate) are passed on to argv; from anyone else
+    (a terminal's group, Slurm's job-wide signal) they reached argv too, so passing them on would
+    deliver them twice (a second SIGTERM means "kill now" to skillbank train)."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED)
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:
+        return 1  # the parent died before this guard could watch it: start nothing
+
+    libc = _libc()  # loaded before the fork: the child only calls it
+
+    def in_child() -> None:  # the command dies with the guard too, should the guard ever be SIGKILLed
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _WATCHED)
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, libc)
+
+    try:
+        child = subprocess.Popen(argv, preexec_fn=in_child)
+    except OSError as exc:
+        print(f"skillbank: cannot start {argv[0]!r}: {exc}", file=sys.stderr)
+        return 127
+    code = None
+    while code is None:
+        info = signal.sigwaitinfo(_WATCHED)
+        if os.getppid() != parent:  # the starter died (the parent-death signal, or noticed on any signal)
+            stop_descendants()
+            return 128 + signal.SIGTERM
+        if info.si_signo == signal.SIGCHLD:
+            code = _reap(child.pid)  # re-parented orphans are reaped too, not only the command
+        elif info.si_signo != signal.SIGINT and info.si_pid == parent:
+            os.kill(child.pid, info.si_signo)
+    child.returncode = code
+    stop_descendants(grace_s=5.0)  # what the command left behind
+    if code < 0:  # die of the same signal, so the starter sees what its command saw
+        signal.signal(-code, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {-code})
+        os.kill(os.getpid(), -code)
+    return code
+
+
+def _reap(pid: int) -> int | None:
+    """Reap every exited child; the exit code of `pid` when it was among them."""
+    code = None
+    while True:
+        try:
+            done, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return code
+        if done == 0:
+            return code
+        if done == pid:
+            code = os.waitstatus_to_exitcode(status)
+
+
+def _main(argv: list[str]) -> int:
+    if len(argv) < 4 or argv[0] != "--parent" or argv[2] != "--":
+        print("usage: python -m skillbank.procs --parent PID -- COMMAND...", file=sys.stderr)
+        return 2
+    return _guard(int(argv[1]), argv[3:])
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

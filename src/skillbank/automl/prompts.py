@@ -308,7 +308,7 @@ def study_plan(args, settings, space, out_dir: Path, holdout, preflight: dict[st
 
     db = out_dir / "study.db"
     exists = db.is_file() if args.storage is None else None
-    notes = [f"{db} exists: starting would be refused; pass --resume to continue that study"] if exists and not args.resume else []
+    notes = [f"{db} exists: starting joins that study (the same search only); --resume also runs its failed trials again"] if exists and not args.resume else []
     notes += [f"warning: {w}" for w in warnings]
     if settings.algorithm == "grid":
         points = len(grid_points(space))
@@ -358,6 +358,7 @@ def _describe(p: dict[str, Any]) -> str:
 
 def run_prompt_search(args: argparse.Namespace) -> int:
     from skillbank.automl.space import load_schema
+    from skillbank.automl.storage import check_url
     from skillbank.automl.study import StudySettings
     from skillbank.skillinfo import schema_path
     from skillbank.spec.evaluate import EvaluateSpec
@@ -382,6 +383,7 @@ def run_prompt_search(args: argparse.Namespace) -> int:
     settings = StudySettings(study_name=study_name, storage=args.storage or f"sqlite:///{(out_dir / 'study.db').resolve()}",
                              algorithm=algorithm, max_trials=max_trials, direction=args.direction or "maximize",
                              seed=args.seed, workers=1, resume=args.resume, max_epochs=1, baseline=not args.no_baseline)
+    check_url(settings.storage)  # a missing driver: exit 2 before the preflight gate and any trial
     args.algorithm = algorithm  # the start / resume commands name what runs
     preflight = preflight_gate(args, base, holdout)
     warnings = system_turn_notes(args, base, holdout, space)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from skillbank import atomic
+from skillbank.automl.study import retry_of
 from skillbank.paths import bank_root
 from skillbank.redaction import redact
 
@@ -29,7 +30,7 @@ def trial_rows(study) -> list[dict[str, Any]]:
             "params": json.dumps(t.user_attrs.get("values", {}), sort_keys=True),
             "pruned_reason": t.user_attrs.get("pruned_reason"),
             "fail_reason": t.user_attrs.get("fail_reason"),
-            "retry_of": t.user_attrs.get("retry_of"),
+            "retry_of": retry_of(t),  # a --resume, a stopped worker's or the heartbeat's retry
             "checkpoint": t.user_attrs.get("checkpoint"),
             "trial_dir": t.user_attrs.get("trial_dir"),
             "duration_s": t.duration.total_seconds() if t.duration else None,

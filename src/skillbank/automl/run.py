@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ from skillbank.redaction import redact
 
 
 def _settings(args: argparse.Namespace, base: dict[str, Any], out_dir: Path, study_name: str):
+    from skillbank.automl.storage import check_url
     from skillbank.automl.study import StudySettings
     from skillbank.automl.trials import LOSS_METRICS
     from skillbank.spec.evaluate import MetricsSpec
@@ -31,10 +33,17 @@ def _settings(args: argparse.Namespace, base: dict[str, Any], out_dir: Path, stu
         raise InputError(f"unknown metric {args.metric!r}", where="--metric", fix=f"use one of: {', '.join(metrics)}")
     direction = args.direction or ("minimize" if args.metric in LOSS_METRICS else "maximize")
     storage = args.storage or f"sqlite:///{(out_dir / 'study.db').resolve()}"
+    check_url(storage)  # a missing driver is refused here, before the preflight gate and any trial
     epochs = int(base["train"]["epoch"])
     return StudySettings(study_name=study_name, storage=storage,
                          algorithm=args.algorithm, max_trials=args.max_trials, direction=direction, seed=args.seed,
                          workers=args.workers, resume=args.resume, max_epochs=max(1, epochs), baseline=not args.no_baseline)
+
+
+def search_fingerprint(args: argparse.Namespace, space) -> dict[str, Any]:
+    """What every worker joining a study must search alike (stored with the study, compared on join)."""
+    return {"skill": args.skill, "algorithm": args.algorithm, "metric": args.metric, "backend": args.backend,
+            "seed": args.seed, "baseline": not args.no_baseline, "space": [p.describe() for p in space.params]}
 
 
 def preflight_gate(args: argparse.Namespace) -> dict[str, Any]:
@@ -82,7 +91,7 @@ def study_plan(args: argparse.Namespace, settings, space, out_dir: Path, base: d
     exists = db.is_file() if args.storage is None else None
     notes = []
     if exists and not args.resume:
-        notes.append(f"{db} exists: starting would be refused; pass --resume to continue that study")
+        notes.append(f"{db} exists: starting joins that study (the same search only); --resume also runs its failed trials again")
     notes += [f"check before starting (trials run on this machine): {line}" for line in preflight.get("check_on_node", [])]
     return {
         "ok": True,
@@ -136,6 +145,7 @@ def _epochs(plan: dict[str, Any]) -> str:
 
 
 def run_automl(args: argparse.Namespace) -> int:
+    from skillbank.automl.control import study_location
     from skillbank.automl.space import build_space, load_schema
     from skillbank.skillinfo import schema_path
     from skillbank.spec.io import load_spec
@@ -152,9 +162,9 @@ def run_automl(args: argparse.Namespace) -> int:
         from skillbank.automl.study import grid_points
 
         grid_points(space)  # a range in the space fails here, before anything is written
-    study_name = args.study or Path(args.spec).stem
-    out_dir = Path(args.out) if args.out else Path(base["results_dir"]) / "automl" / study_name
+    study_name, out_dir, _ = study_location(args, base["results_dir"])
     settings = _settings(args, base, out_dir, study_name)  # bad flags fail before anything is written
+    settings.search = search_fingerprint(args, space)
     if settings.algorithm in ("hyperband", "asha") and "train.epoch" in space.keys():
         settings.max_epochs = int(max(p.high for p in space.params if p.key == "train.epoch"))
     preflight = preflight_gate(args)
@@ -171,8 +181,8 @@ def run_automl(args: argparse.Namespace) -> int:
         try:
             return _run_study(args, settings, space, base, out_dir)
         except KeyboardInterrupt as exc:
-            print(f"automl: stopped ({exc or 'SIGINT'}); every trial process was stopped. Finished trials are kept; "
-                  f"continue with: {command_line(args, study_name, resume=True)}", file=sys.stderr)
+            print(f"automl: this worker stopped ({exc or 'SIGINT'}); every process of its trials was stopped, other workers "
+                  f"go on. Finished trials are kept; continue with: {command_line(args, study_name, resume=True)}", file=sys.stderr)
             raise
 
 
@@ -183,8 +193,13 @@ def _run_study(args: argparse.Namespace, settings, space, base: dict[str, Any], 
     from skillbank.automl.study import run_study, unretried_failures
     from skillbank.automl.trials import make_check, make_runner
 
+    from skillbank import procs
+
     out_dir.mkdir(parents=True, exist_ok=True)
     log = sys.stderr
+    left = procs.stop_leftovers(out_dir / "trials")  # a dead worker's trainers on this machine (pid files)
+    if left:
+        print(f"automl: stopped {len(left)} process(es) a dead worker left running (pids {', '.join(map(str, left))})", file=log)
     print(f"automl: study {settings.study_name} ({settings.algorithm}, {settings.max_trials} trials, metric {args.metric} "
           f"{settings.direction}, backend {args.backend}) in {out_dir}", file=log)
     for param in space.params:
@@ -198,11 +213,15 @@ def _run_study(args: argparse.Namespace, settings, space, base: dict[str, Any], 
             bar.update(1)
         bar.set_postfix_str(f"#{trial.number} {trial.state.name} {trial.value if trial.value is not None else ''}")
 
-    runner = make_runner(metric=args.metric, backend=args.backend, maximize=settings.direction == "maximize")
+    threads = max(1, (os.cpu_count() or 1) // settings.workers) if settings.workers > 1 else None  # K trials share the cores
+    runner = make_runner(metric=args.metric, backend=args.backend, maximize=settings.direction == "maximize", threads=threads)
     try:
         study = run_study(settings, space, base, out_dir / "trials", runner, check=make_check(args.skill, args.backend, searched=space.keys()), progress=progress)
     finally:
         bar.close()
+    if procs.stop_reason() == procs.STUDY_STOPPED:
+        print(f"automl: {procs.STUDY_STOPPED}: this worker's running trials failed; continue with "
+              f"{command_line(args, settings.study_name, resume=True)}", file=log)
     rec = write_outputs(study, skill=args.skill, algorithm=settings.algorithm, metric=args.metric,
                         storage=settings.storage, out_dir=out_dir)
     if not rec:
@@ -229,7 +248,7 @@ HANDOFF = ("backend", "max_trials", "algorithm", "param", "range", "choices", "s
 def run_from_train(args: argparse.Namespace) -> int:
     """The router sent a train request here (automl_policy auto): a study on its spec, narrowed by the
     search flags train shares with `skillbank automl`; everything else at automl's defaults."""
-    from skillbank.automl.command import add_arguments
+    from skillbank.automl.arguments import add_arguments
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)

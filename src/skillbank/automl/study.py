@@ -7,12 +7,25 @@ pruner says stop). Everything Optuna-specific stays in this module.
 A trial ends COMPLETE, PRUNED (the recommendation cannot run for a spec reason, or the pruner
 stopped it: final) or FAIL (an environment reason, a crash, a stop: `--resume` runs its parameters
 again, the baseline's included). Only COMPLETE and PRUNED count toward max_trials.
+
+Many workers, one study: any number of processes, on any number of machines, run the same command
+on one storage. The worker that creates the study enqueues the baseline (so it runs once); the
+others join it (the study's search must match: `skillbank.search` in its user attributes). Each
+trial's sample is seeded by the study seed and the trial's number, never by the process, so no two
+workers draw the same parameters. A worker that dies without a word (SIGKILL, a lost node) stops
+beating: after GRACE_S another worker fails its trial and runs it again once (Optuna's heartbeat and
+RetryHeartbeatStaleTrialCallback). A worker told to stop (SIGTERM / SIGINT) stops only its own
+trials (FAIL, enqueued again for the others); `request_stop` (skillbank automl --stop-study) stops
+every worker of the study.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+import functools
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +36,9 @@ from skillbank.automl.space import SearchSpace
 from skillbank.errors import InputError
 from skillbank.spec.overrides import get_dotted, set_dotted
 
-HEARTBEAT_S, GRACE_S = 2, 6  # a killed worker's trial is recognised as stale after GRACE_S
+HEARTBEAT_S, GRACE_S = 2, 10  # a killed worker's trial is recognised as stale after GRACE_S
+STOP_ATTR, SEARCH_ATTR = "stop_requested", "skillbank.search"  # study user attributes
+STOP_POLL_S = 3.0  # how often a worker looks for a study-level stop
 
 
 @dataclass
@@ -56,14 +71,67 @@ class StudySettings:
     resume: bool = False
     max_epochs: int = 3
     baseline: bool = True
+    search: dict[str, Any] = field(default_factory=dict)  # what a joining worker must search alike (SEARCH_ATTR)
 
 
 def make_sampler(settings: StudySettings):
+    """The study's sampler, seeded per trial (TrialSeeded): the same trial number draws the same values
+    in whichever process runs it, and two trials never share a seed."""
     import optuna
 
     if settings.algorithm in ("random", "grid"):  # grid: every point is enqueued (enqueue_grid), the sampler never asked
-        return optuna.samplers.RandomSampler(seed=settings.seed)
-    return optuna.samplers.TPESampler(seed=settings.seed, n_startup_trials=3)
+        return _trial_seeded_class()(lambda seed: optuna.samplers.RandomSampler(seed=seed), settings.seed)
+    # constant_liar: trials still running elsewhere count as bad, so concurrent workers spread out
+    return _trial_seeded_class()(lambda seed: optuna.samplers.TPESampler(seed=seed, n_startup_trials=3, constant_liar=True), settings.seed)
+
+
+def trial_seed(seed: int, number: int) -> int:
+    return (seed * 1_000_003 + number) % 2**32
+
+
+@functools.cache
+def _trial_seeded_class() -> type:
+    """TrialSeeded, built on first use (optuna is not imported with this module)."""
+    import optuna
+
+    class TrialSeeded(optuna.samplers.BaseSampler):
+        """A sampler made afresh for each trial, seeded by (study seed, trial number): TPE and random
+        sampling keep no state between trials but their random generator, which a process-wide seed would
+        repeat in every worker (the duplicate parameters of two workers on one study)."""
+
+        def __init__(self, make: Callable[[int], Any], seed: int):
+            self._make, self._seed = make, seed
+            self._samplers: dict[int, Any] = {}
+            self._lock = threading.Lock()
+
+        def _for(self, trial: Any) -> Any:
+            with self._lock:
+                if trial.number not in self._samplers:
+                    self._samplers[trial.number] = self._make(trial_seed(self._seed, trial.number))
+                return self._samplers[trial.number]
+
+        def infer_relative_search_space(self, study: Any, trial: Any) -> dict[str, Any]:
+            return self._for(trial).infer_relative_search_space(study, trial)
+
+        def sample_relative(self, study: Any, trial: Any, search_space: dict[str, Any]) -> dict[str, Any]:
+            return self._for(trial).sample_relative(study, trial, search_space)
+
+        def sample_independent(self, study: Any, trial: Any, param_name: str, param_distribution: Any) -> Any:
+            return self._for(trial).sample_independent(study, trial, param_name, param_distribution)
+
+        def before_trial(self, study: Any, trial: Any) -> None:
+            self._for(trial).before_trial(study, trial)
+
+        def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
+            with self._lock:
+                sampler = self._samplers.pop(trial.number, None)
+            if sampler is not None:
+                sampler.after_trial(study, trial, state, values)
+
+        def reseed_rng(self) -> None:  # each trial is seeded by its number already
+            pass
+
+    return TrialSeeded
 
 
 def make_pruner(settings: StudySettings):
@@ -76,24 +144,55 @@ def make_pruner(settings: StudySettings):
     return optuna.pruners.NopPruner()
 
 
-def open_study(settings: StudySettings):
-    """Create the study, or load it with --resume (stale RUNNING trials of a killed run are failed)."""
+def open_study(settings: StudySettings) -> tuple[Any, bool]:
+    """Create the study (returns created=True: this worker enqueues the baseline), or join it: the same
+    search, not stopped (--resume lifts a study-level stop); stale RUNNING trials of killed workers are
+    failed (and retried once)."""
     import warnings
 
     import optuna
 
+    from skillbank.redaction import redact
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     storage = _storage(settings.storage)
-    exists = settings.study_name in {s.study_name for s in optuna.get_all_study_summaries(storage)}
-    if exists and not settings.resume:
-        raise InputError(f"study {settings.study_name!r} already exists in {settings.storage}", where="--study",
-                         fix="pass --resume to continue it, or another --study name")
-    study = optuna.create_study(study_name=settings.study_name, storage=storage, load_if_exists=True,
-                                direction=settings.direction, sampler=make_sampler(settings), pruner=make_pruner(settings))
-    if exists:
-        _fail_orphans(study)
-    return study
+    kwargs = dict(study_name=settings.study_name, storage=storage, sampler=make_sampler(settings), pruner=make_pruner(settings))
+    try:
+        study = optuna.create_study(direction=settings.direction, **kwargs)
+        study.set_user_attr(SEARCH_ATTR, settings.search)
+        return study, True
+    except optuna.exceptions.DuplicatedStudyError:
+        study = optuna.load_study(**kwargs)
+    theirs = study.user_attrs.get(SEARCH_ATTR)
+    if theirs and settings.search and theirs != settings.search:
+        differ = sorted(k for k in {*theirs, *settings.search} if theirs.get(k) != settings.search.get(k))
+        raise InputError(f"study {settings.study_name!r} in {redact(settings.storage)} searches differently ({', '.join(differ)})",
+                         where="--study", fix="join it with its own spec and flags, or pass another --study name")
+    if study.direction.name.lower() != settings.direction:
+        raise InputError(f"study {settings.study_name!r} {study.direction.name.lower()}s its metric", where="--direction",
+                         fix="join it with its own --metric / --direction, or pass another --study name")
+    if study.user_attrs.get(STOP_ATTR):
+        if not settings.resume:
+            raise InputError(f"study {settings.study_name!r} was stopped (skillbank automl --stop-study)", where="--study",
+                             fix="pass --resume to continue it")
+        study.set_user_attr(STOP_ATTR, False)
+    _fail_orphans(study)
+    return study, False
+
+
+def request_stop(storage_url: str, study_name: str) -> int:
+    """Stop every worker of a study (each fails its running trials and exits); returns the trials that
+    were running. --resume continues the study."""
+    import optuna
+
+    study = optuna.load_study(study_name=study_name, storage=_storage(storage_url))
+    study.set_user_attr(STOP_ATTR, True)
+    return len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)))
+
+
+def stop_requested(study) -> bool:
+    return bool(study.user_attrs.get(STOP_ATTR))  # read from the storage each time
 
 
 def _storage(url: str, attempts: int = 6):
@@ -103,13 +202,17 @@ def _storage(url: str, attempts: int = 6):
     import optuna
     import sqlalchemy.exc
 
+    from skillbank.automl.storage import check_url
+
+    check_url(url)
     for attempt in range(attempts):
         try:
             return optuna.storages.RDBStorage(
                 url,
                 heartbeat_interval=HEARTBEAT_S,
                 grace_period=GRACE_S,
-                engine_kwargs={"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {},
+                heartbeat_stale_trial_callback=retry_stale_once,
+                engine_kwargs={"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {"pool_pre_ping": True},
             )
         except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError):
             if attempt == attempts - 1:
@@ -118,9 +221,35 @@ def _storage(url: str, attempts: int = 6):
     raise AssertionError("unreachable")
 
 
+def retry_stale_once(study, trial) -> None:
+    """Optuna's RetryHeartbeatStaleTrialCallback(max_retry=1) on a dead worker's trial, with each
+    distribution widened to hold the trial's value: the baseline's value may lie outside a narrowed
+    --range, which the callback's create_trial would refuse (and crash the worker that found it)."""
+    import optuna
+
+    trial = copy.copy(trial)
+    trial.distributions = {name: _holding(dist, trial.params.get(name)) for name, dist in trial.distributions.items()}
+    optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1)(study, trial)
+
+
+def _holding(dist: Any, value: Any) -> Any:
+    import optuna.distributions as d
+
+    if value is None:
+        return dist
+    if isinstance(dist, d.CategoricalDistribution):
+        return dist if value in dist.choices else d.CategoricalDistribution([*dist.choices, value])
+    if isinstance(dist, (d.FloatDistribution, d.IntDistribution)) and not dist.low <= value <= dist.high:
+        kind = type(dist)
+        return kind(low=min(dist.low, value), high=max(dist.high, value), log=dist.log,
+                    **({"step": dist.step} if dist.step is not None and isinstance(dist, d.IntDistribution) and not dist.log else {}))
+    return dist
+
+
 def _fail_orphans(study) -> None:
-    """Trials left RUNNING by a killed process (no heartbeat for GRACE_S) are marked failed, so they
-    neither block the study nor count as finished; live workers' trials keep beating and stay."""
+    """Trials left RUNNING by a killed process (no heartbeat for GRACE_S) are marked failed (and enqueued
+    again once, by the storage's callback), so they neither block the study nor count as finished; live
+    workers' trials keep beating and stay."""
     import optuna
 
     optuna.storages.fail_stale_trials(study)
@@ -133,10 +262,17 @@ def finished_count(study) -> int:
     return len(study.get_trials(deepcopy=False, states=states))
 
 
+def retry_of(trial: Any) -> int | None:
+    """The trial this one runs again: a --resume or a stopped worker's retry (user attr retry_of) or
+    the heartbeat's retry of a dead worker's trial (system attr failed_trial)."""
+    number = trial.user_attrs.get("retry_of")
+    return number if number is not None else trial.system_attrs.get("failed_trial")
+
+
 def unretried_failures(study) -> list[Any]:
     """Failed trials that no later trial retries (what --resume runs again)."""
     trials = study.get_trials(deepcopy=False)
-    retried = {t.user_attrs.get("retry_of") for t in trials}
+    retried = {retry_of(t) for t in trials} | {n for t in trials for n in t.system_attrs.get("retry_history", [])}
     return [t for t in trials if t.state.name == "FAIL" and t.number not in retried]
 
 
@@ -192,6 +328,9 @@ def objective_for(space: SearchSpace, base_spec: dict[str, Any], trials_dir: Pat
             raise
         except BaseException as exc:  # FAIL (a stop included): say why in trials.parquet
             trial.set_user_attr("fail_reason", _reason(exc))
+            if _worker_stopped(exc):  # this worker alone was stopped: another worker (or --resume) runs it again
+                attrs = {"retry_of": trial.number, **({"baseline": True} if trial.user_attrs.get("baseline") else {})}
+                trial.study.enqueue_trial(trial.params, user_attrs=attrs)
             raise
         trial.set_user_attr("epochs_run", outcome.epochs_run)
         trial.set_user_attr("checkpoint", outcome.checkpoint)
@@ -212,6 +351,13 @@ def _reason(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+def _worker_stopped(exc: BaseException) -> bool:
+    """SIGTERM / SIGINT on this worker (not a study-level stop, not a crash)."""
+    from skillbank import procs
+
+    return isinstance(exc, KeyboardInterrupt) or (procs.STOPPING.is_set() and procs.stop_reason() == procs.SIGNALLED)
+
+
 def grid_points(space: SearchSpace) -> list[dict[str, Any]]:
     """Every combination of a space of choices (algorithm grid), in the order the choices were given."""
     import itertools
@@ -228,8 +374,8 @@ def run_study(settings: StudySettings, space: SearchSpace, base_spec: dict[str, 
               apply: Apply = _set_all):
     import optuna
 
-    study = open_study(settings)
-    if not study.get_trials(deepcopy=False):
+    study, created = open_study(settings)
+    if created:
         if settings.baseline:
             base_values = {p.key: get_dotted(base_spec, p.key) for p in space.params}
             study.enqueue_trial(enqueue_values(space, base_values), user_attrs={"baseline": True}, skip_if_exists=True)
@@ -243,7 +389,41 @@ def run_study(settings: StudySettings, space: SearchSpace, base_spec: dict[str, 
         remaining = min(remaining, len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))))
     if remaining > 0:
         cap = optuna.study.MaxTrialsCallback(settings.max_trials, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED))
-        callbacks = [cap] + ([lambda s, t: progress(t)] if progress else [])
-        study.optimize(objective_for(space, base_spec, trials_dir, runner, check, apply), n_trials=remaining,
-                       n_jobs=settings.workers, callbacks=callbacks, catch=(RuntimeError, OSError))
+        callbacks = [cap, _stop_when_told] + ([lambda s, t: progress(t)] if progress else [])
+        with _watch_study_stop(study):
+            study.optimize(objective_for(space, base_spec, trials_dir, runner, check, apply), n_trials=remaining,
+                           n_jobs=settings.workers, callbacks=callbacks, catch=(RuntimeError, OSError))
     return study
+
+
+def _stop_when_told(study, _trial) -> None:
+    """After a trial: a stopped worker (or study) starts no new trial in any of its threads."""
+    from skillbank import procs
+
+    if procs.STOPPING.is_set():
+        study.stop()
+
+
+@contextmanager
+def _watch_study_stop(study) -> Iterator[None]:
+    """While this worker runs trials, a thread polls the storage for a study-level stop and, when it
+    comes, tells this worker's trials to stop (procs.request_stop: their runners fail them)."""
+    from skillbank import procs
+
+    done = threading.Event()
+
+    def poll() -> None:
+        while not done.wait(STOP_POLL_S):
+            try:
+                if stop_requested(study):
+                    procs.request_stop(procs.STUDY_STOPPED)
+                    return
+            except Exception:  # noqa: BLE001 - a storage hiccup: look again at the next poll
+                continue
+
+    thread = threading.Thread(target=poll, name="automl-stop-watch", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()

@@ -10,6 +10,7 @@ fast trainer finishes every epoch before the first evaluation is done.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -107,7 +108,11 @@ def evaluate_checkpoint(step_dir: Path, results_dir: Path, metric: str) -> float
     return evaluate(spec, model_name=str(step_dir), progress=False)["primary_metric"]["value"]
 
 
-def make_runner(*, metric: str, backend: str, maximize: bool):
+def make_runner(*, metric: str, backend: str, maximize: bool, threads: int | None = None):
+    """`threads`: OMP_NUM_THREADS of each trainer when the environment sets none (trials running at once
+    on one machine share its cores: OpenMP pools spinning against each other slow every trial manyfold)."""
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)} if threads and "OMP_NUM_THREADS" not in os.environ else None
+
     def runner(trial_dir: Path, spec: dict[str, Any], report: Callable[[int, float], bool]) -> TrialOutcome:
         trial_dir.mkdir(parents=True, exist_ok=True)
         spec = trial_spec(spec)
@@ -125,12 +130,12 @@ def make_runner(*, metric: str, backend: str, maximize: bool):
             return [(i + 1, d, None) for i, (_, d) in enumerate(_exports(output_dir)) if i >= len(history)]
 
         with open(trial_dir / "train.log", "w", encoding="utf-8") as log:
-            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            proc = procs.start(argv, pid_file=trial_dir / procs.PID_FILE, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             paused: list[Any] = []  # the tree as it was paused (a stop reaches those even if they left it)
             try:
                 while True:
                     if procs.STOPPING.is_set():
-                        raise TrialFailed("the study was told to stop")
+                        raise TrialFailed(procs.stop_reason() or procs.SIGNALLED)
                     finished = proc.poll() is not None
                     points = new_points()
                     if points and not finished:

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from skillbank import atomic
+from skillbank import atomic, procs
 from skillbank.platform.record import now
 
 GRACE_S = 20.0
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with open(args.log, "ab", buffering=0) as log:
         try:
-            child = subprocess.Popen(command, cwd=args.cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+            child = procs.start(command, cwd=args.cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)  # dies with the runner
         except OSError as exc:
             log.write(f"skillbank runner: cannot start {command[0]!r}: {exc}\n".encode())
             _write_state(state, status="failed", started=started, ended=now(), exit_code=127, pid=None)

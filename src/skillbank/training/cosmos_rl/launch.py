@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from skillbank import atomic
+from skillbank import atomic, procs
 from skillbank.errors import InputError, RunError
 from skillbank.modelref import HF_SCHEME, download, parse
 from skillbank.spec.train import TrainSpec
@@ -277,7 +277,9 @@ def _start(plan: LaunchPlan) -> subprocess.Popen[bytes]:
     plan.layout.run_dir.mkdir(parents=True, exist_ok=True)
     with open(plan.layout.launcher_log, "ab") as out:
         # its own session: a terminal's Ctrl-C reaches skillbank, which stops the launcher's whole tree (watcher.stop)
-        return subprocess.Popen(plan.argv, stdout=out, stderr=subprocess.STDOUT, env=launch_env(), start_new_session=True)
+        procs.stop_leftovers(plan.layout.run_dir.parent)  # what a killed predecessor in this output_dir left running
+        return procs.start(plan.argv, pid_file=plan.layout.run_dir / procs.PID_FILE, stdout=out, stderr=subprocess.STDOUT,
+                           env=launch_env(), start_new_session=True)
 
 
 def _report(result: WatchResult, *, layout: RunLayout, job: Any, fields: dict[str, Any], log: Callable[[str], None]) -> int:

@@ -9,7 +9,6 @@ checkpoint), writes the validated spec there as spec.json, and runs
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -180,7 +179,8 @@ def launch(plan: LocalPlan, spec, *, job: Any, stdout: Any, log: Callable[[str],
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     proc = None
     try:
-        proc = subprocess.Popen(plan.argv, env=env, stdout=stdout, stderr=None)
+        procs.stop_leftovers(run_dir.parent)  # what a killed predecessor in this output_dir left running
+        proc = procs.start(plan.argv, pid_file=run_dir / procs.PID_FILE, env=env, stdout=stdout, stderr=None)
         if job is not None:
             job.update(pid=proc.pid)
         rc = proc.wait()

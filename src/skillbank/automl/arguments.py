@@ -1,0 +1,74 @@
+"""The arguments of `skillbank automl`, in one table: the command, train's AutoML handoff
+(automl.run.run_from_train) and `skillbank submit --action automl` all parse with it."""
+
+from __future__ import annotations
+
+import argparse
+
+from skillbank.automl import ALGORITHMS, DEFAULT_ALGORITHM, DEFAULT_TRIALS
+from skillbank.training.backends import BACKEND_HELP, BACKENDS, DEFAULT_BACKEND
+
+
+def _range(text: str) -> tuple[str, tuple[float, float]]:
+    key, _, span = text.partition("=")
+    low, sep, high = span.partition(":")
+    try:
+        return key, (float(low), float(high))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--range wants KEY=MIN:MAX, got {text!r}") from None
+
+
+def _choices(text: str) -> tuple[str, list[str]]:
+    key, sep, values = text.partition("=")
+    if not sep or not values:
+        raise argparse.ArgumentTypeError(f"--choices wants KEY=A,B,..., got {text!r}")
+    return key, [v.strip() for v in values.split(",") if v.strip()]
+
+
+def add_search_arguments(p: argparse.ArgumentParser, *, trials_flags: tuple[str, ...] = ("--max-trials",)) -> None:
+    """What a study searches and how: shared by `skillbank automl` and train's AutoML handoff."""
+    p.add_argument("--algorithm", choices=ALGORITHMS, default=DEFAULT_ALGORITHM, help="search algorithm (default: %(default)s)")
+    p.add_argument(*trials_flags, dest="max_trials", type=int, default=DEFAULT_TRIALS, metavar="N",
+                   help="finished (complete or pruned) trials of the study, baseline included (default: %(default)s)")
+    p.add_argument("--param", action="append", metavar="KEY", help="search these dotted keys instead of the schema's automl_default_parameters")
+    p.add_argument("--range", action="append", type=_range, default=[], metavar="KEY=MIN:MAX", help="override a search range")
+    p.add_argument("--choices", action="append", type=_choices, default=[], metavar="KEY=A,B", help="override enum choices")
+    p.add_argument("--study", metavar="NAME", help="study name (default: the spec file's stem)")
+
+
+DEFAULT_METRIC = "accuracy"
+
+
+def add_metric_argument(p: argparse.ArgumentParser) -> None:
+    """--metric: shared by `skillbank automl` and `skillbank submit --action automl`."""
+    p.add_argument("--metric", default=DEFAULT_METRIC, help="accuracy (default), f1 or balanced_accuracy (of each epoch's export on the validation set), or val_loss")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--skill", default="tao-finetune-cosmos-reason", help="model skill (default: %(default)s)")
+    p.add_argument("--action", choices=("train", "evaluate"), default="train",
+                   help="train: each trial trains (default); evaluate: prompt search, each trial evaluates --spec (an evaluate spec)")
+    p.add_argument("--spec", required=True, metavar="FILE", help="base train spec (an evaluate spec with --action evaluate; from `skillbank spec`)")
+    p.add_argument("--prompts", metavar="FILE", help="--action evaluate: system prompt candidates, one per line or a YAML list (null: the default); "
+                   "records opening with their own system turn keep it (counted in the plan and best_rec.json; a proxy set "
+                   "where every record does is refused)")
+    p.add_argument("--holdout", metavar="ANNOTATIONS[:MEDIA]", help="--action evaluate: held-out set the best trial and the baseline are evaluated on once")
+    add_search_arguments(p)
+    add_metric_argument(p)
+    p.add_argument("--direction", choices=("maximize", "minimize"), help="default: maximize accuracy, minimize val_loss")
+    p.add_argument("--storage", metavar="URL", help="SQLAlchemy URL (default: sqlite:///<study folder>/study.db); "
+                   "postgresql://USER@HOST:PORT/DB lets workers on many machines share the study")
+    p.add_argument("--out", metavar="DIR", help="study folder (default: <results_dir>/automl/<study>)")
+    p.add_argument("--workers", type=int, default=1, metavar="K", help="trials at once on this machine (default: %(default)s)")
+    p.add_argument("--resume", action="store_true", help="continue an existing study: finished trials are kept, failed ones (and an unfinished baseline) "
+                   "run again, a --stop-study is lifted (joining a running study needs no --resume)")
+    p.add_argument("--seed", type=int, default=0, help="sampler seed (default: %(default)s)")
+    p.add_argument("--no-baseline", action="store_true", help="skip the baseline trial of the base spec")
+    p.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND, help=f"each trial's {BACKEND_HELP}")
+    p.add_argument("--dry-run", action="store_true", help="print the study plan and the start / resume commands; create and start nothing")
+    p.add_argument("--json", action="store_true", help="print best_rec.json's content (the plan with --dry-run) as one JSON document")
+    live = p.add_argument_group("a running study (the same --spec / --study / --out / --storage name it)")
+    live.add_argument("--stop-study", action="store_true", help="stop every worker of the study, on every machine (their running trials FAIL, "
+                      "run again on --resume); SIGTERM on one worker stops that worker only")
+    live.add_argument("--dashboard", action="store_true", help="serve optuna-dashboard on the study's storage at http://127.0.0.1:PORT (this machine only; Ctrl-C ends it)")
+    live.add_argument("--port", type=int, default=8080, help="--dashboard's port (default: %(default)s)")

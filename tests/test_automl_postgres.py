@@ -1,0 +1,232 @@
+"""AutoML workers on a real PostgreSQL server (tests/pg_server.py: initdb in a temp folder, a unix socket).
+
+Real `skillbank automl` processes with real trials (the tiny model, 3 train records, one optimizer
+step, the validation loss as the metric: no evaluation pass) share one study: no parameters twice,
+the baseline once, SIGTERM stops one worker only, a SIGKILLed worker leaves no process and its trial
+runs again once (Optuna's heartbeat); --stop-study stops every worker; --dashboard serves the study.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from helpers import ROOT, SKILL, skillbank
+from pg_server import pg_server  # noqa: F401 - the fixture
+
+SEARCH = ["--backend", "local", "--algorithm", "random", "--param", "train.optm_lr", "--range", "train.optm_lr=1e-4:1e-3",
+          "--metric", "val_loss"]
+
+
+@pytest.fixture(scope="module")
+def tiny_spec(tmp_path_factory, tiny_model_dir) -> Path:
+    """The smallest real trial: 3 train records in one step of batch 3, 1 validation record."""
+    from skillbank.assets.demo_dataset import build_demo_dataset
+    from skillbank.spec.build import build_spec
+    from skillbank.spec.io import write_spec
+
+    root = tmp_path_factory.mktemp("pg-study")
+    data = build_demo_dataset(root / "data", records=3, seed=0)
+    val = data / "val" / "annotations.json"
+    val.write_text(json.dumps(json.loads(val.read_text())[:1]))
+    built = build_spec(SKILL, "train", [
+        f"model={tiny_model_dir}", "dp_shard_size=1", "epoch=1", "batch_size=3", "mini_batch=3", "validation.batch_size=1",
+        "train.train_policy.dataloader_num_workers=0", "train.param_dtype=float32", "policy.model_gradient_checkpointing=false",
+        f"output_dir={root / 'train'}", f"results_dir={root}",
+    ], dataset_root=data)
+    return write_spec(root / "base.yaml", built.spec)
+
+
+def worker(spec: Path, url: str, study: str, max_trials: int, log: Path, *extra: str) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "skillbank.cli", "automl", "--skill", SKILL, "--spec", str(spec), "--study", study,
+            "--storage", url, "--max-trials", str(max_trials), *SEARCH, *extra]
+    return subprocess.Popen(argv, cwd=ROOT, stdout=open(log, "w"), stderr=subprocess.STDOUT)
+
+
+def trials_of(url: str, study: str) -> list:
+    import optuna
+
+    try:
+        return optuna.load_study(study_name=study, storage=url).get_trials()
+    except KeyError:  # not created yet
+        return []
+
+
+def owned_running_trial(study_dir: Path, pid: int) -> Path | None:
+    """The trial folder whose trainer the worker `pid` started (its pid file), while that trainer runs."""
+    import psutil
+
+    for record in study_dir.glob("trials/*/procs.json"):
+        rec = json.loads(record.read_text())
+        if rec["owner"] == pid and psutil.pid_exists(rec["pid"]):
+            return record.parent
+    return None
+
+
+def wait_for(predicate, timeout: float, what: str, procs: list[subprocess.Popen] = ()):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        for p in procs:
+            assert p.poll() is None, f"a worker exited early ({p.returncode}) while waiting for {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.3)
+
+
+def kill_all(*procs: subprocess.Popen) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_a_storage_url_whose_driver_is_missing_is_refused_before_anything(tiny_spec, tmp_path):
+    proc = skillbank("automl", "--spec", str(tiny_spec), "--storage", "mysql://me:s3cret@db/optuna", "--out", str(tmp_path / "s"), *SEARCH)
+    assert proc.returncode == 2, proc.stderr
+    assert "mysqlclient" in proc.stderr and "s3cret" not in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "s").exists()
+
+
+def test_two_workers_share_one_study_and_sigterm_stops_one_worker_only(tiny_spec, pg_server, tmp_path):  # noqa: F811
+    """Two real workers, one command: distinct parameters, the baseline once; SIGTERM on worker A fails
+    its trial (no process of it left), worker B runs it again and finishes the study."""
+    import psutil
+
+    url = pg_server.create_db("two_workers")
+    study_dir = tiny_spec.parent / "automl" / "two"
+    a = worker(tiny_spec, url, "two", 3, tmp_path / "a.log")
+    b = worker(tiny_spec, url, "two", 3, tmp_path / "b.log")
+    try:
+        trial_dir = wait_for(lambda: owned_running_trial(study_dir, a.pid), 300, "worker A's trial", [a, b])
+        tree = psutil.Process(a.pid).children(recursive=True)
+        a.send_signal(signal.SIGTERM)
+        assert a.wait(timeout=120) == 128 + signal.SIGTERM, (tmp_path / "a.log").read_text()[-3000:]
+        assert [p.pid for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE] == []
+        assert b.wait(timeout=400) == 0, (tmp_path / "b.log").read_text()[-3000:]
+    finally:
+        kill_all(a, b)
+    trials = trials_of(url, "two")
+    stopped = next(t for t in trials if t.user_attrs.get("trial_dir") == str(trial_dir))
+    assert stopped.state.name == "FAIL" and "SIGTERM" in stopped.user_attrs["fail_reason"]
+    retry = [t for t in trials if t.user_attrs.get("retry_of") == stopped.number]
+    assert len(retry) == 1 and retry[0].state.name == "COMPLETE" and retry[0].params == stopped.params
+    firsts = [t for t in trials if "retry_of" not in t.user_attrs]  # each drawn once, never twice
+    assert len({json.dumps(t.params, sort_keys=True) for t in firsts}) == len(firsts)
+    finished = [t for t in trials if t.state.name in ("COMPLETE", "PRUNED")]
+    assert 3 <= len(finished) <= 4  # --max-trials counts the study's finished trials (a worker may overshoot by one)
+    assert sum(bool(t.user_attrs.get("baseline")) for t in finished) == 1
+    assert sum(bool(t.user_attrs.get("baseline")) for t in firsts) == 1
+
+
+def test_a_sigkilled_worker_leaves_no_process_and_its_trial_runs_again_once(tiny_spec, pg_server, tmp_path):  # noqa: F811
+    """SIGKILL on `skillbank automl` alone: its trainer (skillbank train, torchrun, the rank in a session of
+    its own) dies with it. Its trial stops beating; the next worker fails it and runs it again, once."""
+    import psutil
+
+    from skillbank.automl.study import GRACE_S
+
+    url = pg_server.create_db("killed")
+    study_dir = tiny_spec.parent / "automl" / "killed"
+    a = worker(tiny_spec, url, "killed", 1, tmp_path / "a.log")
+    b = None
+    try:
+        def rank_started():
+            tree = psutil.Process(a.pid).children(recursive=True)
+            return tree if any("skillbank.training.local.worker" in " ".join(p.cmdline()) for p in tree if p.is_running()) else None
+
+        tree = wait_for(rank_started, 300, "worker A's training rank", [a])
+        a.kill()
+        killed_at = time.monotonic()
+        a.wait()
+        left = psutil.wait_procs(tree, timeout=30)[1]
+        assert [" ".join(p.cmdline()) for p in left if p.status() != psutil.STATUS_ZOMBIE] == [], "orphans of a SIGKILLed worker"
+        time.sleep(max(0.0, GRACE_S + 1 - (time.monotonic() - killed_at)))  # its heartbeat is stale now
+        b = worker(tiny_spec, url, "killed", 1, tmp_path / "b.log")  # the same command: it joins
+        assert b.wait(timeout=400) == 0, (tmp_path / "b.log").read_text()[-3000:]
+    finally:
+        kill_all(a, *([b] if b else []))
+    trials = trials_of(url, "killed")
+    assert [t.state.name for t in trials] == ["FAIL", "COMPLETE"]
+    assert trials[1].system_attrs["failed_trial"] == 0 and trials[1].params == trials[0].params
+    assert trials[1].user_attrs["baseline"]  # the baseline, run again, still the baseline
+    assert owned_running_trial(study_dir, a.pid) is None
+
+
+STOPPABLE = """
+import sys, time
+sys.path.insert(0, {tests!r})
+from pathlib import Path
+from test_automl_search import SCHEMA, base_spec
+from skillbank import procs
+from skillbank.automl.space import build_space
+from skillbank.automl.study import StudySettings, TrialFailed, run_study
+
+def runner(trial_dir, spec, report):  # a trainer that runs until told to stop, as the real runner polls
+    while not procs.STOPPING.is_set():
+        time.sleep(0.05)
+    raise TrialFailed(procs.stop_reason())
+
+space = build_space(SCHEMA, base_spec(), params=["train.optm_lr"])
+st = StudySettings(study_name="s", storage=sys.argv[1], max_trials=3, resume="--resume" in sys.argv)
+with procs.stop_on_signals():
+    run_study(st, space, base_spec(), Path(sys.argv[2]), runner)
+"""
+
+
+def test_stop_study_stops_every_worker_and_resume_lifts_it(tiny_spec, pg_server, tmp_path):  # noqa: F811
+    """--stop-study (the CLI) stops two workers' trials (a trainer double: nothing trains here); a new worker
+    is refused until --resume. --dashboard serves the study on 127.0.0.1."""
+    import socket
+
+    from skillbank.automl.study import STOP_ATTR, StudySettings, open_study
+
+    url = pg_server.create_db("stopped")
+    script = tmp_path / "w.py"
+    script.write_text(STOPPABLE.format(tests=str(Path(__file__).parent)))
+    workers = [subprocess.Popen([sys.executable, str(script), url, str(tmp_path / "t")], cwd=ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    try:
+        wait_for(lambda: sum(t.state.name == "RUNNING" for t in trials_of(url, "s")) == 2, 60, "two running trials", workers)
+        stop = skillbank("automl", "--spec", str(tiny_spec), "--study", "s", "--storage", url, "--stop-study", "--json")
+        assert stop.returncode == 0, stop.stderr
+        assert json.loads(stop.stdout)["running_trials"] == 2
+        for w in workers:
+            out, _ = w.communicate(timeout=60)
+            assert w.returncode == 0, out
+        trials = trials_of(url, "s")
+        assert [t.state.name for t in trials] == ["FAIL", "FAIL"] and all("--stop-study" in t.user_attrs["fail_reason"] for t in trials)
+        refused = subprocess.run([sys.executable, str(script), url, str(tmp_path / "t")], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert refused.returncode != 0 and "was stopped" in refused.stderr
+        study, created = open_study(StudySettings(study_name="s", storage=url, resume=True))  # --resume lifts the stop
+        assert not created and study.user_attrs[STOP_ATTR] is False
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        dash = subprocess.Popen([sys.executable, "-m", "skillbank.cli", "automl", "--spec", str(tiny_spec), "--study", "s",
+                                 "--storage", url, "--dashboard", "--port", str(port)], cwd=ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        workers.append(dash)
+
+        def served():
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies", timeout=2) as r:
+                    return json.loads(r.read())
+            except OSError:
+                return None
+
+        studies = wait_for(served, 60, "the dashboard", [dash])
+        assert [s["study_name"] for s in studies["study_summaries"]] == ["s"]
+        assert all(c.laddr.ip == "127.0.0.1" for c in __import__("psutil").Process(dash.pid).net_connections() if c.status == "LISTEN")
+    finally:
+        kill_all(*workers)
