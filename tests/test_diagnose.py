@@ -107,10 +107,13 @@ def test_a_silent_stop_is_a_kill_and_fresh_logs_are_running(tmp_path):
     assert d.last_complete_checkpoint.endswith("step_50/policy")
 
 
-def test_a_finished_run(tmp_path):
+def test_a_finished_run_and_one_killed_while_saving_its_last_step(tmp_path):
     run, log_dir = cosmos_run(tmp_path, last=200)
-    for step in (150, 200):
-        checkpoint(run, step, 2)
+    checkpoint(run, 150, 2)
+    last = checkpoint(run, 200, 1)  # the final save was cut off
+    d = diagnose(log_dir)
+    assert d.state == "failed" and "stopped while saving" in d.cause and d.last_complete_checkpoint.endswith("step_150/policy")
+    (last / ".rank_1_complete").write_text("")
     d = diagnose(log_dir)
     assert d.state == "finished" and d.cause is None and d.last_complete_checkpoint.endswith("step_200/policy") and d.resume_command is None
 

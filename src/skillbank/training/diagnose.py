@@ -247,6 +247,9 @@ def _state(watcher: LogWatcher, result: Any, run_dir: Path | None, age: float | 
     if watcher.failures:
         return "failed", watcher.reason
     done = watcher.last_step is not None and watcher.total_steps is not None and watcher.last_step >= watcher.total_steps
+    if done and not _last_step_saved(run_dir, watcher.total_steps):
+        return "failed", (f"step {watcher.total_steps}/{watcher.total_steps} was logged but its checkpoint and export are not complete: "
+                          "the run stopped while saving")
     if done:
         return "finished", None
     if age is not None and age < stale_after_s:
@@ -255,6 +258,14 @@ def _state(watcher: LogWatcher, result: Any, run_dir: Path | None, age: float | 
         return ("unknown", "no training step was logged") if age is None else ("failed", f"no training step was logged and the logs stopped {age:.0f} s ago")
     return "failed", (f"stopped at step {watcher.last_step}/{watcher.total_steps} without an error in the logs, which last moved {age:.0f} s ago "
                       "(killed: a time limit, the OOM killer, a lost node or a preempted job)")
+
+
+def _last_step_saved(run_dir: Path | None, total: int | None) -> bool:
+    """A run that checkpoints saves its last step: a complete checkpoint or a whole export of step `total`
+    (a run folder without checkpoints/ saved nothing to check)."""
+    if run_dir is None or total is None or not (run_dir / "checkpoints").is_dir():
+        return True
+    return total in layout.list_checkpoint_steps(run_dir) or total in layout.list_safetensors_steps(run_dir)
 
 
 def resume_command(found: _Found, checkpoint: Path | None, state: str) -> str | None:

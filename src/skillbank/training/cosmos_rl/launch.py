@@ -145,9 +145,7 @@ def train_cosmos_rl(
     if dry_run:
         _update(job, status="dry_run", **fields)
         return 0
-    process = _start(plan)
-    _update(job, status="running", pid=process.pid, **fields)
-    watcher = LogWatcher(
+    watcher = LogWatcher(  # before the launch: its TensorBoard writer imports torch, seconds in which a signal would find no launcher to stop
         layout.log_dir,
         layout.run_dir,
         metrics_path=layout.metrics_path,
@@ -156,7 +154,9 @@ def train_cosmos_rl(
         log=lambda line: log(redact(line)),
         monitor=monitor.Monitor(layout.run_dir, log=lambda line: log(redact(line))),  # TensorBoard from the step lines
     )
+    process = _start(plan)
     try:
+        _update(job, status="running", pid=process.pid, **fields)
         result = watch(process, watcher, interval=POLL_INTERVAL_S)
     except BaseException as exc:  # Ctrl-C, SIGTERM (skillbank.procs.stop_on_signals) or a watcher error
         stop(process)
