@@ -72,6 +72,9 @@ def wait_for(what: str, check, timeout: float, slurm, job: str, *, every: float 
         if value:
             return value
         if log is not None and settled(slurm, job):
+            value = check()  # what is awaited may have come with the end (or be the end itself)
+            if value:
+                return value
             break
         time.sleep(every)
     tail = "".join(Path(log).read_text(errors="replace").splitlines(keepends=True)[-40:]) if log and Path(log).is_file() else ""
