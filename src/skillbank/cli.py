@@ -36,9 +36,11 @@ COMMAND_MODULES = (
 
 EPILOG = """\
 typical agent flow:
+  skillbank data import /data/my_clips --out /data/qa   # the user's clips + labels, HF dataset, CSV / JSONL or LLaVA
   skillbank route --skill tao-finetune-cosmos-reason --action train --request "plain training, no HPO" --json
   skillbank spec --skill tao-finetune-cosmos-reason --action train --dataset-root /data/qa -o train.yaml
   skillbank preflight --skill tao-finetune-cosmos-reason --action train --spec train.yaml --gpus-per-node 8
+  skillbank plan --spec train.yaml --gpu h100-80gb                              # GPUs, memory by part, hours
   skillbank train --spec train.yaml --backend cosmos-rl --automl-policy off   # direct; auto hands off to AutoML
 exit codes: 0 success; 2 the input is wrong (nothing was launched); 1 a run failed.
 """
