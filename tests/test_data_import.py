@@ -315,3 +315,36 @@ def test_each_reader_alone_gives_the_one_item_shape(tmp_path):
         (item,) = got.items
         assert (item.id, item.video, item.clip, item.extra, item.split) == ("r0", str(video), "v.mp4", {"weather": "rain"}, None if got.reader != "hf-parquet" else "train")
         assert item.conversations == llava["conversations"] and not got.bad
+
+
+def test_probe_workers_die_with_a_sigkilled_import(tmp_path):
+    """The probing pool's worker processes are SIGKILLed when the process that forked them dies, however
+    it dies (a pool worker otherwise waits forever on a queue whose writer it inherited)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    script = tmp_path / "pool.py"
+    script.write_text(
+        "import time\n"
+        "from skillbank.data.probe import _executor\n"
+        "pool = _executor(2)\n"
+        "futures = [pool.submit(time.sleep, 60) for _ in range(2)]\n"
+        "time.sleep(0.5)\n"
+        "print(' '.join(str(p) for p in pool._processes), flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    workers = [int(p) for p in proc.stdout.readline().split()]
+    assert len(workers) == 2
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 10
+    alive = workers
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in workers if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        time.sleep(0.1)
+    assert alive == [], "a probe worker outlived the import"

@@ -305,6 +305,14 @@ def _prctl(option: int, value: int, libc: Any = None) -> None:
         (libc or _libc()).prctl(option, value, 0, 0, 0)
 
 
+def die_with_parent(parent: int) -> None:
+    """For a helper process forked by skillbank (a pool worker): SIGKILL when `parent` dies, however it
+    dies (Linux parent-death signal); exits at once when the parent died before this could be set."""
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 _WATCHED = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 
 

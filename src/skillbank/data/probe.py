@@ -88,7 +88,10 @@ def _executor(workers: int | None) -> Executor:
     Python-side work in PyAV that holds the GIL, so threads would probe on one core."""
     import multiprocessing
 
-    return ProcessPoolExecutor(max_workers=workers or default_workers(), mp_context=multiprocessing.get_context("fork"))
+    from skillbank.procs import die_with_parent
+
+    return ProcessPoolExecutor(max_workers=workers or default_workers(), mp_context=multiprocessing.get_context("fork"),
+                               initializer=die_with_parent, initargs=(os.getpid(),))  # a SIGKILLed import leaves no worker behind
 
 
 def probe_many(paths: Iterable[str], *, workers: int | None = None, progress: bool | None = None, total: int | None = None) -> Iterator[ClipInfo | str]:
