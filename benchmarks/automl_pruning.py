@@ -35,8 +35,8 @@ ALGORITHMS = {"random": "random", "hyperband": "bayesian + hyperband"}
 def base_spec(work: Path, args: argparse.Namespace) -> Path:
     from skillbank.assets.demo_dataset import build_demo_dataset
     from skillbank.assets.tiny_model import build_tiny_model
-    from skillbank.spec.build import build_spec
-    from skillbank.spec.io import write_spec
+    from skillbank.specification.build import build_spec
+    from skillbank.specification.io import write_spec
 
     data = build_demo_dataset(None, records=args.records, seed=0, progress=True)
     model = build_tiny_model(None, seed=0)

@@ -32,8 +32,8 @@ SEARCH = ["--backend", "local", "--algorithm", "random", "--param", "train.optm_
 def base_spec(work: Path, args: argparse.Namespace) -> Path:
     from skillbank.assets.demo_dataset import build_demo_dataset
     from skillbank.assets.tiny_model import build_tiny_model
-    from skillbank.spec.build import build_spec
-    from skillbank.spec.io import write_spec
+    from skillbank.specification.build import build_spec
+    from skillbank.specification.io import write_spec
 
     data = build_demo_dataset(work / "data", records=args.records, seed=0)
     val = data / "val" / "annotations.json"

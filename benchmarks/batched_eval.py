@@ -67,7 +67,7 @@ def main() -> None:
 
     from skillbank.data.examples import VisionSettings
     from skillbank.evaluation.generate import GenerationSettings, generate_answers
-    from skillbank.evaluation.inputs import PromptBuilder
+    from skillbank.data.prompts import PromptBuilder
     from skillbank.evaluation.model import load_model
 
     sizes = (1, args.batch_size)

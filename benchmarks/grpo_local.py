@@ -39,9 +39,9 @@ SKILL = "tao-finetune-cosmos-reason"
 def sft(work: Path, steps: int, data: Path) -> str:
     from skillbank.assets.tiny_model import build_tiny_model
     from skillbank.demo.recipe import DemoRecipe, overrides
-    from skillbank.spec.build import build_spec
-    from skillbank.spec.io import write_spec
-    from skillbank.training import layout
+    from skillbank.specification.build import build_spec
+    from skillbank.specification.io import write_spec
+    from skillbank.runs import layout
     from skillbank.training.local.launch import train_local
 
     done = [layout.safetensors_dir(run, s) for run in layout.run_dirs(work / "train") for s in layout.list_safetensors_steps(run) if s == steps]
@@ -72,7 +72,7 @@ def held_out(model: str, data: Path, out: Path) -> dict[str, list[bool]]:
 
 
 def rl_spec(work: Path, args: argparse.Namespace, start: str, data: Path) -> Any:
-    from skillbank.spec.rl import RlSpec
+    from skillbank.specification.rl import RlSpec
 
     train = json.loads((data / "train" / "annotations.json").read_text(encoding="utf-8"))
     records = [r for r in train if args.family == "all" or r.get("family") == args.family]
@@ -113,7 +113,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from skillbank.assets.demo_dataset import build_demo_dataset
-    from skillbank.training import layout
+    from skillbank.runs import layout
     from skillbank.training.local.grpo_launch import rl_local
 
     work = args.work or Path(tempfile.mkdtemp(prefix="grpo_local_"))

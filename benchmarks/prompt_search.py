@@ -115,9 +115,9 @@ def training_records(work: Path, data: Path, tag: str) -> Path:
 def train(work: Path, args: argparse.Namespace, data: Path) -> str:
     from skillbank.assets.tiny_model import build_tiny_model
     from skillbank.demo.recipe import DemoRecipe, overrides
-    from skillbank.spec.build import build_spec
-    from skillbank.spec.io import read_spec_file, write_spec
-    from skillbank.training import layout
+    from skillbank.specification.build import build_spec
+    from skillbank.specification.io import read_spec_file, write_spec
+    from skillbank.runs import layout
     from skillbank.training.local.launch import train_local
 
     tag = design_tag(args)
@@ -160,8 +160,8 @@ def main() -> None:
 
     from skillbank.assets.demo_dataset import build_demo_dataset
     from skillbank.automl.prompts import EvalSession, holdout_spec
-    from skillbank.spec.evaluate import EvaluateSpec
-    from skillbank.spec.io import read_spec_file, write_spec
+    from skillbank.specification.evaluate import EvaluateSpec
+    from skillbank.specification.io import read_spec_file, write_spec
 
     work = args.work or Path(tempfile.mkdtemp(prefix="prompt_search_"))
     work.mkdir(parents=True, exist_ok=True)

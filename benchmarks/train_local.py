@@ -76,7 +76,7 @@ def evaluate(export: Path, data: Path, fps: float, batch_size: int = 64) -> dict
 
     from skillbank.data.records import load_records
     from skillbank.evaluation.evaluate import evaluate as evaluate_model
-    from skillbank.spec.evaluate import EvaluateSpec
+    from skillbank.specification.evaluate import EvaluateSpec
 
     val = data / "val" / "annotations.json"
     spec = EvaluateSpec.model_validate({
@@ -127,7 +127,7 @@ def main() -> int:
 
     from skillbank.assets.demo_dataset import build_demo_dataset
     from skillbank.assets.tiny_model import build_tiny_model
-    from skillbank.spec.train import TrainSpec
+    from skillbank.specification.train import TrainSpec
     from skillbank.training.local.launch import train_local
 
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="train_local_"))
@@ -144,7 +144,7 @@ def main() -> int:
         result = train_local(spec, log=lambda line: print(line, file=log, flush=True), stdout=sys.stderr if args.json else None)
         run_dir = Path(result["run_dir"])
     t_train = time.perf_counter() - t1
-    from skillbank.training import layout
+    from skillbank.runs import layout
 
     metrics = layout.read_metrics(run_dir)
     summary = summarise(metrics)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from skillbank.spec.overrides import set_dotted
+from skillbank.specification.overrides import set_dotted
 
 DEMO_RECORDS = 24  # train records of the shared demo dataset (val gets 9: 3 per family)
 

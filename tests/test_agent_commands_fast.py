@@ -46,3 +46,10 @@ def test_plan_help_imports_nothing_heavy():
     proc = subprocess.run([sys.executable, "-c", PROBE.format(argv=["plan", "--help"], heavy=HEAVY)], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1:] in ([], [""]), f"plan --help imported {proc.stdout.strip()}"
+
+
+def test_python_dash_m_skillbank_runs_the_cli():
+    proc = subprocess.run([sys.executable, "-m", "skillbank", "route", "--skill", SKILL, "--action", "train",
+                           "--request", "no HPO", "--json"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert '"automl_policy"' in proc.stdout

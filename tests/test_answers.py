@@ -1,11 +1,11 @@
-"""The answer rules (skillbank.evaluation.answers): one table of accepted and rejected answers per
+"""The answer rules (skillbank.scoring.answers): one table of accepted and rejected answers per
 parser, each run through the same SQL that metrics, `skillbank score` and `skillbank gaps` use."""
 
 from __future__ import annotations
 
 import pytest
 
-from skillbank.evaluation.answers import extract_answer, extract_answers, normalize_answer, score_rows, unscorable
+from skillbank.scoring.answers import extract_answer, extract_answers, normalize_answer, score_rows, unscorable
 
 # ---- 1. extraction --------------------------------------------------------------------------------
 

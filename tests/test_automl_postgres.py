@@ -30,8 +30,8 @@ SEARCH = ["--backend", "local", "--algorithm", "random", "--param", "train.optm_
 def tiny_spec(tmp_path_factory, tiny_model_dir) -> Path:
     """The smallest real trial: 3 train records in one step of batch 3, 1 validation record."""
     from skillbank.assets.demo_dataset import build_demo_dataset
-    from skillbank.spec.build import build_spec
-    from skillbank.spec.io import write_spec
+    from skillbank.specification.build import build_spec
+    from skillbank.specification.io import write_spec
 
     root = tmp_path_factory.mktemp("pg-study")
     data = build_demo_dataset(root / "data", records=3, seed=0)

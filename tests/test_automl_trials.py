@@ -64,7 +64,7 @@ def test_a_pruned_trial_stops_training_before_its_last_epoch(base_spec, tmp_path
 
     from skillbank import procs
     from skillbank.automl import trials
-    from skillbank.training import layout
+    from skillbank.runs import layout
 
     monkeypatch.setattr(trials, "POLL_S", 0.05)
     spec = yaml.safe_load(base_spec.read_text())

@@ -22,12 +22,12 @@ import toml as toml_pkg  # the reader cosmos-rl itself uses
 from pydantic import BaseModel
 
 from skillbank.errors import InputError, RunError
-from skillbank.spec.train import TrainSpec
+from skillbank.specification.train import TrainSpec
 from skillbank.training.cosmos_rl import launch as launch_mod
 from skillbank.training.cosmos_rl.family import FAMILIES, family_of
 from skillbank.training.cosmos_rl.launch import RunLayout, prepare, train_cosmos_rl
 from skillbank.training.cosmos_rl.toml import build_toml, write_toml
-from skillbank.training.steps import StepPlan
+from skillbank.runs.steps import StepPlan
 from skillbank.training.cosmos_rl.watcher import LogWatcher, watch
 from skillbank.redaction import redact
 
@@ -593,7 +593,7 @@ def test_dry_run_writes_the_toml_and_prints_the_plan(tmp_path, monkeypatch):
 def test_resume_from_a_checkpoint_is_a_path_in_the_toml_that_cosmos_accepts(cosmos, tmp_path):
     """--resume-from: train.resume = "<step_N/policy>" (cosmos-rl loads exactly that folder); the
     checkpoint's saving ranks must match the spec's (cosmos-rl reads model_rank_<global rank>.pth)."""
-    from skillbank.training import layout
+    from skillbank.runs import layout
     from skillbank.training.cosmos_rl.launch import resume_setting
 
     spec = make_spec(tmp_path, policy={"parallelism": {"dp_shard_size": 4}})

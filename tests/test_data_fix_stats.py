@@ -117,7 +117,7 @@ def test_fix_reads_media_from_media_root(clips: Path) -> None:
 def test_stats_counts_tokens_as_preflight_does(bank: Bank) -> None:
     """tokens_per_sample is preflight's own figure for the same file and spec; each sample is VisionBudget.estimate."""
     from skillbank.preflight.vision import TokenTally, VisionBudget, clip_from_record, text_chars
-    from skillbank.spec.registry import spec_model
+    from skillbank.specification.registry import spec_model
 
     (bank.model / "config.json").write_text(json.dumps({"model_type": "qwen2_5_vl"}))  # patch 14
     records = [record(i, duration=2.0 + i, family="color" if i % 3 else "shape") for i in range(6)] + [record(9, duration=None)]
@@ -146,8 +146,8 @@ def test_stats_counts_tokens_as_preflight_does(bank: Bank) -> None:
 
 def test_stats_defaults_to_the_train_template_and_probes_on_request(clips: Path) -> None:
     from skillbank.preflight.vision import Clip, VisionBudget, text_chars
-    from skillbank.spec.build import load_template
-    from skillbank.spec.registry import spec_model
+    from skillbank.specification.build import load_template
+    from skillbank.specification.registry import spec_model
 
     ann = clips / "ann.json"
     records = [_rec(0, "videos/a.mp4"), _rec(1, "videos/b.mp4", video_fps=30.0)]

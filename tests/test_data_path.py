@@ -163,7 +163,7 @@ def test_generation_prompt_sees_what_training_sees(processor, tiny_model_dir, de
     tokens are the training tokens up to the answer; a broken video names its record."""
     import torch
 
-    from skillbank.evaluation.inputs import PromptBuilder
+    from skillbank.data.prompts import PromptBuilder
 
     settings = {"fps": 2.0, "total_pixels": 84 * 84 * 4}
     train = builder_for(processor, tiny_model_dir, demo_dataset_dir, **settings)
@@ -186,7 +186,7 @@ def test_generation_prompt_sees_what_training_sees(processor, tiny_model_dir, de
 def test_a_record_system_turn_reaches_the_tokens_of_training_and_evaluation(processor, tiny_model_dir, demo_dataset_dir, records, tmp_path):
     """Through ExampleBuilder (both backends' examples) and PromptBuilder (evaluation): the record's own
     system turn replaces the builder's system prompt in the token ids, and the example cache keys differ."""
-    from skillbank.evaluation.inputs import PromptBuilder
+    from skillbank.data.prompts import PromptBuilder
 
     tok = processor.tokenizer
     build = builder_for(processor, tiny_model_dir, demo_dataset_dir, cache_root=tmp_path / "cache", fps=2.0)
@@ -267,7 +267,7 @@ def test_video_tokens_keep_their_temporal_order_above_2_fps(processor, tiny_mode
 
 def test_vision_settings_from_spec_derive_total_pixels():
     from skillbank.data.examples import VisionSettings
-    from skillbank.spec.train import TrainSpec
+    from skillbank.specification.train import TrainSpec
 
     spec = TrainSpec.model_validate({"custom": {"vision": {"nframes": 8}}})
     settings = VisionSettings.from_spec(spec, patch_size=16, merge_size=2)

@@ -13,7 +13,7 @@ import pytest
 from skillbank.data import split, video
 from skillbank.data.media import media_root
 from skillbank.errors import InputError
-from skillbank.spec.train import TrainSpec
+from skillbank.specification.train import TrainSpec
 
 
 def write_records(path: Path, n: int) -> Path:

@@ -152,8 +152,8 @@ def test_two_rounds_survive_sigkill_mid_round_and_resume(tmp_path, tiny_model_di
 
 def test_preflight_refuses_a_benchmark_that_shares_ids_or_video_content(tmp_path, tiny_model_dir, demo_dataset_dir, bench_dir):
     from skillbank.deft import preflight
-    from skillbank.spec.deft import DeftConfig
-    from skillbank.spec.io import load_spec
+    from skillbank.specification.deft import DeftConfig
+    from skillbank.specification.io import load_spec
 
     config = load_spec(make_inputs(tmp_path, tiny_model_dir, demo_dataset_dir, bench_dir), DeftConfig)
     preflight.run(config)  # the fixture's sets are disjoint
@@ -225,8 +225,8 @@ def test_mining_with_an_embedder_hook_finds_the_gaps_family_and_random_is_the_co
     and random selection adds a mix; both skip records mined before, and embeddings are cached."""
     from skillbank.deft.mining import mine
     from skillbank.deft.sets import load_set
-    from skillbank.spec.deft import MiningSpec
-    from skillbank.spec.evaluate import EvaluateSpec
+    from skillbank.specification.deft import MiningSpec
+    from skillbank.specification.evaluate import EvaluateSpec
 
     (tmp_path / "my_embedder.py").write_text(HOOK)
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -122,7 +122,7 @@ def test_state_skips_done_stages_and_reruns_an_interrupted_one(tmp_path):
 def test_config_schema_and_template_are_generated_from_the_model():
     from skillbank.generate.bank import all_outputs, stale
     from skillbank.paths import skill_dir
-    from skillbank.spec.deft import DeftConfig
+    from skillbank.specification.deft import DeftConfig
 
     folder = skill_dir("tao-run-deft")
     schema = json.loads((folder / "schemas" / "deft.schema.json").read_text())
@@ -136,7 +136,7 @@ def test_decide_adopts_a_better_round_and_keeps_the_best_through_a_worse_one(tmp
     """Loop.decide over recorded stage results (no model): round 1 improves the benchmark and becomes
     the best; round 2 is better on the proxy but worse on the benchmark and is not adopted."""
     from skillbank.deft.loop import Loop
-    from skillbank.spec.deft import DeftConfig
+    from skillbank.specification.deft import DeftConfig
 
     config = DeftConfig(output_dir=str(tmp_path), stop={"min_gain": 0.01, "max_rounds": 5, "patience": 2})
     state = LoopState.open(tmp_path, config.model_dump(mode="json"), resume=False)

@@ -63,8 +63,8 @@ SEED_CONFIG = {  # the seed's evaluation config (cosmos-reason2 examples/benchma
 
 
 def test_seed_settings_round_trip_and_nulls_follow_the_answer_type(tmp_path):
-    from skillbank.spec.evaluate import EvaluateSpec
-    from skillbank.spec.io import load_spec
+    from skillbank.specification.evaluate import EvaluateSpec
+    from skillbank.specification.io import load_spec
 
     toml = write_toml(tmp_path / "seed.toml", **SEED_CONFIG)
     spec = load_spec(str(toml), EvaluateSpec)
@@ -107,7 +107,7 @@ def test_training_system_prompt_still_flows_to_evaluate_run():
 
 @pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen3_vl"])
 def test_reasoning_default_prompt_per_family(family, setup, tiny_qwen3_model_dir, tmp_path, capsys, generate_calls):
-    from skillbank.spec.evaluate import COSMOS_REASON1_REASONING, COSMOS_REASON2_REASONING, SHORT_SYSTEM_PROMPT
+    from skillbank.specification.evaluate import COSMOS_REASON1_REASONING, COSMOS_REASON2_REASONING, SHORT_SYSTEM_PROMPT
 
     model = setup["model"] if family == "qwen2_5_vl" else tiny_qwen3_model_dir
     config = config_for(setup, tmp_path / "out", model, evaluation={"answer_type": "reasoning", "limit": 2},
@@ -167,7 +167,7 @@ def test_presence_and_frequency_penalties_count_only_generated_tokens():
 def test_a_custom_prompt_keeps_the_chosen_familys_reasoning_instruction(family, setup, tmp_path, capsys, generate_calls):
     """evaluation.prompt_family chooses the instruction (a Qwen2.5-VL checkpoint asked as Cosmos-Reason2,
     a warning), and a custom system prompt no longer drops it: it follows the question."""
-    from skillbank.spec.evaluate import COSMOS_REASON1_REASONING, COSMOS_REASON2_REASONING
+    from skillbank.specification.evaluate import COSMOS_REASON1_REASONING, COSMOS_REASON2_REASONING
 
     config = config_for(setup, tmp_path / "out", setup["model"], dataset={"system_prompt": "Be careful."},
                         evaluation={"answer_type": "reasoning", "limit": 1, "prompt_family": family},
@@ -187,7 +187,7 @@ def test_a_custom_prompt_keeps_the_chosen_familys_reasoning_instruction(family, 
 def test_retries_regenerate_exactly_the_flagged_rows():
     """The retry loop over H4's unscorable(): pass k asks the engine for the still-flagged rows only,
     with the seed's escalation. The engine here is a script of responses (our Engine interface)."""
-    from skillbank.evaluation.answers import unscorable
+    from skillbank.scoring.answers import unscorable
     from skillbank.evaluation.generate import GenerationSettings, generate_with_retries
 
     truths = ["yes", "no", "yes", "no"]
@@ -271,7 +271,7 @@ def test_vllm_engine_through_a_double(setup, tiny_qwen3_model_dir, tmp_path, cap
     import numpy as np
     from transformers import AutoTokenizer
 
-    from skillbank.spec.evaluate import COSMOS_REASON2_REASONING
+    from skillbank.specification.evaluate import COSMOS_REASON2_REASONING
 
     model = force_answer(tiny_qwen3_model_dir, tmp_path / "q3", "yes")
     base = config_for(setup, tmp_path / "hf", model, evaluation={"answer_type": "reasoning", "limit": 3, "batch_size": 3},
@@ -342,7 +342,7 @@ def test_padded_causal_mask_is_the_mask_transformers_builds():
 def test_batched_answers_equal_one_at_a_time(family, setup, tiny_qwen3_model_dir):
     from skillbank.data.examples import VisionSettings
     from skillbank.evaluation.generate import GenerationSettings, generate_answers
-    from skillbank.evaluation.inputs import PromptBuilder
+    from skillbank.data.prompts import PromptBuilder
     from skillbank.evaluation.model import load_model
 
     loaded = load_model(str(setup["model"] if family == "qwen2_5_vl" else tiny_qwen3_model_dir), num_gpus=0)

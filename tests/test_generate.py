@@ -11,8 +11,8 @@ import yaml
 
 from helpers import ROOT, SKILL, skillbank
 from skillbank.generate.bank import all_outputs
-from skillbank.spec.registry import SPEC_MODELS
-from skillbank.spec.validation import validate
+from skillbank.specification.registry import SPEC_MODELS
+from skillbank.specification.validation import validate
 
 SKILL_DIR = ROOT / "skills" / "models" / SKILL
 ACTIONS = sorted(SPEC_MODELS[SKILL])

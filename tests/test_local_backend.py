@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from skillbank.errors import InputError
-from skillbank.training import layout
+from skillbank.runs import layout
 from skillbank.training.local import schedule
-from skillbank.training.steps import StepPlan
+from skillbank.runs.steps import StepPlan
 
 from conftest import local_train_spec
 from helpers import ROOT, json_out, skillbank
@@ -54,7 +54,7 @@ def test_lr_schedule_warms_up_then_decays_to_the_floor(decay, mid, end):
 
 
 def test_step_plan_drops_partial_batches():
-    """cosmos-rl's count (skillbank.training.steps; tests/test_run_arithmetic.py checks it against torch)."""
+    """cosmos-rl's count (skillbank.runs.steps; tests/test_run_arithmetic.py checks it against torch)."""
     plan = StepPlan(records=25, ranks=2, batch_per_rank=3, epochs=2)
     assert (plan.global_batch, plan.steps_per_epoch, plan.total_steps) == (6, 4, 8)
     assert StepPlan(25, 2, 3, 2, max_num_steps=5).total_steps == 5
@@ -189,7 +189,7 @@ def test_dry_run_prints_the_plan_and_launches_nothing(tiny_model_dir, demo_datas
 
 
 def test_zero_steps_is_bad_input(tiny_model_dir, demo_dataset_dir, tmp_path):
-    from skillbank.spec.train import TrainSpec
+    from skillbank.specification.train import TrainSpec
     from skillbank.training.local.launch import plan_local
 
     data = local_train_spec(tiny_model_dir, demo_dataset_dir, tmp_path / "out", {"train.train_batch_per_replica": 64})
@@ -207,7 +207,7 @@ def test_zero_steps_is_bad_input(tiny_model_dir, demo_dataset_dir, tmp_path):
 @pytest.fixture(scope="module")
 def reference_run(tiny_model_dir, demo_dataset_dir, tmp_path_factory):
     """An uninterrupted 2-rank run: 12 steps (2 epochs), checkpoints every 3 steps, validation at 0, 6 and 12."""
-    from skillbank.spec.train import TrainSpec
+    from skillbank.specification.train import TrainSpec
     from skillbank.training.local.launch import train_local
 
     root = tmp_path_factory.mktemp("reference")
@@ -328,7 +328,7 @@ def test_lora_with_gradient_checkpointing_exports_merged_weights(tiny_model_dir,
     import torch
     from safetensors.torch import load_file
 
-    from skillbank.spec.train import TrainSpec
+    from skillbank.specification.train import TrainSpec
     from skillbank.training.local.launch import train_local
 
     spec = TrainSpec.model_validate(local_train_spec(tiny_model_dir, demo_dataset_dir, tmp_path / "out", {
@@ -353,7 +353,7 @@ def test_lora_with_gradient_checkpointing_exports_merged_weights(tiny_model_dir,
 
 
 def test_resume_with_other_parallelism_is_refused(reference_run, tiny_model_dir, demo_dataset_dir):
-    from skillbank.spec.train import TrainSpec
+    from skillbank.specification.train import TrainSpec
     from skillbank.training.local.launch import plan_local
 
     spec = TrainSpec.model_validate(local_train_spec(tiny_model_dir, demo_dataset_dir, reference_run["root"] / "out", RUN, dp_shard_size=1))
@@ -369,7 +369,7 @@ def test_the_run_keeps_the_pixel_budget_it_trained_with_and_evaluation_reads_it(
     cosmos-rl TOML has), so `evaluate --run` and AutoML trials evaluate with training's budget."""
     from skillbank.data.video import default_total_pixels
     from skillbank.evaluation.evaluate import spec_from_run
-    from skillbank.spec.train import TrainSpec
+    from skillbank.specification.train import TrainSpec
     from skillbank.training.local.launch import _as_run
 
     spec = TrainSpec.model_validate(local_train_spec(tiny_model_dir, demo_dataset_dir, tmp_path / "out"))

@@ -20,7 +20,7 @@ import yaml
 
 from skillbank import cli
 from skillbank.errors import InputError
-from skillbank.spec.pathmap import PathMap
+from skillbank.specification.pathmap import PathMap
 
 ROOT = Path(__file__).resolve().parents[1]
 REMOTE = "/cluster/proj"
@@ -83,7 +83,7 @@ def test_parse_validate_and_longest_prefix(tmp_path, capsys, monkeypatch):
     assert pm.to_remote(tmp_path / "a" / "b") == "/ra/b"  # the longest LOCAL wins
     assert pm.to_remote(f"{tmp_path}/ab") == "/r/ab" and pm.to_remote("a/c") == "/ra/c"  # whole components; relative from cwd
     assert pm.to_local("/ra/x") == f"{tmp_path}/a/x" and pm.to_local("/elsewhere/x") == "/elsewhere/x"
-    from skillbank.spec.train import TrainSpec
+    from skillbank.specification.train import TrainSpec
 
     data = {"policy": {"model_name_or_path": "nvidia/Cosmos-Reason2-8B"}, "custom": {"train_dataset": {"annotation_path": "a/t.json"}}}
     remote, notes = pm.remote(data, TrainSpec)

@@ -24,7 +24,7 @@ def offline(monkeypatch, tmp_path):
 
 
 def _spec(tmp_path, data_dir, **overrides) -> str:
-    from skillbank.spec.overrides import set_dotted
+    from skillbank.specification.overrides import set_dotted
 
     spec = {
         "policy": {"model_name_or_path": "nvidia/Cosmos-Reason2-8B"},
@@ -55,7 +55,7 @@ def test_bundled_configs_count_on_meta_as_shipped():
 
 
 def test_lora_trains_the_adapters_peft_adds():
-    from skillbank.spec.train import LoraSpec
+    from skillbank.specification.train import LoraSpec
 
     lora = LoraSpec(enable=True, r=8)
     count = params.count_on_meta(params.find_config("nvidia/Cosmos-Reason2-8B"), lora)
@@ -85,8 +85,8 @@ def test_preflight_disk_estimate_uses_the_counted_parameters(tmp_path, demo_data
 
 def test_plan_memory_parts_layouts_and_recommendation(tmp_path, demo_dataset_dir):
     from skillbank.planning.plan import Inputs, build_plan
-    from skillbank.spec.io import load_spec
-    from skillbank.spec.registry import spec_model
+    from skillbank.specification.io import load_spec
+    from skillbank.specification.registry import spec_model
 
     def plan(gpus: int, **overrides):
         path = _spec(tmp_path, demo_dataset_dir, **overrides)

@@ -119,8 +119,8 @@ SLURM_GOLDEN_HEADER = """#!/bin/bash
 
 def render_slurm(tmp: Path, spec_path: Path, job_id: str = "train-golden", **options):
     from skillbank.platform import slurm
-    from skillbank.spec.io import load_spec
-    from skillbank.spec.train import TrainSpec
+    from skillbank.specification.io import load_spec
+    from skillbank.specification.train import TrainSpec
 
     spec = load_spec(spec_path, TrainSpec)
     ctx = ctxmod.build_context(

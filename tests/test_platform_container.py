@@ -200,8 +200,8 @@ def test_slurm_venv_script_runs_the_python_of_skillbank_venv(tmp_path):
 
 
 def test_slurm_local_backend_in_a_container(tmp_path):
-    from skillbank.spec.io import load_spec
-    from skillbank.spec.train import TrainSpec
+    from skillbank.specification.io import load_spec
+    from skillbank.specification.train import TrainSpec
 
     spec_path = write_spec(tmp_path)
     ctx = ctxmod.build_context(

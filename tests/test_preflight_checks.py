@@ -12,7 +12,7 @@ import yaml
 
 from skillbank.preflight import env_checks
 from skillbank.preflight.run import run_preflight
-from skillbank.spec.overrides import set_dotted
+from skillbank.specification.overrides import set_dotted
 
 SKILL = "tao-finetune-cosmos-reason"
 

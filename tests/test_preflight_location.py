@@ -26,8 +26,8 @@ from skillbank.platform import context as ctxmod
 from skillbank.platform import docker, local, slurm
 from skillbank.preflight.report import Finding, Report, group_of, render_table
 from skillbank.preflight.run import run_preflight
-from skillbank.spec.io import load_spec
-from skillbank.spec.train import TrainSpec
+from skillbank.specification.io import load_spec
+from skillbank.specification.train import TrainSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 SKILL = "tao-finetune-cosmos-reason"

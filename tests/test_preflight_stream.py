@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from skillbank.preflight import jsonarray
-from skillbank.preflight.jsonarray import ArrayFormatError, iter_batches
+from skillbank.data import jsonstream as jsonarray
+from skillbank.data.jsonstream import ArrayFormatError, iter_batches
 from skillbank.preflight.records import RecordChecker, Wants, fast_columns
 from skillbank.preflight.report import Findings
 

@@ -13,7 +13,7 @@ from skillbank.automl.prompts import load_candidates
 from skillbank.automl.report import validate_best_rec
 from skillbank.cli import main
 from skillbank.errors import InputError
-from skillbank.spec.io import write_spec
+from skillbank.specification.io import write_spec
 
 PROMPTS = ["You are a helpful assistant. Answer the question about the video with a short answer.",
            "Reply in one word.", "You are a pirate. Speak like one."]

@@ -17,7 +17,7 @@ from conftest import local_train_spec
 from skillbank import recipe
 from skillbank.cli import main
 from skillbank.hashing import sha256_file
-from skillbank.training import layout
+from skillbank.runs import layout
 
 PROMPT = "You watch a clip. Reply with one word."
 SKILL = "tao-finetune-cosmos-reason"
@@ -26,7 +26,7 @@ SKILL = "tao-finetune-cosmos-reason"
 @pytest.fixture(scope="module")
 def trained(tiny_model_dir, demo_dataset_dir, tmp_path_factory):
     """One local run (1 rank, 2 steps) at nframes 4 and a custom prompt; its export copied out of the run."""
-    from skillbank.spec.train import TrainSpec
+    from skillbank.specification.train import TrainSpec
     from skillbank.training.local.launch import train_local
 
     root = tmp_path_factory.mktemp("recipe")

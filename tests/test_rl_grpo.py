@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from skillbank.spec.rl import RlSpec
+from skillbank.specification.rl import RlSpec
 from skillbank.training.cosmos_rl.family import FAMILIES
 from skillbank.training.cosmos_rl.grpo import GRPO_REASONING_PROMPT, build_grpo_toml
 from skillbank.training.cosmos_rl.grpo_script import GrpoPromptDataset, exact_match_reward, reference_text, reward_fns
@@ -119,7 +119,7 @@ def test_spec_rules(tmp_path):
 
 
 def test_sft_rule_is_untouched():
-    from skillbank.spec.train import TrainSpec
+    from skillbank.specification.train import TrainSpec
 
     with pytest.raises(Exception, match="sft"):
         TrainSpec.model_validate({"train": {"train_policy": {"type": "grpo"}}})
@@ -147,7 +147,7 @@ def test_prompts_stop_before_the_answer_and_carry_the_reference(tmp_path):
     ("<answer>A</answer>", "reasoning", "mcq", "B", "Which? A) red B) blue", 0.0),
 ])
 def test_exact_match_reward_is_the_evaluators_rule(response, answer_type, task_type, gt, question, reward):
-    from skillbank.evaluation.answers import score_rows
+    from skillbank.scoring.answers import score_rows
 
     reference = json.dumps({"gt": gt, "question": question})
     assert exact_match_reward(response, reference, answer_type=answer_type, task_type=task_type) == reward

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from helpers import json_out, skillbank
-from skillbank.spec.overrides import set_dotted
+from skillbank.specification.overrides import set_dotted
 
 
 def _cosmos_function(relative: str, name: str, cls: str | None = None):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from skillbank.preflight.run import run_preflight
-from skillbank.spec.overrides import set_dotted
+from skillbank.specification.overrides import set_dotted
 
 SKILL = "tao-finetune-cosmos-reason"
 CHECKS = ("spec", "data")  # env (GPUs, redis, token) is the node's

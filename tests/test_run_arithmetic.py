@@ -1,4 +1,4 @@
-"""The run's arithmetic (skillbank.training.steps): counted once, with cosmos-rl's semantics, and the
+"""The run's arithmetic (skillbank.runs.steps): counted once, with cosmos-rl's semantics, and the
 same numbers from preflight, `skillbank spec`, the cosmos-rl TOML and the local backend's sampler."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import yaml
 
 from skillbank.cli import main
 from skillbank.errors import InputError
-from skillbank.spec.train import TrainSpec
-from skillbank.training import steps
-from skillbank.training.steps import StepPlan
+from skillbank.specification.train import TrainSpec
+from skillbank.runs import steps
+from skillbank.runs.steps import StepPlan
 
 SKILL = "tao-finetune-cosmos-reason"
 
@@ -31,7 +31,7 @@ def write_records(path: Path, n: int) -> Path:
 
 
 def spec_dict(tmp_path: Path, n: int, **dotted) -> dict:
-    from skillbank.spec.overrides import set_dotted
+    from skillbank.specification.overrides import set_dotted
 
     (tmp_path / "media").mkdir(exist_ok=True)
     (tmp_path / "media" / "v.mp4").write_bytes(b"\0")

@@ -25,7 +25,7 @@ import slurm_cluster
 from conftest import local_train_spec
 from helpers import json_out, skillbank
 from skillbank.platform import slurm_jobs as slurm_platform
-from skillbank.training import layout
+from skillbank.runs import layout
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import yaml
 
 from helpers import SKILL, json_out, skillbank
 from skillbank.errors import InputError
-from skillbank.spec.build import build_spec
+from skillbank.specification.build import build_spec
 
 
 def test_overrides_walk_the_nested_spec_and_coerce_types():
@@ -126,7 +126,7 @@ def spec_cli(capsys, *argv: str) -> tuple[int, str, str]:
     ],
 )
 def test_shorthands_resolve_per_action(action, assignments, expected):
-    from skillbank.spec.overrides import get_dotted
+    from skillbank.specification.overrides import get_dotted
 
     data = build_spec(SKILL, action, assignments).spec.model_dump(mode="json")
     assert {key: get_dotted(data, key) for key in expected} == expected
@@ -153,8 +153,8 @@ def test_help_lists_the_shorthands_per_action():
 def test_every_action_round_trips_through_every_format(tmp_path, capsys, action, assignments, suffix):
     """-o FILE.toml writes TOML (nulls left out), .json JSON, else YAML; --from reads each back, infers
     the action, and yields the same spec; evaluate --config's reader loads the TOML."""
-    from skillbank.spec.io import load_spec
-    from skillbank.spec.registry import spec_model
+    from skillbank.specification.io import load_spec
+    from skillbank.specification.registry import spec_model
 
     out = tmp_path / f"spec{suffix}"
     rc, stdout, err = spec_cli(capsys, "--action", action, *[a for s in assignments for a in ("--set", s)], "-o", str(out), "--json")
@@ -191,7 +191,7 @@ def test_setting_one_of_fps_and_nframes_clears_the_other_both_ways(tmp_path, act
     """What the docs say: setting one clears the other, from the template and from a file holding the other."""
     prefix = {"train": "custom.vision.", "evaluate": "vision.", "inference": ""}[action]
     frames = {"train": "nframes", "evaluate": "num_frames", "inference": "num_frames"}[action]
-    from skillbank.spec.overrides import get_dotted
+    from skillbank.specification.overrides import get_dotted
 
     with_frames = build_spec(SKILL, action, ["nframes=8"]).spec.model_dump(mode="json")
     assert get_dotted(with_frames, prefix + "fps") is None and get_dotted(with_frames, prefix + frames) == 8
@@ -214,8 +214,8 @@ def test_from_an_ambiguous_or_foreign_file_asks_for_the_action(tmp_path, capsys)
 
 def test_a_toml_that_cannot_hold_a_null_is_refused(tmp_path):
     """TOML has no null: a null whose default is not null would read back differently."""
-    from skillbank.spec.io import spec_text
-    from skillbank.spec.train import TrainSpec
+    from skillbank.specification.io import spec_text
+    from skillbank.specification.train import TrainSpec
 
     data = TrainSpec().model_dump(mode="json")
     data["custom"]["vision"]["fps"] = None  # nframes is null too: not a valid spec, and TOML would bring fps back

@@ -1,6 +1,6 @@
 """`skillbank spec` refuses a plan that cannot run (exit 2, nothing written, the fix named) and fits the
 batches the user did not set to the data (the template's value is the ceiling; the output says so);
-the same fitting for rl specs, DEFT rounds and AutoML trials (skillbank.training.steps); the TOML and
+the same fitting for rl specs, DEFT rounds and AutoML trials (skillbank.runs.steps); the TOML and
 YAML we write end with a newline."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from skillbank.cli import main
-from skillbank.spec.train import TrainSpec
-from skillbank.training import steps
+from skillbank.specification.train import TrainSpec
+from skillbank.runs import steps
 from test_run_arithmetic import spec_dict, write_records
 
 SKILL = "tao-finetune-cosmos-reason"
@@ -140,7 +140,7 @@ def test_rl_fit_keeps_whole_prompt_groups():
 
 
 def test_the_toml_and_yaml_we_write_end_with_a_newline(root, tmp_path, capsys):
-    from skillbank.spec.io import spec_text
+    from skillbank.specification.io import spec_text
     from skillbank.training.cosmos_rl.toml import write_toml
 
     for name in ("t.yaml", "t.toml", "t.json"):

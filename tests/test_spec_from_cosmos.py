@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from skillbank.spec.cosmos_config import DEFAULTS_FILE
+from skillbank.specification.cosmos_config import DEFAULTS_FILE
 
 from helpers import json_out, skillbank
 
@@ -92,7 +92,7 @@ def test_a_checkpoints_cosmos_config_round_trips_through_the_toml_we_write(cosmo
     every setting of the spec's keys comes back as the run had it."""
     import tomllib
 
-    from skillbank.spec.train import TrainSpec
+    from skillbank.specification.train import TrainSpec
     from skillbank.training.cosmos_rl.family import family_of
     from skillbank.training.cosmos_rl.toml import build_toml
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from skillbank.errors import InputError
-from skillbank.spec.actions import ExportSpec, InferenceSpec, QuantizeSpec
-from skillbank.spec.evaluate import EvaluateSpec
-from skillbank.spec.train import TrainSpec
-from skillbank.spec.validation import validate
+from skillbank.specification.actions import ExportSpec, InferenceSpec, QuantizeSpec
+from skillbank.specification.evaluate import EvaluateSpec
+from skillbank.specification.train import TrainSpec
+from skillbank.specification.validation import validate
 
 
 def fails(model, data, key: str, words: str) -> None:

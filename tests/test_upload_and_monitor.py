@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from skillbank.errors import InputError
-from skillbank.spec.train import CheckpointSpec, TrainSpec
-from skillbank.training import layout, monitor, upload
+from skillbank.specification.train import CheckpointSpec, TrainSpec
+from skillbank.training import monitor, upload
+from skillbank.runs import layout
 
 from conftest import local_train_spec
 
@@ -111,7 +112,7 @@ def _spec(**ckpt) -> TrainSpec:
 
 
 def test_upload_keys_follow_cosmos_rl_rules(tmp_path):
-    from skillbank.spec.io import load_spec
+    from skillbank.specification.io import load_spec
 
     assert CheckpointSpec(upload_s3=True, s3_bucket="b").upload_s3 == "final"  # cosmos-rl rejects true
     assert CheckpointSpec(upload_s3="all", s3_bucket="b").upload_s3 == "all"

@@ -15,7 +15,7 @@ from skillbank.errors import InputError, RunError
 COMMAND_MODULES = (
     "skillbank.routing.command",
     "skillbank.intake.command",
-    "skillbank.spec.command",
+    "skillbank.specification.command",
     "skillbank.preflight.command",
     "skillbank.planning.command",
     "skillbank.training.command",

@@ -151,13 +151,13 @@ def from_custom(custom: Mapping[str, Any], *, base_model: str, steps: int | None
 
 def run_spec(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The train / rl spec a run folder keeps (spec.json of the local backend, cosmos_rl.toml of cosmos-rl)."""
-    from skillbank.training import layout
+    from skillbank.runs import layout
 
     path = layout.run_spec_file(Path(run_dir))
     if path is None:
         return None
     try:
-        from skillbank.spec.io import read_spec_file
+        from skillbank.specification.io import read_spec_file
 
         return read_spec_file(path)
     except Exception:  # an unreadable run spec: no recipe rather than a failed reader
@@ -183,7 +183,7 @@ def write(folder: str | os.PathLike[str], recipe: Mapping[str, Any]) -> Path:
 def stamp_run_exports(run_dir: str | os.PathLike[str]) -> list[Path]:
     """Write the recipe into every whole `safetensors/step_N` of a run that lacks one (cosmos-rl's
     exports: its workers write them, skillbank's log watcher stamps each as it appears and at the end)."""
-    from skillbank.training import layout
+    from skillbank.runs import layout
 
     written = []
     for step in layout.list_safetensors_steps(run_dir):

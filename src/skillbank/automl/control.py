@@ -23,12 +23,12 @@ def study_location(args: argparse.Namespace, results_dir: str) -> tuple[str, Pat
 
 
 def _located(args: argparse.Namespace) -> tuple[str, Path, str]:
-    from skillbank.spec.io import load_spec
+    from skillbank.specification.io import load_spec
 
     if args.action == "evaluate":
-        from skillbank.spec.evaluate import EvaluateSpec as model
+        from skillbank.specification.evaluate import EvaluateSpec as model
     else:
-        from skillbank.spec.registry import spec_model
+        from skillbank.specification.registry import spec_model
 
         model = spec_model(args.skill, "train")
     return study_location(args, load_spec(args.spec, model).results_dir)

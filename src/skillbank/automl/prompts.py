@@ -75,8 +75,8 @@ def build_prompt_space(args: argparse.Namespace, base: dict[str, Any], schema: d
     --choices of the evaluate schema. Each list of choices gains the base spec's value when it lacks it
     (the baseline trial must be one of its points); choices stay as given, checked per trial."""
     from skillbank.automl.space import Param, SearchSpace, build_space
-    from skillbank.spec.evaluate import EvaluateSpec
-    from skillbank.spec.overrides import coerce, get_dotted
+    from skillbank.specification.evaluate import EvaluateSpec
+    from skillbank.specification.overrides import coerce, get_dotted
 
     space = SearchSpace(params=[])
     if args.param or args.range or args.choices:
@@ -117,9 +117,9 @@ def _short(value: Any, width: int = 60) -> str:
 def apply_values(spec: dict[str, Any], values: dict[str, Any]) -> None:
     """Put one trial's values into the spec through the spec's own overrides and validation: typed
     values (written back into `values`), exclusive partners cleared; InputError -> the trial is PRUNED."""
-    from skillbank.spec.evaluate import EvaluateSpec
-    from skillbank.spec.overrides import apply_overrides, get_dotted
-    from skillbank.spec.validation import validate
+    from skillbank.specification.evaluate import EvaluateSpec
+    from skillbank.specification.overrides import apply_overrides, get_dotted
+    from skillbank.specification.validation import validate
 
     apply_overrides(EvaluateSpec, spec, values)
     for key in values:
@@ -189,8 +189,8 @@ class EvalSession:
 
 def make_eval_runner(session: EvalSession):
     from skillbank.automl.study import TrialFailed, TrialOutcome
-    from skillbank.spec.evaluate import EvaluateSpec
-    from skillbank.spec.io import write_spec
+    from skillbank.specification.evaluate import EvaluateSpec
+    from skillbank.specification.io import write_spec
 
     def runner(trial_dir: Path, spec: dict[str, Any], report: Any) -> TrialOutcome:
         trial_dir.mkdir(parents=True, exist_ok=True)
@@ -361,8 +361,8 @@ def run_prompt_search(args: argparse.Namespace) -> int:
     from skillbank.automl.storage import check_url
     from skillbank.automl.study import StudySettings
     from skillbank.skillinfo import schema_path
-    from skillbank.spec.evaluate import EvaluateSpec
-    from skillbank.spec.io import load_spec
+    from skillbank.specification.evaluate import EvaluateSpec
+    from skillbank.specification.io import load_spec
 
     _check_flags(args)
     base = load_spec(args.spec, EvaluateSpec).model_dump(mode="json")
@@ -475,8 +475,8 @@ def write_outputs(study, settings, session: EvalSession, out_dir: Path, holdout,
 def _evaluate_extras(rec: dict[str, Any], study, session: EvalSession, out_dir: Path, holdout, args, started: float) -> dict[str, Any]:
     """best_rec.json's evaluate fields: the proxy set, the held-out numbers (the best trial and the
     baseline evaluated once each on --holdout), and what this run cost."""
-    from skillbank.spec.evaluate import EvaluateSpec
-    from skillbank.spec.io import read_spec_file
+    from skillbank.specification.evaluate import EvaluateSpec
+    from skillbank.specification.io import read_spec_file
 
     held = None
     if holdout is not None:

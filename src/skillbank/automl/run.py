@@ -22,7 +22,7 @@ def _settings(args: argparse.Namespace, base: dict[str, Any], out_dir: Path, stu
     from skillbank.automl.storage import check_url
     from skillbank.automl.study import StudySettings
     from skillbank.automl.trials import LOSS_METRICS
-    from skillbank.spec.evaluate import MetricsSpec
+    from skillbank.specification.evaluate import MetricsSpec
 
     if args.max_trials < 1:
         raise InputError("--max-trials must be at least 1", where="--max-trials")
@@ -148,8 +148,8 @@ def run_automl(args: argparse.Namespace) -> int:
     from skillbank.automl.control import study_location
     from skillbank.automl.space import build_space, load_schema
     from skillbank.skillinfo import schema_path
-    from skillbank.spec.io import load_spec
-    from skillbank.spec.registry import spec_model
+    from skillbank.specification.io import load_spec
+    from skillbank.specification.registry import spec_model
 
     for flag, value in (("--prompts", getattr(args, "prompts", None)), ("--holdout", getattr(args, "holdout", None))):
         if value:

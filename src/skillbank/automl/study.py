@@ -34,7 +34,7 @@ from skillbank.automl import DEFAULT_TRIALS
 from skillbank.automl.sampling import enqueue_values, suggest_all
 from skillbank.automl.space import SearchSpace
 from skillbank.errors import InputError
-from skillbank.spec.overrides import get_dotted, set_dotted
+from skillbank.specification.overrides import get_dotted, set_dotted
 
 HEARTBEAT_S, GRACE_S = 2, 10  # a killed worker's trial is recognised as stale after GRACE_S
 STOP_ATTR, SEARCH_ATTR = "stop_requested", "skillbank.search"  # study user attributes

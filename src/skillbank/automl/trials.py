@@ -21,7 +21,7 @@ from typing import Any
 from skillbank import procs
 from skillbank.automl.study import TrialFailed, TrialOutcome
 from skillbank.errors import InputError
-from skillbank.spec.io import write_spec
+from skillbank.specification.io import write_spec
 
 POLL_S = 0.5
 LOSS_METRICS = ("val_loss", "loss")  # read from the trainer's metrics.jsonl; any other metric from evaluating the export
@@ -36,11 +36,11 @@ def trial_spec(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def fit_trial(model: Any, spec: dict[str, Any], searched: Any = ()) -> list[Any]:
-    """The trial's batches fitted to its data in place (skillbank.training.steps): the base spec's
+    """The trial's batches fitted to its data in place (skillbank.runs.steps): the base spec's
     values are ceilings, a searched key is kept as sampled (preflight prunes it when it cannot run).
     Data that cannot be counted leaves the spec as it is (preflight says why)."""
-    from skillbank.spec.overrides import set_dotted
-    from skillbank.training import steps
+    from skillbank.specification.overrides import set_dotted
+    from skillbank.runs import steps
 
     try:
         _, fits = steps.fit_to_data(model, fixed=set(searched))
@@ -58,8 +58,8 @@ def make_check(skill: str, backend: str | None = None, searched: Any = ()) -> Ca
 
     def check(trial_dir: Path, spec: dict[str, Any]) -> str | None:
         from skillbank.preflight.run import run_preflight
-        from skillbank.spec.registry import spec_model
-        from skillbank.spec.validation import validate
+        from skillbank.specification.registry import spec_model
+        from skillbank.specification.validation import validate
 
         spec = trial_spec(spec)
         try:
@@ -85,14 +85,14 @@ def make_check(skill: str, backend: str | None = None, searched: Any = ()) -> Ca
 
 def _exports(output_dir: Path) -> list[tuple[int, Path]]:
     """Whole HF exports of the trial's run, in step order (the training layout decides what is whole)."""
-    from skillbank.training import layout
+    from skillbank.runs import layout
 
     return [(step, layout.safetensors_dir(run, step)) for run in layout.run_dirs(output_dir)
             for step in layout.list_safetensors_steps(run)]
 
 
 def _val_losses(output_dir: Path) -> list[float]:
-    from skillbank.training import layout
+    from skillbank.runs import layout
 
     return [float(row["val_loss"]) for run in layout.run_dirs(output_dir) for row in layout.read_metrics(run)
             if row.get("val_loss") is not None]

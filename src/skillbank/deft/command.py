@@ -36,8 +36,8 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from skillbank.deft import preflight
-    from skillbank.spec.deft import DeftConfig
-    from skillbank.spec.io import load_spec
+    from skillbank.specification.deft import DeftConfig
+    from skillbank.specification.io import load_spec
 
     config = load_spec(args.config, DeftConfig)
     stream = sys.stderr if args.json else sys.stdout

@@ -2,7 +2,7 @@
 
 The default embedder is the model being trained: its last hidden states, mean-pooled over the prompt
 tokens (system prompt, video tokens and question: what evaluation feeds it), L2-normalised. The
-prompt is built by the evaluation data path (skillbank.evaluation.inputs.PromptBuilder ->
+prompt is built by the evaluation data path (skillbank.data.prompts.PromptBuilder ->
 ExampleBuilder.model_inputs(generation=True)), so the frames and resolution are the ones evaluation
 and training see. No extra model, offline, and the same code runs Cosmos-Reason.
 
@@ -79,7 +79,7 @@ class ModelEmbedder:
         import torch
 
         from skillbank.data.examples import VisionSettings
-        from skillbank.evaluation.inputs import PromptBuilder, collate_left
+        from skillbank.data.prompts import PromptBuilder, collate_left
         from skillbank.evaluation.model import load_model
 
         if self._loaded is None:
@@ -109,7 +109,7 @@ def system_prompt(spec: Any, model_path: str) -> str:
     type's default for this model's prompt family (skillbank.evaluation.evaluate.resolve_settings)."""
     from skillbank.evaluation.evaluate import resolve_settings
     from skillbank.recipe import model_type_of, prompt_family_of
-    from skillbank.spec.evaluate import default_prompt
+    from skillbank.specification.evaluate import default_prompt
 
     spec = resolve_settings(spec, model_path)[0]
     family = spec.evaluation.prompt_family

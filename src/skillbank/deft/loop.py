@@ -22,7 +22,7 @@ from skillbank.deft import rules
 from skillbank.deft.sets import ContentIndex, eval_spec_for
 from skillbank.deft.state import LoopState
 from skillbank.errors import RunError
-from skillbank.spec.deft import DeftConfig
+from skillbank.specification.deft import DeftConfig
 
 Log = Callable[[str], None]
 
@@ -125,8 +125,8 @@ class Loop:
                 "added": len(added), "dropped": dropped, "train_records": len(already) + len(added), "families": count_families(added)}
 
     def train(self, r: int, folder: Path, interrupted: bool) -> dict[str, Any]:
-        from skillbank.spec.io import write_spec
-        from skillbank.training import steps
+        from skillbank.specification.io import write_spec
+        from skillbank.runs import steps
 
         start = self.config.model if self.config.retrain.start_from == "base" else self.best["model"]
         spec = self.train_spec.model_copy(deep=True)
@@ -153,7 +153,7 @@ class Loop:
             result = train_local(spec, spec_path=spec_path, resume=interrupted, log=self.log, stdout=self.rank_stdout)
             run_dir = result["run_dir"]
         else:
-            from skillbank.training import layout
+            from skillbank.runs import layout
             from skillbank.training.cosmos_rl.launch import train_cosmos_rl
 
             train_cosmos_rl(spec, spec_path=spec_path, resume=interrupted, dry_run=False, log=self.log)

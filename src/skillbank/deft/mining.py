@@ -25,7 +25,7 @@ def gap_ids(results_dir: str, out: Path, proxy: RecordSet, eval_spec: Any) -> tu
     """(ids of failing proxy records in proxy order, {total, unparseable, summary_path})."""
     import pyarrow.parquet as pq
 
-    from skillbank.evaluation.answers import unscorable
+    from skillbank.scoring.answers import unscorable
     from skillbank.evaluation.results import scoring_defaults
     from skillbank.gaps.analyze import analyze_gaps, summary_path
 

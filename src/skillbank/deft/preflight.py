@@ -10,7 +10,7 @@ from typing import Any
 
 from skillbank.deft.sets import SETS, RecordSet, check_disjoint, eval_spec_for, load_set
 from skillbank.errors import InputError
-from skillbank.spec.deft import DeftConfig
+from skillbank.specification.deft import DeftConfig
 
 SKILL = "tao-finetune-cosmos-reason"
 
@@ -25,8 +25,8 @@ def required(config: DeftConfig) -> None:
 
 def load_inputs(config: DeftConfig) -> dict[str, Any]:
     """The sets, the base train spec and the evaluate config, read and validated (no model loaded)."""
-    from skillbank.spec.io import load_spec, read_spec_file
-    from skillbank.spec.train import TrainSpec
+    from skillbank.specification.io import load_spec, read_spec_file
+    from skillbank.specification.train import TrainSpec
 
     required(config)
     sets = {s: load_set(s, getattr(config, s).annotation_path, getattr(config, s).media_dir) for s in SETS}

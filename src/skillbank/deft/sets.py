@@ -89,8 +89,8 @@ def check_disjoint(benchmark: RecordSet, others: list[RecordSet]) -> None:
 
 def eval_spec_for(eval_config: dict[str, Any], *, model: str, data: RecordSet, results_dir: str | Path, source: str) -> Any:
     """The evaluate spec of one set: the user's evaluate config with its dataset and model replaced."""
-    from skillbank.spec.evaluate import EvaluateSpec
-    from skillbank.spec.validation import validate
+    from skillbank.specification.evaluate import EvaluateSpec
+    from skillbank.specification.validation import validate
 
     raw = {**eval_config, "results_dir": str(results_dir)}
     raw["dataset"] = {**(eval_config.get("dataset") or {}), "annotation_path": data.annotation_path, "media_dir": data.media_dir}

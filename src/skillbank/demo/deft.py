@@ -60,7 +60,7 @@ class DeftDemoRecipe:
 
 
 def _train_spec(recipe: DeftDemoRecipe, steps: int, *, model: Path, data: Path, base: dict[str, str], out: Path) -> Any:
-    from skillbank.spec.build import build_spec
+    from skillbank.specification.build import build_spec
 
     extra = [f"custom.train_dataset.annotation_path={base['annotation_path']}", f"custom.train_dataset.media_path={base['media_dir']}",
              "validation.enable=false"]
@@ -91,8 +91,8 @@ def run_arm(config_path: Path, *, log: Callable[[str], None], rank_stdout: Any) 
     from skillbank.deft import preflight
     from skillbank.deft.loop import Loop
     from skillbank.deft.state import STATE, LoopState
-    from skillbank.spec.deft import DeftConfig
-    from skillbank.spec.io import load_spec
+    from skillbank.specification.deft import DeftConfig
+    from skillbank.specification.io import load_spec
 
     config = load_spec(str(config_path), DeftConfig)
     out = Path(config.output_dir).resolve()
@@ -166,7 +166,7 @@ def run_deft_demo(recipe: DeftDemoRecipe, out: Path, *, log: Callable[[str], Non
     from skillbank.assets.tiny_model import build_tiny_model
     from skillbank.deft.demo import weak_family_sets
     from skillbank.errors import RunError
-    from skillbank.spec.io import write_spec
+    from skillbank.specification.io import write_spec
     from skillbank.training.local.launch import train_local
     import yaml
 

@@ -17,7 +17,7 @@ SKILL = "tao-finetune-cosmos-reason"
 def _evaluate(model: str, data: Path, out: Path, recipe: DemoRecipe, *, progress: bool) -> dict[str, Any]:
     from skillbank.evaluation.evaluate import evaluate
     from skillbank.evaluation.metrics import compute_metrics
-    from skillbank.spec.evaluate import EvaluateSpec
+    from skillbank.specification.evaluate import EvaluateSpec
 
     spec = EvaluateSpec.model_validate({
         "dataset": {"annotation_path": str(data / "val" / "annotations.json"), "media_dir": str(data / "val")},
@@ -47,8 +47,8 @@ def run_demo(recipe: DemoRecipe, out: Path, *, log: Callable[[str], None] = prin
     from skillbank.gaps.analyze import analyze_gaps
     from skillbank.preflight.run import run_preflight
     from skillbank.routing.router import route
-    from skillbank.spec.build import build_spec
-    from skillbank.spec.io import write_spec
+    from skillbank.specification.build import build_spec
+    from skillbank.specification.io import write_spec
     from skillbank.training.jobrecord import JobRecord
     from skillbank.training.local.launch import train_local
 

@@ -98,8 +98,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_evaluate(args: argparse.Namespace) -> int:
     from skillbank.errors import InputError
     from skillbank.evaluation.evaluate import evaluate, evaluate_run
-    from skillbank.spec.evaluate import EvaluateSpec
-    from skillbank.spec.io import load_spec
+    from skillbank.specification.evaluate import EvaluateSpec
+    from skillbank.specification.io import load_spec
 
     if not args.config and not args.run_dir:
         raise InputError("nothing to evaluate", where="--config / --run", fix="pass --config FILE.toml, or --run DIR of a training run")
@@ -134,8 +134,8 @@ FLAGS = ("model_path", "video", "prompt", "annotation_path", "media_dir", "syste
 
 def run_inference(args: argparse.Namespace) -> int:
     from skillbank.evaluation.inference import run_inference as infer
-    from skillbank.spec.actions import InferenceSpec
-    from skillbank.spec.io import spec_with_flags
+    from skillbank.specification.actions import InferenceSpec
+    from skillbank.specification.io import spec_with_flags
 
     spec = spec_with_flags(InferenceSpec, args.config, {key: getattr(args, key) for key in FLAGS})
     doc = infer(spec, out=args.out, progress=not args.quiet)  # type: ignore[arg-type]

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from skillbank.errors import InputError
-from skillbank.evaluation.answers import FIELDS
+from skillbank.scoring.answers import FIELDS
 
 REQUIRED = ("gt", "response")  # what scoring cannot do without
 

@@ -23,10 +23,10 @@ from skillbank.data.media import media_root
 from skillbank.data.records import load_records
 from skillbank.errors import InputError
 from skillbank.evaluation.metrics import check_ground_truths, metric_value, score_results
-from skillbank.spec.evaluate import DEFAULT_FPS, EvaluateSpec
-from skillbank.spec.io import read_spec_file
-from skillbank.spec.validation import validate
-from skillbank.training import layout
+from skillbank.specification.evaluate import DEFAULT_FPS, EvaluateSpec
+from skillbank.specification.io import read_spec_file
+from skillbank.specification.validation import validate
+from skillbank.runs import layout
 
 RESULTS = "results.json"
 METRICS = "metrics.json"
@@ -48,7 +48,7 @@ def load_eval_records(spec: EvaluateSpec) -> list[dict[str, Any]]:
 
 def check_inputs(records: list[dict[str, Any]], spec: EvaluateSpec) -> None:
     """Everything that can fail on the data fails here, before a model loads."""
-    from skillbank.evaluation.inputs import check_videos
+    from skillbank.data.prompts import check_videos
 
     check_videos(records, media_root(spec.dataset.media_dir, spec.dataset.annotation_path), where="dataset.media_dir")
     questions, truths = zip(*(chat.prompt_and_answer(r) for r in records)) if records else ((), ())
@@ -180,9 +180,9 @@ def _prompt_builder(spec: EvaluateSpec, processor: Any, model_type: str, *, as_t
     default, and the prompt family (evaluation.prompt_family; auto: the checkpoint's). as_trained: the
     system prompt is the one the model was trained with (its recipe's): no reasoning suffix is added."""
     from skillbank.data.examples import VisionSettings
-    from skillbank.evaluation.inputs import PromptBuilder
+    from skillbank.data.prompts import PromptBuilder
     from skillbank.recipe import prompt_family_of
-    from skillbank.spec.evaluate import default_prompt
+    from skillbank.specification.evaluate import default_prompt
 
     family = spec.evaluation.prompt_family
     family = prompt_family_of(model_type) if family == "auto" else family
@@ -238,7 +238,7 @@ def generate_responses(spec: EvaluateSpec, model_name: str, records: list[dict[s
     retries of the responses the scorer cannot read. Returns the responses, the `generation` block of
     metrics.json (what was used; each retry pass; `warnings`, which evaluate moves to the top), the folder the weights came from and the seconds
     generation took (model loading excluded)."""
-    from skillbank.evaluation.answers import unscorable
+    from skillbank.scoring.answers import unscorable
     from skillbank.evaluation.generate import GenerationSettings, PromptCache, generate_with_retries
     from skillbank.recipe import family_finding
 

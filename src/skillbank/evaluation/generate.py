@@ -15,7 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
-from skillbank.evaluation.inputs import collate_left
+from skillbank.data.prompts import collate_left
 
 CACHE_BYTES = 1 << 30  # prepared prompts kept for the next checkpoint of a run (same processor)
 
@@ -41,7 +41,7 @@ class GenerationSettings:
 
     def retry(self, k: int) -> "GenerationSettings":
         """Retry pass k (the seed's evaluator): k * 256 more tokens, temperature + 0.05 * k up to 0.9, seed + k."""
-        from skillbank.spec.evaluate import RETRY_TEMPERATURE_CAP, RETRY_TEMPERATURE_STEP, RETRY_TOKENS
+        from skillbank.specification.evaluate import RETRY_TEMPERATURE_CAP, RETRY_TEMPERATURE_STEP, RETRY_TOKENS
 
         hotter = min(self.temperature + RETRY_TEMPERATURE_STEP * k, max(self.temperature, RETRY_TEMPERATURE_CAP))
         return replace(self, max_new_tokens=self.max_new_tokens + RETRY_TOKENS * k, temperature=round(hotter, 6), seed=self.seed + k)

@@ -11,7 +11,7 @@ from skillbank.data import chat
 from skillbank.data.media import media_root
 from skillbank.data.records import load_records
 from skillbank.errors import InputError
-from skillbank.spec.actions import InferenceSpec
+from skillbank.specification.actions import InferenceSpec
 
 
 def single_record(video: str, prompt: str) -> dict[str, Any]:
@@ -27,7 +27,7 @@ def run_inference(spec: InferenceSpec, *, out: str | None = None, progress: bool
     """Single mode returns {answer, video, prompt}; batch mode writes results.json and returns {results_json, count}."""
     from skillbank.data.examples import VisionSettings
     from skillbank.evaluation.generate import GenerationSettings, generate_answers
-    from skillbank.evaluation.inputs import PromptBuilder, check_videos
+    from skillbank.data.prompts import PromptBuilder, check_videos
     from skillbank.evaluation.model import load_model
 
     batch = bool(spec.annotation_path)
@@ -69,7 +69,7 @@ def settings_of(spec: InferenceSpec):
     """The vision settings and system prompt inference uses: the spec's, else the model's recipe
     (skillbank.recipe), else the defaults (fps 2, the short-answer prompt); pixels only from the recipe."""
     from skillbank import recipe
-    from skillbank.spec.evaluate import DEFAULT_FPS, SHORT_SYSTEM_PROMPT
+    from skillbank.specification.evaluate import DEFAULT_FPS, SHORT_SYSTEM_PROMPT
 
     found = recipe.read(spec.model_path)
     user = {"fps": spec.fps, "nframes": spec.num_frames, "total_pixels": None, "max_pixels": None, "system_prompt": spec.system_prompt}

@@ -1,4 +1,4 @@
-"""Metrics of a video-QA evaluation, from the answer rules' counts (skillbank.evaluation.answers scores
+"""Metrics of a video-QA evaluation, from the answer rules' counts (skillbank.scoring.answers scores
 every row; this module only does the arithmetic, so evaluate, `skillbank score` and `skillbank gaps`
 report the same numbers).
 
@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from skillbank.errors import InputError
-from skillbank.evaluation import answers
-from skillbank.evaluation.answers import DIRECTIONS, NO, TASK_TYPES, UNPARSEABLE, YES
+from skillbank.scoring import answers
+from skillbank.scoring.answers import DIRECTIONS, NO, TASK_TYPES, UNPARSEABLE, YES
 
 MIN_CLASS_SAMPLES = 30  # fewer samples of a class than this is a warning in the report
 NONE_KEY = "(none)"  # families / datasets key of rows without the field

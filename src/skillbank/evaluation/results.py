@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from skillbank.errors import InputError
-from skillbank.evaluation import answers
+from skillbank.scoring import answers
 
 RESULTS = "results.json"
 METRICS = "metrics.json"

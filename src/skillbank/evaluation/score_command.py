@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from skillbank.evaluation.answers import ANSWER_TYPES
+from skillbank.scoring.answers import ANSWER_TYPES
 
 DESCRIPTION = """\
 Recompute metrics.json from an evaluation's results without loading a model, with the answer rules of

@@ -27,8 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def spec_from(args: argparse.Namespace):
     from skillbank.errors import InputError
-    from skillbank.spec.actions import ExportSpec
-    from skillbank.spec.io import spec_with_flags
+    from skillbank.specification.actions import ExportSpec
+    from skillbank.specification.io import spec_with_flags
 
     if not args.spec and not (args.source and args.out):
         raise InputError("give --spec FILE, or --source DIR and --out DIR", where="skillbank export", fix="skillbank export --source RUN/safetensors/step_N --out exported/")

@@ -20,7 +20,7 @@ from skillbank.export import output
 from skillbank.export.sources import Source, is_hf_folder, resolve
 
 if TYPE_CHECKING:
-    from skillbank.spec.actions import ExportSpec
+    from skillbank.specification.actions import ExportSpec
 
 MANIFEST = "export_manifest.json"
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from skillbank import modelref
 from skillbank.errors import InputError
-from skillbank.spec.train import LoraSpec
+from skillbank.specification.train import LoraSpec
 
 
 def _placements(value: Any) -> tuple:
@@ -49,7 +49,7 @@ def checkpoint_to_hf(policy_dir: Path, work_dir: Path, step: int, *, base_model:
     """Write <work_dir>/safetensors/step_N from the rank shards of a complete local-backend checkpoint."""
     from transformers import AutoProcessor
 
-    from skillbank.training import layout
+    from skillbank.runs import layout
     from skillbank.training.local.checkpoint import export_safetensors
 
     try:

@@ -79,7 +79,7 @@ def _checkpoint_step(folder: Path) -> tuple[Path, int] | None:
 
 
 def _from_checkpoint(given: Path, run_dir: Path, step: int) -> Source:
-    from skillbank.training import layout
+    from skillbank.runs import layout
 
     export = layout.safetensors_dir(run_dir, step)
     found = _classify_folder(export, given) if export.is_dir() else None
@@ -98,7 +98,7 @@ def _from_checkpoint(given: Path, run_dir: Path, step: int) -> Source:
 
 
 def _from_run(run_dir: Path) -> Source:
-    from skillbank.training import layout
+    from skillbank.runs import layout
 
     steps = layout.list_safetensors_steps(run_dir)
     if steps:

@@ -2,7 +2,7 @@
 path, so the next round can curate data for exactly what the model gets wrong.
 
 A failure is a row the evaluation's metrics count as wrong: the same answer rules
-(skillbank.evaluation.answers: extraction for reasoning answers, normalisation, yes/no, directions,
+(skillbank.scoring.answers: extraction for reasoning answers, normalisation, yes/no, directions,
 multiple choice, exact match), so a gap count always matches metrics.json. Unparseable answers are
 failures with `answer` null, never dropped. error_type: in a yes/no group (every ground truth of the
 family is yes / no) "FN" when the truth is yes, "FP" when it is no (an unparseable answer included, as
@@ -21,7 +21,7 @@ from typing import Any
 from skillbank import atomic
 from skillbank.data.media import media_root as resolve_media_root
 from skillbank.errors import InputError
-from skillbank.evaluation import answers
+from skillbank.scoring import answers
 from skillbank.evaluation.metrics import NONE_KEY, Tally, check_task_type, metrics_of, raise_bad_truths, tallies
 from skillbank.evaluation.results import (
     SHOWN,

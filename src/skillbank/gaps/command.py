@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from skillbank.evaluation.answers import ANSWER_TYPES
+from skillbank.scoring.answers import ANSWER_TYPES
 
 DESCRIPTION = """\
 Find the evaluation's results.json under --results-dir (a folder or an fsspec URL such as s3://...),

@@ -12,7 +12,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     gen = verbs.add_parser(
         "generate",
         help="write schemas/<action>.schema.json, manifest.json, spec templates, automl_support.json, parameter tables",
-        description="Regenerate every generated file of the bank from the spec models in src/skillbank/spec/. "
+        description="Regenerate every generated file of the bank from the spec models in src/skillbank/specification/. "
         "With --check, write nothing and exit 2 naming each stale file (CI runs this).",
     )
     gen.add_argument("--check", action="store_true", help="verify only; exit 2 if anything is stale")

@@ -1,7 +1,7 @@
 """JSON Schema 2020-12 of an action, from its spec model.
 
 Self-contained (every $ref inlined, so agents and the AutoML search walk one nested tree), finite
-numbers only, and carrying the AutoML keywords of `skillbank.spec.meta.param` per field plus the
+numbers only, and carrying the AutoML keywords of `skillbank.specification.meta.param` per field plus the
 top-level `default` (the whole default spec), `automl_default_parameters`,
 `automl_disabled_parameters` and `popular` that agents of the public bank already read.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from skillbank.spec.keys import iter_fields
+from skillbank.specification.keys import iter_fields
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 

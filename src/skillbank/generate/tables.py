@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from skillbank.spec.keys import iter_fields
+from skillbank.specification.keys import iter_fields
 
 
 def _type_name(schema: dict[str, Any]) -> str:

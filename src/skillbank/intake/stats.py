@@ -58,10 +58,10 @@ def load_budget(skill: str, spec_path: str | None) -> Budget:
     The patch size comes from the model the spec names, as preflight takes it (env_checks.patch_size)."""
     from skillbank.preflight import env_checks
     from skillbank.preflight.run import rl_budget
-    from skillbank.spec.build import infer_action, load_template
-    from skillbank.spec.io import read_spec_file
-    from skillbank.spec.registry import spec_model
-    from skillbank.spec.validation import validate
+    from skillbank.specification.build import infer_action, load_template
+    from skillbank.specification.io import read_spec_file
+    from skillbank.specification.registry import spec_model
+    from skillbank.specification.validation import validate
 
     if spec_path is None:
         data, source, action = load_template(skill, "train"), "the train template", "train"

@@ -65,8 +65,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from skillbank.errors import InputError
     from skillbank.planning.plan import Inputs, build_plan, plan_text
-    from skillbank.spec.io import load_spec
-    from skillbank.spec.registry import spec_model
+    from skillbank.specification.io import load_spec
+    from skillbank.specification.registry import spec_model
 
     for name, value in (("--nodes", args.nodes), ("--gpus-per-node", args.gpus_per_node), ("--trials", args.trials)):
         if value is not None and value < 1:

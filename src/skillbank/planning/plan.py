@@ -2,7 +2,7 @@
 
 Three numbers are taken, not guessed: the parameters (planning.params: the model's config.json on
 the meta device), the tokens per sample (preflight's data scan: preflight.vision.TokenTally, the same
-figure `preflight --json` reports as stats.tokens_per_sample) and the steps (training.steps: records
+figure `preflight --json` reports as stats.tokens_per_sample) and the steps (runs.steps: records
 per rank, global batch, steps, checkpoints, disk, with cosmos-rl's semantics). planning.estimate
 turns them into memory per GPU and time for a table of layouts.
 """
@@ -15,7 +15,7 @@ from typing import Any
 from skillbank.errors import InputError
 from skillbank.planning import estimate as est
 from skillbank.planning.params import ModelConfig, ParamCount, bundled_repos, count_on_meta, find_config
-from skillbank.training import steps
+from skillbank.runs import steps
 
 LAYOUT_NODES = (1, 2, 4)
 

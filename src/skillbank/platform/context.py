@@ -9,7 +9,7 @@ A job's action is train (`skillbank train`) or automl (`skillbank automl ... --r
 copy, its study in <results_dir>/automl/<study>) or rl (GRPO on an rl spec: cosmos-rl on the TOML
 rendered into the job folder, or `skillbank rl --backend local`): `job_argv` is the command either way.
 
-With a path map (`--path-map LOCAL=REMOTE`, skillbank.spec.pathmap) `spec` is the node's view: every
+With a path map (`--path-map LOCAL=REMOTE`, skillbank.specification.pathmap) `spec` is the node's view: every
 path in it, and so in every file rendered from it, is REMOTE; `spec_here()` is this machine's view
 (what preflight and the record count read), and the job folder is written at the LOCAL results_dir.
 A rendered script names its spec copy through `JOB_SPEC` ("$JOB_DIR/<name>"), so the job folder
@@ -26,8 +26,8 @@ from pathlib import Path
 from skillbank import modelref
 from skillbank.errors import InputError
 from skillbank.platform import record as rec
-from skillbank.spec.pathmap import PathMap
-from skillbank.spec.train import TrainSpec
+from skillbank.specification.pathmap import PathMap
+from skillbank.specification.train import TrainSpec
 
 JOB_DIR = "$JOB_DIR"  # the job folder inside a rendered script (skillbank.platform.base.quote_argv keeps it a variable)
 TRAIN_COMMAND = ("-m", "skillbank.cli", "train")
@@ -352,7 +352,7 @@ def copy_spec(ctx: JobContext) -> str:
         raise InputError(f"cannot create the job folder {ctx.job_dir} here ({exc.strerror or exc})", where="results_dir",
                          fix="map results_dir to a folder of this machine with --path-map LOCAL=REMOTE, or set results_dir to one") from None
     if ctx.paths and ctx.spec_data is not None:
-        from skillbank.spec.io import write_spec
+        from skillbank.specification.io import write_spec
 
         write_spec(ctx.spec_copy, ctx.spec_data, type(ctx.spec))
     else:

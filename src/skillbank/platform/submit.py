@@ -87,7 +87,7 @@ def check_study(automl: AutomlJob, skill: str, spec: Any) -> None:
     from skillbank.automl.space import build_space, load_schema
     from skillbank.automl.trials import LOSS_METRICS
     from skillbank.skillinfo import schema_path
-    from skillbank.spec.evaluate import MetricsSpec
+    from skillbank.specification.evaluate import MetricsSpec
 
     metrics = (*get_args(MetricsSpec.model_fields["primary"].annotation), *LOSS_METRICS)
     if automl.metric not in metrics:
@@ -108,9 +108,9 @@ def node_spec(spec_path: str, skill: str, paths: Any, action: str = "train") -> 
     """The train spec as the node sees it: under a path map every path key REMOTE (and each LOCAL
     checked: it exists here or holds a path the spec names); the spec file's own keys in that view
     (what the job folder's copy holds); notes on paths no LOCAL covers."""
-    from skillbank.spec.io import load_spec, read_spec_file
-    from skillbank.spec.registry import spec_model
-    from skillbank.spec.validation import validate
+    from skillbank.specification.io import load_spec, read_spec_file
+    from skillbank.specification.registry import spec_model
+    from skillbank.specification.validation import validate
 
     model = spec_model(skill, action)
     if not paths:
@@ -129,7 +129,7 @@ def _resume_from(ctx: JobContext, path: str | None) -> list[str]:
     if ctx.automl is not None:
         raise InputError("--resume-from starts one training run from a checkpoint; an AutoML study resumes itself",
                          where="--resume-from", fix="drop it, or submit --action train")
-    from skillbank.training import layout
+    from skillbank.runs import layout
 
     here = Path(ctx.here(path)).expanduser()  # a node path under --path-map is read at its LOCAL side
     if not here.exists():
@@ -158,7 +158,7 @@ def submit(
     model_family: str | None = None,
     resume_from: str | None = None,
 ) -> tuple[rec.JobRecord, Path]:
-    """`paths` (skillbank.spec.pathmap.PathMap): data are checked at LOCAL, every file of the job folder
+    """`paths` (skillbank.specification.pathmap.PathMap): data are checked at LOCAL, every file of the job folder
     and the record's node paths name REMOTE."""
     module = platform_module(platform)
     backend = backend or default_backend(platform)

@@ -9,9 +9,9 @@ Each check belongs to one group, by its name's prefix (report.group_of): spec (s
 and do not fail: the rendered job runs the env checks first where it runs.
 
 Checks (each finding names one; severity error, warning or node; any error means exit 2):
-- spec.schema            the spec models' rules (skillbank.spec), where = the dotted key
+- spec.schema            the spec models' rules (skillbank.specification), where = the dotted key
 - spec.parallelism       dp_shard*tp*cp*pp == --gpus-per-node; dp_replicate == --nodes
-- spec.steps_per_rank    optimizer steps as cosmos-rl counts them (skillbank.training.steps): zero is an error,
+- spec.steps_per_rank    optimizer steps as cosmos-rl counts them (skillbank.runs.steps): zero is an error,
                          fewer than 4 per epoch a warning (both propose batches); validation that cosmos-rl would drop whole
 - spec.validation_data   validation.enable with no validation data
 - spec.dataset_paths     annotation path empty or missing; media folder empty

@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where the job runs: here (default; env findings are errors) or node (another machine: env findings are 'check on the node')")
     parser.add_argument("--only", action="append", metavar="GROUP",
                         help="check only these groups: spec, data, env (repeat, or a comma list; default: all three)")
-    from skillbank.spec.pathmap import add_argument as add_path_map
+    from skillbank.specification.pathmap import add_argument as add_path_map
 
     add_path_map(parser)
     parser.add_argument("--no-start-check", action="store_true",
@@ -75,7 +75,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from skillbank.preflight.report import render_table
     from skillbank.preflight.run import run_preflight
-    from skillbank.spec.pathmap import from_args
+    from skillbank.specification.pathmap import from_args
 
     report = run_preflight(
         paths=from_args(args),
@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
     else:
         if report.stats.get("plan"):
-            from skillbank.training.steps import plan_lines
+            from skillbank.runs.steps import plan_lines
 
             print("\n".join(plan_lines(report.stats["plan"])))
         print(render_table(report))

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skillbank.preflight import media as media_mod
-from skillbank.preflight.jsonarray import ArrayFormatError, iter_batches
+from skillbank.data.jsonstream import ArrayFormatError, iter_batches
 from skillbank.preflight.records import Columns, Media, RecordChecker, Wants, fast_columns
 from skillbank.preflight.report import Findings
 from skillbank.preflight.vision import Estimate, TokenTally, VisionBudget, clip_from_record, text_chars

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from skillbank.preflight.report import Findings
-from skillbank.spec.rl import FORMAT_PATTERN, MIN_RECOMMENDED_GPUS, RlSpec
+from skillbank.specification.rl import FORMAT_PATTERN, MIN_RECOMMENDED_GPUS, RlSpec
 
 MODEL_KEY = "policy.model_name_or_path"
 REWARDS_KEY = "train.train_policy.reward_function"
@@ -121,7 +121,7 @@ def references(spec: RlSpec, records: Sequence[Mapping[str, Any]], file: str, f:
     Returns the records with a usable reference."""
     from skillbank.data.chat import prompt_and_answer
     from skillbank.errors import InputError
-    from skillbank.evaluation.answers import score_rows
+    from skillbank.scoring.answers import score_rows
 
     rewards = spec.train.train_policy.reward_function
     if set(rewards) == {"format"}:

@@ -30,7 +30,7 @@ from skillbank.preflight.decode import ALL
 from skillbank.preflight.report import RUNS_ON, Findings, Group, Report, parse_groups
 from skillbank.preflight.vision import TokenTally, VisionBudget, clip_from_record
 from skillbank.training.backends import BACKENDS
-from skillbank.training import steps
+from skillbank.runs import steps
 
 EXPORT_BYTES = 2  # bf16 safetensors
 
@@ -65,7 +65,7 @@ def run_preflight(
     paths: Any = None,
     start_check: bool = False,
 ) -> Report:
-    """`paths` (skillbank.spec.pathmap.PathMap): the spec names the node's paths; they are checked at
+    """`paths` (skillbank.specification.pathmap.PathMap): the spec names the node's paths; they are checked at
     their LOCAL counterparts here."""
     started = time.perf_counter()
     if runs_on not in RUNS_ON:
@@ -103,8 +103,8 @@ def run_preflight(
 def _local_view(skill: str, action: str, spec_path: str | Path | None, spec: dict | None, paths: Any) -> dict | None:
     """The spec dict with the node's paths moved to this machine's (a spec that cannot be read is
     left to spec_checks.load, which reports it)."""
-    from skillbank.spec.io import read_spec_file
-    from skillbank.spec.registry import spec_model
+    from skillbank.specification.io import read_spec_file
+    from skillbank.specification.registry import spec_model
 
     try:
         model = spec_model(skill, action)
@@ -271,7 +271,7 @@ def _decode(ctx: Context, datasets: list[Dataset | None], budget: VisionBudget |
 
 
 def _train_disk(spec: Any, model: env_checks.ModelRef, ctx: Context) -> None:
-    """env.disk for the checkpoints the run keeps at once (skillbank.training.steps.disk_need: LoRA,
+    """env.disk for the checkpoints the run keeps at once (skillbank.runs.steps.disk_need: LoRA,
     max_keep, the steps that decide how many are saved)."""
     params, how = env_checks.model_params(model)
     need = steps.disk_need(spec, params, params_from=how, plan=_disk_steps(spec, ctx), backend=ctx.backend)

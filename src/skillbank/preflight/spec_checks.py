@@ -13,10 +13,10 @@ from skillbank.data.media import media_root
 from skillbank.data.split import check_val_dataset, uses_train_split
 from skillbank.errors import InputError
 from skillbank.preflight.report import Findings
-from skillbank.spec.io import read_spec_file
-from skillbank.spec.registry import spec_model
-from skillbank.spec.validation import problems
-from skillbank.training import steps
+from skillbank.specification.io import read_spec_file
+from skillbank.specification.registry import spec_model
+from skillbank.specification.validation import problems
+from skillbank.runs import steps
 
 DATASET_FIX = "pass --dataset-root DIR to `skillbank spec`, or --set {key}=FILE"
 
@@ -88,7 +88,7 @@ def parallelism(spec: Any, gpus_per_node: int | None, nodes: int | None, finding
 
 
 def steps_per_rank(spec: Any, train_records: int, val_records: int | None, findings: Findings, *, backend: str | None = None) -> None:
-    """Optimizer steps as cosmos-rl counts them (skillbank.training.steps): zero is an error, fewer
+    """Optimizer steps as cosmos-rl counts them (skillbank.runs.steps): zero is an error, fewer
     than FEW_STEPS_PER_EPOCH per epoch a warning, each with batches that give useful steps; validation
     on with zero batches per rank an error (the local backend validates every record)."""
     count = steps.train_count(spec, train_records)

@@ -24,8 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def spec_from(args: argparse.Namespace):
     from skillbank.errors import InputError
-    from skillbank.spec.actions import QuantizeSpec
-    from skillbank.spec.io import spec_with_flags
+    from skillbank.specification.actions import QuantizeSpec
+    from skillbank.specification.io import spec_with_flags
 
     if not args.spec and not (args.model and args.out):
         raise InputError("give --spec FILE, or --model DIR and --out DIR", where="skillbank quantize", fix="skillbank quantize --model exported/ --scheme W4A16 --out quantized/")

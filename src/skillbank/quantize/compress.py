@@ -24,7 +24,7 @@ from skillbank.errors import InputError
 from skillbank.export import output
 
 if TYPE_CHECKING:
-    from skillbank.spec.actions import QuantizeSpec
+    from skillbank.specification.actions import QuantizeSpec
 
 MANIFEST = "quantize_manifest.json"
 TARGETS = ["Linear"]

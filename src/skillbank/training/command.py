@@ -68,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the plan (command, ranks, run folder; on the AutoML route the study plan) and launch nothing; "
                    "plans for the machine that will train: spec and data must pass, HF_TOKEN / redis-server / GPUs / disk are listed as 'check on the node'; "
                    "writes nothing but cosmos-rl's TOML in the job folder it prints (<results_dir>/jobs/<id>/)")
-    from skillbank.spec.pathmap import add_argument as add_path_map
+    from skillbank.specification.pathmap import add_argument as add_path_map
 
     add_path_map(p)
     p.add_argument("--resume", action="store_true", help="continue from the newest complete checkpoint under train.output_dir (AutoML route: continue the study)")
@@ -89,7 +89,7 @@ def _preflight(args: argparse.Namespace, log: Any) -> dict[str, Any]:
     env findings are listed as "check on the node" instead of stopping the plan."""
     from skillbank.preflight.run import run_preflight
 
-    from skillbank.spec.pathmap import from_args
+    from skillbank.specification.pathmap import from_args
 
     runs_on = "node" if args.dry_run else "here"
     paths = from_args(args)
@@ -105,7 +105,7 @@ def _resume_from(args: argparse.Namespace, log: Any) -> Path | None:
     """--resume-from as a complete step_N/policy folder; a dry run may name a path only the node has."""
     if not args.resume_from:
         return None
-    from skillbank.training import layout
+    from skillbank.runs import layout
 
     try:
         return layout.resolve_checkpoint(args.resume_from)
@@ -134,15 +134,15 @@ def _no_search_flags(args: argparse.Namespace, route: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from skillbank.routing.router import route
-    from skillbank.spec.io import load_spec
-    from skillbank.spec.train import TrainSpec
+    from skillbank.specification.io import load_spec
+    from skillbank.specification.train import TrainSpec
 
     log_stream = sys.stderr if args.json else sys.stdout
 
     def log(line: str) -> None:
         print(line, file=log_stream, flush=True)
 
-    from skillbank.spec.pathmap import from_args
+    from skillbank.specification.pathmap import from_args
 
     paths = from_args(args)
     if paths and not args.dry_run:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from skillbank.redaction import redact
-from skillbank.training import layout
+from skillbank.runs import layout
 from skillbank.training.cosmos_rl.watcher import CHECKPOINT, EXCEPTION_LINE, RANK_PREFIX, TRACEBACK, LogWatcher
 
 STALE_AFTER_S = 600.0  # a run whose logs have not moved for this long is not running

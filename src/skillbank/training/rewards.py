@@ -1,7 +1,7 @@
 """The GRPO rewards of the rl action, once: what cosmos-rl's workers call (through grpo_script.py) and
 what the local backend scores its rollouts with (skillbank.training.local.grpo).
 
-- exact_match: skillbank.evaluation.answers, the evaluator's rules (extraction by custom.answer_type,
+- exact_match: skillbank.scoring.answers, the evaluator's rules (extraction by custom.answer_type,
   labels by custom.task_type): 1.0 when the sample's answer is correct, else 0.0. The reward and
   `skillbank evaluate` score a response the same way.
 - format, single_choice, boxed_math: cosmos-rl 0.4.7's own functions (cosmos_rl.dispatcher.algo.reward),
@@ -42,7 +42,7 @@ def reference_text(reference: Any) -> tuple[str, str]:
 
 def exact_match_batch(responses: Sequence[str], references: Sequence[Any], *, answer_type: str, task_type: str) -> list[float]:
     """exact_match of many samples in one pass of the answer rules."""
-    from skillbank.evaluation.answers import score_rows
+    from skillbank.scoring.answers import score_rows
 
     rows = []
     for response, reference in zip(responses, references, strict=True):

@@ -66,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpus-per-node", type=int, help="GPUs the training machine has (policy + rollout GPUs must fit; cosmos-rl)")
     p.add_argument("--dry-run", action="store_true", help="local: print the plan (steps, prompts per step, run folder) and create nothing")
     p.add_argument("--resume", action="store_true", help="local: continue the newest run of train.output_dir from its newest complete checkpoint")
-    from skillbank.spec.pathmap import add_argument as add_path_map
+    from skillbank.specification.pathmap import add_argument as add_path_map
     from skillbank.training.cosmos_rl.family import FAMILIES
 
     add_path_map(p)
@@ -82,13 +82,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def node_specs(spec_path: str | Path, paths: Any) -> tuple[Any, Any, list[str]]:
     """(this machine's view, the node's view, notes) of an rl spec under a path map (the same spec twice without one)."""
-    from skillbank.spec.io import load_spec, read_spec_file
-    from skillbank.spec.rl import RlSpec
+    from skillbank.specification.io import load_spec, read_spec_file
+    from skillbank.specification.rl import RlSpec
 
     if not paths:
         spec = load_spec(spec_path, RlSpec)
         return spec, spec, []
-    from skillbank.spec.validation import validate
+    from skillbank.specification.validation import validate
 
     local = paths.local(read_spec_file(spec_path), RlSpec)
     paths.check_used(local, RlSpec)
@@ -100,7 +100,7 @@ def prepare(spec_path: str | Path, *, gpus_per_node: int | None = None, paths: A
             start_check: bool = True) -> dict[str, Any]:
     """Preflight, then the run folder and its TOML; returns what the command prints."""
     from skillbank.preflight.run import run_preflight
-    from skillbank.spec.pathmap import PathMap
+    from skillbank.specification.pathmap import PathMap
     from skillbank.training.cosmos_rl.family import node_family
     from skillbank.training.cosmos_rl.grpo import build_grpo_toml
     from skillbank.training.cosmos_rl.launch import RunLayout, resolve_model
@@ -150,8 +150,8 @@ def run_local(args: argparse.Namespace) -> int:
 
     from skillbank import procs
     from skillbank.preflight.run import run_preflight
-    from skillbank.spec.io import load_spec
-    from skillbank.spec.rl import RlSpec
+    from skillbank.specification.io import load_spec
+    from skillbank.specification.rl import RlSpec
     from skillbank.training.local.grpo_launch import rl_local
 
     log_stream = sys.stderr if args.json else sys.stdout
@@ -196,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--dry-run and --resume belong to --backend local: with cosmos-rl, skillbank rl launches nothing "
                          "(it writes the TOML and prints the command; cosmos-rl resumes with train.resume in the TOML)",
                          where="--dry-run" if args.dry_run else "--resume", fix="drop the flag, or add --backend local")
-    from skillbank.spec.pathmap import from_args
+    from skillbank.specification.pathmap import from_args
 
     out = prepare(args.spec, gpus_per_node=args.gpus_per_node, paths=from_args(args), model_family=args.model_family,
                   start_check=not args.no_start_check)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from skillbank.redaction import redact
-from skillbank.training import layout
+from skillbank.runs import layout
 
 UPLOADS_FILE = "uploads.jsonl"
 S3_CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")

@@ -9,8 +9,8 @@ from pathlib import Path
 import yaml
 
 from skillbank.paths import bank_root
-from skillbank.spec.keys import find_field
-from skillbank.spec.registry import SPEC_MODELS
+from skillbank.specification.keys import find_field
+from skillbank.specification.registry import SPEC_MODELS
 from skillbank.validate.frontmatter import problems as frontmatter_problems
 
 # `path/like/this.md` in backticks or a markdown link target; placeholders (<x>, {x}, *) are skipped

@@ -3,7 +3,7 @@
 `spec --from` a raw cosmos-rl config keeps cosmos-rl's default for every key the config leaves out
 (that is what cosmos-rl would run), but `spec` is agent-facing and must not import cosmos_rl (6-8 s).
 So the defaults are read here from cosmos-rl's own Config model and kept in
-`skillbank/spec/cosmos_rl_defaults.json`; a test compares the file with the installed cosmos-rl.
+`skillbank/specification/cosmos_rl_defaults.json`; a test compares the file with the installed cosmos-rl.
 Regenerate after a cosmos-rl upgrade:  python -m skillbank.training.cosmos_rl.defaults
 """
 
@@ -14,10 +14,10 @@ from importlib import metadata
 from typing import Any
 
 from skillbank import atomic
-from skillbank.spec.cosmos_config import DEFAULTS_FILE
-from skillbank.spec.keys import leaf_keys
-from skillbank.spec.overrides import get_dotted
-from skillbank.spec.train import TrainSpec
+from skillbank.specification.cosmos_config import DEFAULTS_FILE
+from skillbank.specification.keys import leaf_keys
+from skillbank.specification.overrides import get_dotted
+from skillbank.specification.train import TrainSpec
 
 _MISSING = object()
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from skillbank.spec.evaluate import SHORT_SYSTEM_PROMPT
-from skillbank.spec.io import drop_none
-from skillbank.spec.rl import RlSpec
+from skillbank.specification.evaluate import SHORT_SYSTEM_PROMPT
+from skillbank.specification.io import drop_none
+from skillbank.specification.rl import RlSpec
 from skillbank.training.cosmos_rl.family import ModelFamily
 from skillbank.training.cosmos_rl.toml import _dataset_paths, _logging, _warmup, vision_table
 

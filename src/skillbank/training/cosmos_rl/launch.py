@@ -23,13 +23,13 @@ from typing import Any, Callable
 from skillbank import atomic, procs
 from skillbank.errors import InputError, RunError
 from skillbank.modelref import HF_SCHEME, download, parse
-from skillbank.spec.train import TrainSpec
-from skillbank.training import layout as run_layout
+from skillbank.specification.train import TrainSpec
+from skillbank.runs import layout as run_layout
 from skillbank.training import monitor
 from skillbank.training.cosmos_rl.family import MODEL_KEY, family_of
 from skillbank.training.cosmos_rl.toml import build_toml, train_steps, write_toml
 from skillbank.training.cosmos_rl.watcher import LogWatcher, WatchResult, stop, watch
-from skillbank.training.steps import plan_lines
+from skillbank.runs.steps import plan_lines
 from skillbank.redaction import redact
 
 SCRIPT = Path(__file__).with_name("script.py")
@@ -98,7 +98,7 @@ class LaunchPlan:
     train_records: int
     steps_per_epoch: int
     notes: list[str] = field(default_factory=list)
-    plan: dict[str, Any] = field(default_factory=dict)  # skillbank.training.steps.run_plan
+    plan: dict[str, Any] = field(default_factory=dict)  # skillbank.runs.steps.run_plan
     resume: bool | str = False  # train.resume as written: a checkpoint path, true (newest), false
 
     def lines(self, *, dry_run: bool) -> list[str]:

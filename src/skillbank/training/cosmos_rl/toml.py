@@ -19,9 +19,10 @@ import tomli_w
 from skillbank import atomic
 from skillbank.data.media import media_root
 from skillbank.data.video import PIXEL_BUDGET_SHARE, default_total_pixels
-from skillbank.spec.io import drop_none as _drop_none
-from skillbank.spec.train import TrainSpec
-from skillbank.training import steps, upload
+from skillbank.specification.io import drop_none as _drop_none
+from skillbank.specification.train import TrainSpec
+from skillbank.training import upload
+from skillbank.runs import steps
 from skillbank.training.cosmos_rl.family import ModelFamily
 
 
@@ -34,7 +35,7 @@ class CosmosToml:
     steps_per_epoch: int
     gpus_per_replica: int
     notes: list[str] = field(default_factory=list)
-    plan: dict[str, Any] = field(default_factory=dict)  # skillbank.training.steps.run_plan
+    plan: dict[str, Any] = field(default_factory=dict)  # skillbank.runs.steps.run_plan
 
 
 def build_toml(spec: TrainSpec, *, model: str, family: ModelFamily, run_dir: Path, run_id: str, resume: bool | str,
@@ -80,7 +81,7 @@ def _train(spec: TrainSpec, *, run_dir: Path, run_id: str, resume: bool | str) -
     train["optm_warmup_steps"] = _warmup(spec.train.optm_warmup_steps)
     policy = train["train_policy"]
     policy["type"] = "sft"  # a missing type means GRPO
-    policy["dataloader_drop_last"] = steps.DATALOADER_DROP_LAST  # skillbank.training.steps counts with it
+    policy["dataloader_drop_last"] = steps.DATALOADER_DROP_LAST  # skillbank.runs.steps counts with it
     test_size = policy["dataset"].get("test_size")
     if test_size is not None and test_size >= 1:
         policy["dataset"]["test_size"] = int(test_size)  # a record count; a float >= 1 would be a ratio
@@ -111,7 +112,7 @@ def _policy(spec: TrainSpec, model: str) -> dict[str, Any]:
 
 def train_steps(spec: TrainSpec) -> steps.TrainCount:
     """The spec's train records (annotated, and after any validation split); the steps follow from
-    skillbank.training.steps.step_plan."""
+    skillbank.runs.steps.step_plan."""
     return steps.read_train_count(spec)
 
 

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from skillbank.training import layout
+from skillbank.runs import layout
 from skillbank.redaction import redact
 
 STEP = re.compile(r"Step: (\d+)/(\d+), Loss: ([0-9.eE+-]+|nan|inf)", re.IGNORECASE)

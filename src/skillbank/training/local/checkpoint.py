@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from skillbank import atomic
-from skillbank.training import layout
+from skillbank.runs import layout
 
 
 def rng_state() -> dict[str, Any]:

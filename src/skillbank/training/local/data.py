@@ -2,7 +2,7 @@
 
 The order of an epoch is a pure function of (train_policy.dataloader_seed, epoch): a resumed run
 picks up the very batch the interrupted run would have trained on next. Each rank's share and
-batches follow cosmos-rl's sampler (skillbank.training.steps): the order padded by wrapping around
+batches follow cosmos-rl's sampler (skillbank.runs.steps): the order padded by wrapping around
 to the same count per rank, every ranks-th record, the last incomplete batch dropped, so every
 rank takes the same number of steps (FSDP collectives need that) and the count is the plan's.
 Without custom.val_dataset, validation takes records from train: how many and when is
@@ -78,7 +78,7 @@ class DataSplits:
         )
 
     def rank_items(self, epoch: int, step_in_epoch: int, *, rank: int, plan) -> list:
-        """This rank's records at one step: cosmos-rl's sampler (skillbank.training.steps.StepPlan)
+        """This rank's records at one step: cosmos-rl's sampler (skillbank.runs.steps.StepPlan)
         over this epoch's seeded order, so the run takes exactly the steps the plan counts."""
         key = (epoch, rank)
         if key not in self._shares:

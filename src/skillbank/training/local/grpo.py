@@ -38,7 +38,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from skillbank.training import layout
+from skillbank.runs import layout
 from skillbank.training.local import checkpoint as ckpt
 from skillbank.training.local import schedule
 from skillbank.training.local.data import epoch_order
@@ -121,7 +121,7 @@ class GrpoSampler:
         from skillbank.data.examples import VisionSettings
         from skillbank.data.media import media_root
         from skillbank.data.records import load_records
-        from skillbank.evaluation.inputs import PromptBuilder
+        from skillbank.data.prompts import PromptBuilder
         from skillbank.training.cosmos_rl.grpo import system_prompt
         from skillbank.training.local.model import compute_dtype, load_policy
         from skillbank.training.rewards import reference_json
@@ -174,7 +174,7 @@ class GrpoSampler:
         """n_generation samples per prompt: (prompt item per sample, completion token ids per sample, texts)."""
         import torch
 
-        from skillbank.evaluation.inputs import collate_left
+        from skillbank.data.prompts import collate_left
 
         g, per_call = self.spec.rollout.n_generation, self.spec.rollout.batch_size
         items = [self._prompt(i) for i in indices]
@@ -266,7 +266,7 @@ class GrpoTrainer(GrpoSampler):
         same position, so only its logits are computed (logits_to_keep)."""
         import torch
 
-        from skillbank.evaluation.inputs import collate_left
+        from skillbank.data.prompts import collate_left
 
         batch = collate_left(prompts, self.pad_id)
         longest = max(1, max(int(c.shape[0]) for c in completions))
@@ -420,7 +420,7 @@ class GrpoTrainer(GrpoSampler):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from skillbank.spec.rl import RlSpec
+    from skillbank.specification.rl import RlSpec
     from skillbank.training.local.worker import _die_with_parent, parse_args
 
     args = parse_args(argv, prog="skillbank.training.local.grpo", description="The process of `skillbank rl --backend local`.")

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from skillbank.errors import InputError
-from skillbank.training import layout, monitor
+from skillbank.training import monitor
+from skillbank.runs import layout
 from skillbank.training.local.grpo import GrpoPlan
 from skillbank.training.local.launch import LocalPlan, launch, pick_run_dir, process_args, resolve_model, run_outputs
 

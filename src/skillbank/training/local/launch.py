@@ -18,7 +18,9 @@ from skillbank import atomic, modelref, procs
 from skillbank.errors import InputError, RunError
 from skillbank.data.examples import pixels_per_token
 from skillbank.data.video import default_total_pixels
-from skillbank.training import layout, monitor, steps, upload
+from skillbank.training import monitor, upload
+from skillbank.runs import layout
+from skillbank.runs import steps
 
 WORKER = "skillbank.training.local.worker"
 MODEL_KEY = "policy.model_name_or_path"
@@ -35,7 +37,7 @@ class LocalPlan:
     steps_per_epoch: int
     total_steps: int
     notes: list[str] = field(default_factory=list)
-    plan: dict[str, Any] = field(default_factory=dict)  # skillbank.training.steps.run_plan
+    plan: dict[str, Any] = field(default_factory=dict)  # skillbank.runs.steps.run_plan
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -102,7 +104,7 @@ def plan_local(spec, *, resume: bool = False, dry_run: bool = False, resume_from
     """Everything short of launching (nothing is created or downloaded in a dry run).
 
     resume: continue the run of the newest complete checkpoint under train.output_dir (its folder).
-    resume_from: a complete step_N/policy folder (`skillbank.training.layout.resolve_checkpoint`) of this
+    resume_from: a complete step_N/policy folder (`skillbank.runs.layout.resolve_checkpoint`) of this
     run or another; a NEW run folder starts from its weights, optimizer, schedule and step. With both,
     the newest checkpoint under output_dir wins when there is one (a requeued job continues its own run).
     """

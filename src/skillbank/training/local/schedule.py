@@ -1,5 +1,5 @@
 """The learning-rate schedule of the local backend (pure functions; its step count is
-skillbank.training.steps, the same arithmetic as cosmos-rl's).
+skillbank.runs.steps, the same arithmetic as cosmos-rl's).
 
 Warm-up is linear from 0 to optm_lr over optm_warmup_steps (a fraction of all steps when < 1);
 then the rate decays to optm_min_lr_factor * optm_lr by `linear`, `sqrt`, `cosine`, or stays (`none`).

@@ -27,7 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from skillbank.training import layout, steps, upload
+from skillbank.training import upload
+from skillbank.runs import layout
+from skillbank.runs import steps
 from skillbank.training.local import checkpoint as ckpt
 from skillbank.training.local import schedule
 from skillbank.training.local.model import compute_dtype, load_policy, make_mesh, shard_model
@@ -355,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch.distributed as dist
 
-    from skillbank.spec.train import TrainSpec
+    from skillbank.specification.train import TrainSpec
 
     run_dir = Path(args.run_dir)
     spec = TrainSpec.model_validate_json((run_dir / layout.SPEC_FILE).read_text(encoding="utf-8"))

@@ -15,7 +15,7 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from skillbank.errors import InputError
-from skillbank.spec.keys import closest_key, find_field
+from skillbank.specification.keys import closest_key, find_field
 
 
 def parse_assignment(text: str) -> tuple[str, str]:

@@ -7,9 +7,9 @@ from typing import Literal
 
 from pydantic import model_validator
 
-from skillbank.evaluation.answers import ANSWER_TYPES, TASK_TYPES  # the answer rules own both (a light module: duckdb loads inside its queries)
-from skillbank.spec.base import Section
-from skillbank.spec.meta import ModelRefStr, PathStr, param, rule_error
+from skillbank.scoring.answers import ANSWER_TYPES, TASK_TYPES  # the answer rules own both (a light module: duckdb loads inside its queries)
+from skillbank.specification.base import Section
+from skillbank.specification.meta import ModelRefStr, PathStr, param, rule_error
 
 
 # Default prompts (dataset.system_prompt null), per evaluation.answer_type and, for reasoning, per model

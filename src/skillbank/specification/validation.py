@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from skillbank.errors import InputError
-from skillbank.spec.keys import closest_key
+from skillbank.specification.keys import closest_key
 
 
 @dataclass(frozen=True)

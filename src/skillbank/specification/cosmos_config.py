@@ -20,8 +20,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from skillbank.errors import InputError
-from skillbank.spec.keys import find_field, iter_fields
-from skillbank.spec.overrides import get_dotted, set_dotted
+from skillbank.specification.keys import find_field, iter_fields
+from skillbank.specification.overrides import get_dotted, set_dotted
 
 DEFAULTS_FILE = Path(__file__).with_name("cosmos_rl_defaults.json")
 FORMATS = ("auto", "skillbank", "cosmos-rl")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from skillbank.spec.base import Section
-from skillbank.spec.meta import ModelRefStr, PathStr, param
+from skillbank.specification.base import Section
+from skillbank.specification.meta import ModelRefStr, PathStr, param
 
 
 class InferenceSpec(Section):

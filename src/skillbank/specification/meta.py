@@ -12,7 +12,7 @@
 - popular: shown first to agents and in the parameter tables.
 
 Fields that name a file or folder are typed `PathStr` (or `ModelRefStr`: a model folder or a hub id):
-that one declaration is what `--path-map LOCAL=REMOTE` rewrites (skillbank.spec.pathmap); the JSON
+that one declaration is what `--path-map LOCAL=REMOTE` rewrites (skillbank.specification.pathmap); the JSON
 Schema still says "string".
 """
 

@@ -15,12 +15,12 @@ from typing import Literal
 
 from pydantic import model_validator
 
-from skillbank.evaluation.answers import ANSWER_TYPES, TASK_TYPES  # the answer rules own both (a light module)
-from skillbank.spec.base import Section
-from skillbank.spec.meta import ModelRefStr, PathStr, param, rule_error
-from skillbank.spec.train import MIN_MODEL_MAX_LENGTH, DatasetPathsSpec, LoggingSpec, VisionSpec
+from skillbank.scoring.answers import ANSWER_TYPES, TASK_TYPES  # the answer rules own both (a light module)
+from skillbank.specification.base import Section
+from skillbank.specification.meta import ModelRefStr, PathStr, param, rule_error
+from skillbank.specification.train import MIN_MODEL_MAX_LENGTH, DatasetPathsSpec, LoggingSpec, VisionSpec
 
-# exact_match: skillbank's answer rules (skillbank.evaluation.answers, the evaluator's), on the extracted
+# exact_match: skillbank's answer rules (skillbank.scoring.answers, the evaluator's), on the extracted
 # answer; format, single_choice, boxed_math: cosmos-rl 0.4.7's own reward functions.
 REWARDS = ("exact_match", "format", "single_choice", "boxed_math")
 RewardName = Literal[REWARDS]

@@ -11,8 +11,8 @@ from typing import Literal
 
 from pydantic import field_validator, model_validator
 
-from skillbank.spec.base import Section
-from skillbank.spec.meta import ModelRefStr, PathStr, param, rule_error
+from skillbank.specification.base import Section
+from skillbank.specification.meta import ModelRefStr, PathStr, param, rule_error
 
 MIN_MODEL_MAX_LENGTH = 40960
 DEFAULT_TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]

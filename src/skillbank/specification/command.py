@@ -108,7 +108,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "or is a TOML with [train] and no results_dir), skillbank (a skill spec), cosmos-rl")
     p.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE", help="dotted key or shorthand override (repeatable)")
     p.add_argument("--dataset-root", metavar="DIR", help="folder with annotations.json (or train/ and val/ subfolders)")
-    from skillbank.spec.pathmap import add_argument as add_path_map
+    from skillbank.specification.pathmap import add_argument as add_path_map
 
     add_path_map(p)
     p.add_argument("-o", "--output", metavar="FILE", help="write the spec here (atomically; .toml TOML, .json JSON, else YAML) instead of stdout")
@@ -118,8 +118,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from skillbank.errors import InputError
-    from skillbank.spec.build import build_spec, infer_action
-    from skillbank.spec.io import dump_yaml, read_spec_file, write_spec
+    from skillbank.specification.build import build_spec, infer_action
+    from skillbank.specification.io import dump_yaml, read_spec_file, write_spec
 
     base, action, converted = None, args.action, None
     if args.from_file:
@@ -130,8 +130,8 @@ def run(args: argparse.Namespace) -> int:
         action = action or infer_action(args.skill, base, where=args.from_file)
     elif not action:
         raise InputError("no action given", where="--action", fix="pass --action train|evaluate|inference|quantize|export, or --from FILE to edit a spec")
-    from skillbank.spec.pathmap import from_args
-    from skillbank.training import steps
+    from skillbank.specification.pathmap import from_args
+    from skillbank.runs import steps
 
     paths = from_args(args)
     root = paths.to_local(args.dataset_root) if args.dataset_root else None
@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     if plan and action == "train":
-        from skillbank.training.steps import plan_lines
+        from skillbank.runs.steps import plan_lines
 
         print("\n".join(plan_lines(plan)), file=sys.stderr)
     elif plan:
@@ -169,11 +169,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _from_cosmos(args: argparse.Namespace, base: dict[str, Any]) -> Any:
-    """A cosmos-rl config given to --from, as a train spec dict (skillbank.spec.cosmos_config); None for a skill spec."""
+    """A cosmos-rl config given to --from, as a train spec dict (skillbank.specification.cosmos_config); None for a skill spec."""
     from skillbank.errors import InputError
-    from skillbank.spec.build import load_template
-    from skillbank.spec.cosmos_config import from_cosmos, is_cosmos_config
-    from skillbank.spec.registry import spec_model
+    from skillbank.specification.build import load_template
+    from skillbank.specification.cosmos_config import from_cosmos, is_cosmos_config
+    from skillbank.specification.registry import spec_model
 
     if not is_cosmos_config(base, args.from_file, args.from_format):
         return None
@@ -188,7 +188,7 @@ def _for_the_node(built: Any, paths: Any, *, source: str | None) -> tuple[Any, l
     machine's view, for the plan); each LOCAL must exist here or hold a path the spec names."""
     if not paths:
         return built.spec, list(built.notes)
-    from skillbank.spec.validation import validate
+    from skillbank.specification.validation import validate
 
     model = type(built.spec)
     local = paths.local(built.spec.model_dump(mode="json"), model)
@@ -199,7 +199,7 @@ def _for_the_node(built: Any, paths: Any, *, source: str | None) -> tuple[Any, l
 
 
 def _fit(spec: Any, action: str, explicit: set[str]) -> tuple[Any, list[Any], dict[str, Any] | None, list[str]]:
-    """Batches the user did not set fitted to the data (skillbank.training.steps), then the plan; a plan
+    """Batches the user did not set fitted to the data (skillbank.runs.steps), then the plan; a plan
     that cannot run is an InputError naming the fix, raised before anything is written.
     Returns (spec, fits, plan, notes)."""
     if action == "train":
@@ -223,7 +223,7 @@ def _fit_train(spec: Any, explicit: set[str]) -> tuple[Any, list[Any], dict[str,
     batches fitted, and a note when the run barely trains (preflight reports the same as a warning)."""
     from skillbank.errors import InputError
     from skillbank.preflight import env_checks
-    from skillbank.training import steps
+    from skillbank.runs import steps
 
     if not spec.custom.train_dataset.annotation_path:
         return spec, [], None, ["plan skipped: custom.train_dataset.annotation_path is empty (set it, or --dataset-root DIR, to see the step count)"]
@@ -246,7 +246,7 @@ def _fit_rl(spec: Any, explicit: set[str]) -> tuple[Any, list[Any], dict[str, An
     """The rl batch (samples per policy step) fitted to the prompts; zero policy steps refused."""
     from skillbank.errors import InputError
     from skillbank.preflight.rl_checks import BATCH_KEY, no_step
-    from skillbank.training import steps
+    from skillbank.runs import steps
 
     path = spec.custom.train_dataset.annotation_path
     if not path:

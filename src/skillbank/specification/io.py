@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from skillbank import atomic
 from skillbank.errors import InputError
-from skillbank.spec.validation import validate
+from skillbank.specification.validation import validate
 
 
 def read_spec_file(path: str | Path) -> dict[str, Any]:
@@ -41,7 +41,7 @@ def spec_with_flags(model: type[BaseModel], path: str | Path | None, values: dic
     (`values`: spec key -> value, None for a flag not given) applied as `--set` overrides (setting
     one of an exclusive pair clears the other), validated as one spec: a wrong flag gets the same
     error, naming the same key, as a wrong value in the file."""
-    from skillbank.spec.overrides import apply_overrides
+    from skillbank.specification.overrides import apply_overrides
 
     data = read_spec_file(path) if path else {}
     apply_overrides(model, data, {key: value for key, value in values.items() if value is not None})

@@ -13,10 +13,10 @@ from pydantic import BaseModel, ValidationError
 
 from skillbank.errors import InputError
 from skillbank.skillinfo import skill_info, template_path
-from skillbank.spec.overrides import apply_overrides, parse_assignment, resolve_key
-from skillbank.spec.keys import find_field
-from skillbank.spec.registry import spec_model, spec_models
-from skillbank.spec.validation import validate
+from skillbank.specification.overrides import apply_overrides, parse_assignment, resolve_key
+from skillbank.specification.keys import find_field
+from skillbank.specification.registry import spec_model, spec_models
+from skillbank.specification.validation import validate
 
 
 @dataclass

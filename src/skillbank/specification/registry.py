@@ -5,11 +5,11 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from skillbank.errors import InputError
-from skillbank.spec.actions import ExportSpec, InferenceSpec, QuantizeSpec
-from skillbank.spec.deft import DeftConfig
-from skillbank.spec.evaluate import EvaluateSpec
-from skillbank.spec.rl import RlSpec
-from skillbank.spec.train import TrainSpec
+from skillbank.specification.actions import ExportSpec, InferenceSpec, QuantizeSpec
+from skillbank.specification.deft import DeftConfig
+from skillbank.specification.evaluate import EvaluateSpec
+from skillbank.specification.rl import RlSpec
+from skillbank.specification.train import TrainSpec
 
 SPEC_MODELS: dict[str, dict[str, type[BaseModel]]] = {
     "tao-finetune-cosmos-reason": {

@@ -5,7 +5,7 @@ as the node sees them (REMOTE). One map serves spec, preflight, train --dry-run,
 
 - parse: each item is LOCAL=REMOTE, both absolute; one LOCAL maps to one REMOTE (exit 2 otherwise);
 - the longest matching prefix wins (whole path components: /data does not cover /data2);
-- which spec keys are paths is declared once, on the spec models (skillbank.spec.meta.PathStr and
+- which spec keys are paths is declared once, on the spec models (skillbank.specification.meta.PathStr and
   ModelRefStr); a model key holding a hub id (owner/repo, hf_model://) is never rewritten;
 - `remote(data)` rewrites a spec dict for the node (relative paths are taken from the working
   directory first, so the node needs no matching working directory); `local(data)` the other way,
@@ -28,8 +28,8 @@ from pydantic import BaseModel
 
 from skillbank import modelref
 from skillbank.errors import InputError
-from skillbank.spec.keys import submodel
-from skillbank.spec.meta import SpecPath
+from skillbank.specification.keys import submodel
+from skillbank.specification.meta import SpecPath
 
 FLAG = "--path-map"
 HELP = ("LOCAL=REMOTE (repeatable): data and models are checked at LOCAL on this machine, every file written for the job "
@@ -182,7 +182,7 @@ def _names_a_hub_model(value: str) -> bool:
 
 
 def path_keys(model: type[BaseModel], prefix: str = "") -> list[tuple[str, bool]]:
-    """(dotted key, names a model) of every field typed PathStr / ModelRefStr (skillbank.spec.meta)."""
+    """(dotted key, names a model) of every field typed PathStr / ModelRefStr (skillbank.specification.meta)."""
     out: list[tuple[str, bool]] = []
     for name, info in model.model_fields.items():
         key = f"{prefix}{name}"

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from skillbank.spec.meta import rule_error
+from skillbank.specification.meta import rule_error
 
 
 def _exclusive_in_schema(schema: dict[str, Any], cls: type["Section"]) -> None:

@@ -302,7 +302,7 @@ def apply_fits(spec: Any, fits: list[BatchFit]) -> Any:
     """The spec with the fitted values, validated again by its model (every rule still holds)."""
     if not fits:
         return spec
-    from skillbank.spec.overrides import set_dotted
+    from skillbank.specification.overrides import set_dotted
 
     data = spec.model_dump(mode="json")
     for fit in fits:
@@ -378,7 +378,7 @@ def count_records(path: str) -> int:
     """Records of a LLaVA annotations file (a JSON array), streamed: memory stays flat on huge files."""
     from pathlib import Path
 
-    from skillbank.preflight.jsonarray import ArrayFormatError, iter_batches
+    from skillbank.data.jsonstream import ArrayFormatError, iter_batches
 
     file = Path(path).expanduser()
     if not file.is_file():

@@ -1,0 +1,1 @@
+"""Answers scored against references (answers) and the statistics of scores, below evaluation, training and gaps."""
