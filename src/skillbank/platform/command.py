@@ -205,7 +205,7 @@ def run_submit(args: argparse.Namespace) -> int:
         headline = f"job {record.id}: rendered for {record.platform} ({record.backend}); nothing was submitted\n{record.script}"
     else:
         headline = f"job {record.id}: {record.action} submitted to {record.platform} ({record.backend}), {record.external_kind} {record.external_id}"
-        headline += f"\n  next:    skillbank jobs status {record.id}   |   skillbank jobs logs {record.id}"
+        headline += f"\n  next:    skillbank jobs wait {record.id}   |   skillbank jobs status {record.id}   |   skillbank jobs logs {record.id}"
     _print_record(record, path, args.json, headline)
     return 0
 
