@@ -273,7 +273,7 @@ def test_docker_dry_run_argv(tmp_path, monkeypatch, capsys):
     assert "HF_TOKEN" in envs and "WANDB_API_KEY" in envs  # by name only
     assert not any(e.startswith(("HF_TOKEN=", "WANDB_API_KEY=")) for e in envs)
     assert record["image"] == "skillbank/cosmos-rl:0.4.7-torch2.10-cu128" and record["image"] in argv  # skill_info's pinned tag
-    assert argv[argv.index("-w") + 1] == str(tmp_path)
+    assert argv[argv.index("-w") + 1] == record["outputs"]["job_dir"]  # the job works in its folder (mounted: results_dir holds it)
     container = Path(argv[-1]).read_text()
     assert "--backend cosmos-rl --automl-policy off" in container and '--spec "$JOB_DIR/spec.yaml"' in container
     job_dir = Path(record["outputs"]["job_dir"])

@@ -29,9 +29,10 @@ SEARCH = ("--action", "automl", "--max-trials", "3", "--range", "train.optm_lr=1
 
 
 def automl_args(argv: list[str]) -> argparse.Namespace:
-    """The rendered `python -m skillbank.cli automl ...` parsed by `skillbank automl`'s own parser."""
+    """The rendered `python -m skillbank.cli automl ...` (local command.sh: `"${SKILLBANK[@]}" automl ...`, the
+    skillbank it found) parsed by `skillbank automl`'s own parser."""
     i = argv.index("automl")
-    assert argv[i - 2:i] == ["-m", "skillbank.cli"], argv
+    assert argv[i - 2:i] == ["-m", "skillbank.cli"] or argv[i - 1] == "${SKILLBANK[@]}", argv
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     return parser.parse_args(argv[i + 1:])
@@ -67,7 +68,8 @@ def test_render_local_docker_slurm_runs_automl_with_resume(tmp_path, capsys):
         assert "skillbank.cli train" not in text and "cosmos-rl --config" not in text
         if platform == "local":  # `exec <argv>`: the detached launch runs the same command, the job folder spelled out
             job_dir = str(Path(record["spec"]["copy_path"]).parent)
-            assert record["argv"] == [a.replace("$JOB_DIR", job_dir) for a in argv[1:]]
+            launched = record["argv"][record["argv"].index("automl"):]
+            assert launched == [a.replace("$JOB_DIR", job_dir) for a in argv[argv.index("automl"):]]
 
 
 def test_resubmit_of_the_same_spec_uses_the_same_study(tmp_path, capsys):

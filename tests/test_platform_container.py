@@ -110,15 +110,16 @@ def test_slurm_container_render(tmp_path):
     text = rendered.script.read_text()
     subprocess.run(["bash", "-n", str(rendered.script)], check=True)
     data = tmp_path / "data"
-    mounts = f"{tmp_path / 'results'}:{tmp_path / 'results'},{data / 'train'}:{data / 'train'}:ro,{data / 'val'}:{data / 'val'}:ro,$HF_HOME:$HF_HOME"
+    mounts = (f"{tmp_path / 'results'}:{tmp_path / 'results'},{data / 'train'}:{data / 'train'}:ro,{data / 'val'}:{data / 'val'}:ro,"
+              "$JOB_DIR:$JOB_DIR,$HF_HOME:$HF_HOME")  # the job folder wherever it was copied
     for line in (
         f'SKILLBANK_IMAGE="${{SKILLBANK_IMAGE:-{IMAGE}}}"',
         f'SKILLBANK_MOUNTS="${{SKILLBANK_MOUNTS:-{mounts}}}"',
         'IN_ENV=(--container-image="$SKILLBANK_IMAGE" --container-mounts="$SKILLBANK_MOUNTS" --container-workdir="$SKILLBANK_WORKDIR" --container-env=HF_HOME)',
         'export HF_HOME="${HF_HOME:-$HOME/.cache/huggingface}"  # the node\'s model cache',  # never the submitting machine's
-        f'SKILLBANK_WORKDIR="${{SKILLBANK_WORKDIR:-{tmp_path}}}"',
+        'SKILLBANK_WORKDIR="${SKILLBANK_WORKDIR:-$JOB_DIR}"',  # the job works in its folder
     ):
-        assert line in text.splitlines() or line + "  # relative spec paths start here" in text.splitlines() or line in text, line
+        assert line in text, line
     srun_lines = [ln.strip() for ln in text.splitlines() if re.search(r"(^|\$\()srun ", ln.strip())]
     assert len(srun_lines) == 4 and all('srun ${IN_ENV[@]+"${IN_ENV[@]}"} ' in ln for ln in srun_lines), srun_lines
     assert "SKILLBANK_VENV" not in text and "export PATH=" not in text  # the image's environment, not a venv
@@ -180,7 +181,7 @@ def test_slurm_container_script_runs_every_step_in_the_image(tmp_path):
     sruns = [ln for ln in log if ln.startswith("srun ")]
     assert len(sruns) == 4  # env checks, model download, dataset-script lookup, cosmos-rl
     assert all("--container-image=/elsewhere/img.sqsh --container-mounts=/elsewhere:/elsewhere" in ln for ln in sruns)
-    assert all(f"--container-workdir={tmp_path}" in ln for ln in sruns)
+    assert all(f"--container-workdir={ctx.job_dir}" in ln for ln in sruns)
     assert "--only env --runs-on here" in sruns[0] and "snapshot_download" in sruns[1]
     [launch] = [ln for ln in log if ln.startswith("cosmos-rl ")]
     assert launch.endswith("/opt/skillbank/src/skillbank/training/cosmos_rl/script.py")

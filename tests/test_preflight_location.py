@@ -261,8 +261,10 @@ def test_rendered_job_runs_the_env_checks_first(tmp_path, demo_dataset_dir, plat
     from skillbank.platform.base import quote_argv
 
     step = quote_argv(ctx.preflight_argv("python" if platform == "docker" else None, in_script=True)[1:])  # "$JOB_DIR/spec.yaml": found when it runs
+    if platform == "local":  # `"${SKILLBANK[@]}" preflight ...`: the skillbank command.sh found
+        step = '"${SKILLBANK[@]}" ' + step.removeprefix("-m skillbank.cli ")
     assert f"{step}" in text and "--only env --runs-on here --backend cosmos-rl --gpus-per-node 8" in step
-    trainer = "exec cosmos-rl" if platform == "slurm" else "skillbank.cli train"
+    trainer = {"slurm": "exec cosmos-rl", "local": '"${SKILLBANK[@]}" train'}.get(platform, "skillbank.cli train")
     assert text.index(step) < text.index(trainer)
     if platform == "slurm":
         assert '--nodes="$SLURM_NNODES" --ntasks-per-node=1 python ' + step in text  # on every node, python of SKILLBANK_VENV

@@ -41,12 +41,25 @@ def test_cpu_job_renders_no_gres_no_exclusive_and_cpus_per_rank(tmp_path, capsys
     assert "#SBATCH --gpus-per-node=2\n#SBATCH --exclusive\n" in gpu_text and "--cpus-per-task" not in gpu_text
 
 
-def test_cpu_job_needs_the_local_backend(tmp_path, capsys):
+def test_cpu_job_on_every_platform_needs_only_the_local_backend(tmp_path, capsys):
+    """--gpus-per-node 0 is a CPU job on local, docker and slurm alike; only cosmos-rl (GPUs only) refuses it,
+    with a fix that is not already given."""
+    from test_platform import _passing_preflight
+
     spec = write_spec(tmp_path, shard=2)
-    code, _, err = run_cli("submit", "--platform", "slurm", "--backend", "cosmos-rl", "--gpus-per-node", "0", "--spec", str(spec), "--dry-run", capsys=capsys)
-    assert code == 2 and "--backend local" in err
-    code, _, err = run_cli("submit", "--platform", "docker", "--backend", "local", "--gpus-per-node", "0", "--spec", str(spec), "--dry-run", capsys=capsys)
-    assert code == 2 and "--platform slurm" in err
+    for platform in ("local", "docker", "slurm"):
+        code, _, err = run_cli("submit", "--platform", platform, "--backend", "cosmos-rl", "--gpus-per-node", "0", "--spec", str(spec), "--dry-run", capsys=capsys)
+        assert code == 2 and "cosmos-rl backend trains on GPUs only" in err and "add --backend local" in err, err
+        record = submit_json(capsys, "--platform", platform, "--backend", "local", "--gpus-per-node", "0", "--spec", str(spec), "--dry-run")["record"]
+        assert record["gpus_per_node"] == 0 and any("a CPU job: 2 CPU rank(s)" in n for n in record["notes"]), record["notes"]
+        assert _passing_preflight.calls[-1]["gpus_per_node"] is None  # the ranks are the spec's shape; no GPU to compare
+    docker = submit_json(capsys, "--platform", "docker", "--backend", "local", "--gpus-per-node", "0", "--spec", str(spec), "--dry-run")["record"]
+    assert "--gpus" not in docker["argv"] and "--gpus" not in Path(docker["script"]).read_text()
+    assert "--gpus-per-node" not in (Path(docker["outputs"]["job_dir"]) / "container.sh").read_text()
+    local = submit_json(capsys, "--platform", "local", "--backend", "local", "--gpus-per-node", "0", "--spec", str(spec), "--dry-run")["record"]
+    text = Path(local["script"]).read_text()
+    preflight = next(ln for ln in text.splitlines() if " preflight " in ln)
+    assert 'export CUDA_VISIBLE_DEVICES=""' in text and "--gpus-per-node" not in preflight
 
 
 def test_status_reads_scontrol_when_the_job_left_the_queue_without_accounting(tmp_path, monkeypatch, capsys):

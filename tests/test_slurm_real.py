@@ -189,3 +189,57 @@ def test_automl_study_requeued_continues_then_cancel_leaves_no_process(slurm, en
     assert status(record["id"], env)["status"] == "cancelled"  # the final state stays in the record
     out = skillbank("jobs", "logs", record["id"], "--tail", "400", env=env).stdout
     assert f"job {job} attempt 1" in out
+
+
+def sbatch_by_hand(folder: Path, env: dict) -> str:
+    """`cd <job folder> && sbatch job.sbatch`, as a person does with a rendered folder."""
+    import subprocess
+
+    proc = subprocess.run(["sbatch", "--parsable", "job.sbatch"], cwd=folder, env={**os.environ, **env}, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip().split(";")[0]
+
+
+def test_a_hand_submitted_job_is_attached_waited_for_and_a_folder_copied_alone_is_attached_and_cancelled(
+        slurm, env, tiny_model_dir, demo_dataset_dir, tmp_path):
+    """`submit --dry-run`, then `sbatch job.sbatch` by hand: `jobs attach --slurm-id N --job-dir DIR` records it and
+    `jobs wait` returns 0 when Slurm says COMPLETED. The same folder copied elsewhere alone (no record beside it),
+    sbatch'ed there and attached by its folder (the id read from slurm-<N>.out): `jobs cancel` ends it, `jobs wait` says 1."""
+    spec = tmp_path / "train.yaml"
+    spec.write_text(yaml.safe_dump(local_train_spec(tiny_model_dir, demo_dataset_dir, tmp_path / "out", {
+        "train.max_num_steps": 1, "train.train_batch_per_replica": 1, "validation.enable": False, "train.ckpt.save_freq": 1,
+    }, dp_shard_size=1)))
+    rendered = submit(spec, env, "--dry-run")
+    folder = Path(rendered["outputs"]["job_dir"])
+    copied = tmp_path / "elsewhere" / "job-copy"
+    import shutil
+
+    shutil.copytree(folder, copied)
+    t0 = time.monotonic()
+    job = sbatch_by_hand(folder, env)
+    proc = skillbank("jobs", "attach", "--slurm-id", job, "--job-dir", str(folder), "--json", env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:] + proc.stdout[-2000:]
+    attached = json_out(proc)["record"]
+    assert attached["id"] == rendered["id"] and attached["external_id"] == job and not attached["dry_run"]
+    assert attached["status"] in ("submitted", "running") and attached["outputs"]["log"] == str(folder / f"slurm-{job}.out")
+    proc = skillbank("jobs", "wait", rendered["id"], "--timeout", "240", "--json", env=env, timeout=300)
+    done = json_out(proc)
+    assert proc.returncode == 0 and done["outcome"] == "succeeded", (done, Path(attached["outputs"]["log"]).read_text()[-3000:])
+    assert done["record"]["exit_code"] == 0 and done["record"]["ended"] and slurm.job(job).get("JobState") == "COMPLETED"
+    assert layout.newest_complete_checkpoint(tmp_path / "out")
+    assert f"job {job} attempt 0" in skillbank("jobs", "logs", rendered["id"], "--tail", "400", env=env).stdout
+    t_first = time.monotonic() - t0
+
+    other = sbatch_by_hand(copied, env)
+    wait_for("the copied job's output", lambda: (copied / f"slurm-{other}.out").is_file(), 60, slurm, other)
+    proc = skillbank("jobs", "attach", str(copied), "--json", env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:] + proc.stdout[-2000:]
+    second = json_out(proc)
+    assert second["record"]["external_id"] == other and second["record_path"] == str(copied.parent / f"{rendered['id']}.json")
+    assert any("built from" in n for n in second["record"]["notes"])  # no record beside the copy: job.json told what it is
+    proc = skillbank("jobs", "cancel", rendered["id"], "--json", env=env)
+    assert proc.returncode == 0 and json_out(proc)["record"]["status"] == "cancelled", proc.stderr[-2000:]
+    proc = skillbank("jobs", "wait", rendered["id"], "--json", env=env)
+    assert proc.returncode == 1 and json_out(proc)["outcome"] == "cancelled"
+    assert not slurm.job_pids(other) and not slurm_platform.leftovers(rendered["id"])
+    print(f"\nslurm attach: sbatch by hand -> attach -> wait succeeded {t_first:.1f} s")

@@ -37,6 +37,40 @@ def job_dir_lines(marker: str) -> list[str]:
     ]
 
 
+SKILLBANK = "${SKILLBANK[@]}"  # the skillbank command a rendered script found (skillbank_lines), as quote_argv keeps it
+
+
+def skillbank_lines(python: str | None) -> list[str]:
+    """Shell lines that set the array SKILLBANK to the skillbank command the job runs, wherever it
+    runs, and say which was found: SKILLBANK_VENV (its bin/ first on PATH), else `skillbank` on PATH,
+    else `python`, the rendering machine's interpreter (None: the node's `python` on PATH, for a job
+    rendered under a path map that does not cover that interpreter). Exits 2 when none is there."""
+    if python:
+        said, where = "the rendering machine's environment", [f"RENDER_PYTHON={shlex.quote(python)}  # the interpreter that rendered this job"]
+        check, prefix = '[ -x "$RENDER_PYTHON" ]', ['  export PATH="$(dirname "$RENDER_PYTHON"):$PATH"']
+    else:
+        said, where = "the python on PATH (the rendering machine's is under no --path-map LOCAL)", ["RENDER_PYTHON=python"]
+        check, prefix = "command -v python >/dev/null 2>&1", []
+    return [
+        f"# --- skillbank: SKILLBANK_VENV, else `skillbank` on PATH, else {said}.",
+        *where,
+        'if [ -n "${SKILLBANK_VENV:-}" ]; then',
+        '  if [ ! -x "$SKILLBANK_VENV/bin/python" ]; then echo "skillbank: SKILLBANK_VENV=$SKILLBANK_VENV has no bin/python" >&2; exit 2; fi',
+        '  export PATH="$SKILLBANK_VENV/bin:$PATH"',
+        '  SKILLBANK=("$SKILLBANK_VENV/bin/python" -m skillbank.cli); FOUND="SKILLBANK_VENV ($SKILLBANK_VENV)"',
+        "elif command -v skillbank >/dev/null 2>&1; then",
+        '  SKILLBANK=(skillbank); FOUND="skillbank on PATH ($(command -v skillbank))"',
+        f"elif {check}; then",
+        *prefix,
+        f'  SKILLBANK=("$RENDER_PYTHON" -m skillbank.cli); FOUND="{said} ($RENDER_PYTHON)"',
+        "else",
+        '  echo "skillbank: not found (no SKILLBANK_VENV, no skillbank on PATH, no $RENDER_PYTHON): export SKILLBANK_VENV=<a venv with skillbank>" >&2',
+        "  exit 2",
+        "fi",
+        'echo "skillbank: using $FOUND" >&2',
+    ]
+
+
 FIRST_STEP = "# First step: the environment checks where the job runs (HF_TOKEN, redis-server, GPUs, free disk, the model);"
 
 

@@ -1,4 +1,4 @@
-"""`skillbank submit` and `skillbank jobs status|logs|cancel|list|schema` (argparse only at import)."""
+"""`skillbank submit` and `skillbank jobs status|logs|wait|cancel|attach|list|schema|diagnose` (argparse only at import)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,38 @@ examples:
   skillbank jobs diagnose /lustre/me/logs            # a cosmos-rl --log-dir folder
 """
 ACTIONS = ("train", "automl", "rl")
+WAIT_HELP = """\
+Block until the job reaches a final state, then print its record (as `jobs status`). It looks as `jobs status`
+does (local: the runner's state.json; docker: docker inspect; slurm: squeue, scontrol, then sacct), every
+0.5 s at first and then less often, up to every 5 s, and writes each change of status to the record; each
+change is also printed on stderr as it happens.
+exit codes:
+  0  the job succeeded
+  1  it failed or was cancelled (`skillbank jobs logs JOB` shows why)
+  2  no such job, or a job only rendered by --dry-run (nothing runs)
+  3  --timeout passed first: the job goes on (wait again, or `skillbank jobs cancel JOB`)
+  4  its end is unknown: the local runner vanished (SIGKILL, a restart), the container is gone, or Slurm
+     forgot the job (no accounting): read `skillbank jobs logs JOB`
+--json prints {ok (succeeded), outcome (succeeded|failed|cancelled|unknown|timeout), exit, waited_s,
+record_path, record}.
+examples:
+  skillbank jobs wait train-20260101-120000-ab12cd --timeout 3600 --json
+"""
+ATTACH_HELP = """\
+Record a Slurm job submitted by hand, so `skillbank jobs status|logs|cancel|wait` follow it:
+  skillbank submit --platform slurm --spec train.yaml --dry-run      # renders <results_dir>/jobs/<id>/
+  cd <results_dir>/jobs/<id> && sbatch job.sbatch                      # (or copy the folder anywhere first)
+  skillbank jobs attach --slurm-id 4242 --job-dir <results_dir>/jobs/<id>
+  skillbank jobs attach <job folder>          # the id read from the folder's newest slurm-<N>.out
+DIR is a job folder skillbank rendered (job.sbatch, the spec copy, job.json), wherever it now lies. The
+Slurm id defaults to N of the newest slurm-<N>.out in it (Slurm writes it when the job starts). Slurm is
+asked first: a job it knows under another name than skillbank-<id> is refused (exit 2), and so is a
+folder whose record still follows another Slurm job that has not ended. The record (the dry run's
+<id>.json beside the folder, or one built from job.json when the folder travelled alone) becomes a
+submitted Slurm job: external_id N, log <folder>/slurm-N.out, a note that it was attached; it is written
+beside the folder and indexed, so the job id works from any directory. Run it where Slurm answers
+(scontrol on PATH).
+"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -44,7 +76,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "the newest checkpoint; --backend local: `skillbank rl --backend local`). Preflight runs first: a spec or data error submits nothing (exit 2). "
         "The environment (HF_TOKEN, redis-server, GPUs, free disk) is checked here for --platform local; for docker and "
         "slurm its findings are listed as 'check on the node' and the rendered job runs `skillbank preflight --only env` "
-        "as its first step there. --dry-run writes the command or sbatch script into <results_dir>/jobs/<id>/ and submits nothing.",
+        "as its first step there. --dry-run writes the command or sbatch script into <results_dir>/jobs/<id>/ and submits nothing. "
+        "Jobs that travel: the job runs from the spec copy in its job folder and works in that folder, wherever it was moved; "
+        "the copy names every path absolute as it was meant here (a relative path, or a relative default such as results_dir ./results, "
+        "from this directory; under --path-map as the node names it), so a relative path you write into the copy yourself starts at the job folder. "
+        "A rendered script finds its folder from its own location; local command.sh finds skillbank through SKILLBANK_VENV, then `skillbank` on PATH, "
+        "then this machine's interpreter, and says which. Follow a job with `skillbank jobs status|logs|wait|cancel ID`; "
+        "a job.sbatch submitted by hand joins them with `skillbank jobs attach`.",
     )
     p.add_argument("--platform", required=True, choices=PLATFORMS)
     p.add_argument("--spec", required=True, metavar="FILE", help="train spec (YAML) of the model skill (automl: the study's base spec; rl: an rl spec)")
@@ -55,9 +93,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--backend", choices=BACKENDS, default=None, help="training backend (default: cosmos-rl on every platform; local: torchrun + FSDP2, one node)")
     p.add_argument("--skill", default="tao-finetune-cosmos-reason", help="model skill the spec belongs to")
     p.add_argument("--nodes", type=int, default=None, metavar="N", help="confirm the node count (must equal policy.parallelism.dp_replicate_size)")
-    p.add_argument("--gpus-per-node", type=int, default=None, metavar="G", help="GPUs per node (slurm: must equal dp_shard*tp*cp*pp, "
-                   "or 0 with --backend local for a CPU job: dp_shard*tp*cp*pp CPU ranks, --cpus-per-task of as many, no GRES, no --exclusive; "
-                   "local/docker: what the machine has, for preflight)")
+    p.add_argument("--gpus-per-node", type=int, default=None, metavar="G", help="GPUs per node (slurm: must equal dp_shard*tp*cp*pp; "
+                   "local/docker: what the machine has, for preflight). 0 on any platform, with --backend local: a CPU job of dp_shard*tp*cp*pp "
+                   "CPU ranks, CUDA_VISIBLE_DEVICES empty, no GPU check (slurm: --cpus-per-task of as many, no GRES, no --exclusive; docker: no --gpus)")
     p.add_argument("--image", default=None, help="docker: container image (default: the skill's container_image, built from the checkout's Dockerfile); "
                    "slurm: run every step in this image through pyxis/enroot (a registry reference or an .sqsh file; default: no container, the submitting Python environment)")
     p.add_argument("--shm-size", default="16g", help="docker: --shm-size of the container (default 16g)")
@@ -79,7 +117,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_metric_argument(search)
     p.set_defaults(run=run_submit)
 
-    jobs = sub.add_parser("jobs", help="status, logs, cancel or diagnose of a job (by id, record path, or any run folder for diagnose)")
+    jobs = sub.add_parser("jobs", help="status, logs, wait, cancel, attach or diagnose of a job (by id, record path, or any run folder for diagnose)")
     verbs = jobs.add_subparsers(dest="verb", metavar="VERB", required=True)
     for name, fn, text in (
         ("status", run_status, "refresh and print the job record (slurm: squeue, then scontrol show job, then sacct once it left the "
@@ -96,6 +134,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         else:
             v.add_argument("--json", action="store_true", help="print the record as one JSON document")
         v.set_defaults(run=fn)
+    v = verbs.add_parser("wait", help="block until the job ends; exit 0 succeeded, 1 failed or cancelled, 2 no such job, 3 timeout, 4 end unknown",
+                         description=WAIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    v.add_argument("job", metavar="JOB", help="job id (printed by submit or attach) or path of <results_dir>/jobs/<id>.json")
+    v.add_argument("--timeout", type=float, default=None, metavar="S", help="give up after S seconds (exit 3; the job goes on). Default: wait as long as it takes")
+    v.add_argument("--results-dir", default=None, help="where to look for jobs/<id>.json besides the job index")
+    v.add_argument("--json", action="store_true", help="print one JSON document at the end (keys above)")
+    v.set_defaults(run=run_wait)
+    v = verbs.add_parser("attach", help="record a Slurm job submitted by hand (sbatch job.sbatch in a rendered job folder) so status, logs, cancel and wait follow it",
+                         description=ATTACH_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    v.add_argument("dir", metavar="DIR", nargs="?", default=None, help="the job folder (as --job-dir)")
+    v.add_argument("--job-dir", default=None, metavar="DIR", help="the job folder skillbank rendered (job.sbatch, spec copy, job.json), wherever it was copied")
+    v.add_argument("--slurm-id", default=None, metavar="N", help="the id sbatch printed (default: N of the newest slurm-<N>.out in the folder)")
+    v.add_argument("--json", action="store_true", help="print the record as one JSON document")
+    v.set_defaults(run=run_attach)
     v = verbs.add_parser(
         "diagnose",
         help="what happened to a training run, launched by skillbank or not: state, cause, last complete checkpoint, resume command",
@@ -153,7 +205,7 @@ def run_submit(args: argparse.Namespace) -> int:
         headline = f"job {record.id}: rendered for {record.platform} ({record.backend}); nothing was submitted\n{record.script}"
     else:
         headline = f"job {record.id}: {record.action} submitted to {record.platform} ({record.backend}), {record.external_kind} {record.external_id}"
-        headline += f"\n  next:    skillbank jobs status {record.id}   |   skillbank jobs logs {record.id}"
+        headline += f"\n  next:    skillbank jobs wait {record.id}   |   skillbank jobs status {record.id}   |   skillbank jobs logs {record.id}"
     _print_record(record, path, args.json, headline)
     return 0
 
@@ -207,6 +259,52 @@ def run_cancel(args: argparse.Namespace) -> int:
 
     record, path = cancel(args.job, args.results_dir)
     _print_record(record, path, args.json, f"job {record.id}: {record.status}")
+    return 0
+
+
+def run_wait(args: argparse.Namespace) -> int:
+    import sys
+    import time
+
+    from skillbank.errors import InputError
+    from skillbank.platform.submit import WAIT_EXIT, wait
+
+    if args.timeout is not None and args.timeout < 0:
+        raise InputError("--timeout must be at least 0", where="--timeout")
+    t0 = time.monotonic()
+
+    def said(record: Any) -> None:
+        print(f"job {record.id}: {record.status}", file=sys.stderr, flush=True)
+
+    record, path, outcome = wait(args.job, timeout_s=args.timeout, results_dir=args.results_dir, on_change=said)
+    code = WAIT_EXIT[outcome]
+    if args.json:
+        print(json.dumps({"ok": outcome == "succeeded", "outcome": outcome, "exit": code, "waited_s": round(time.monotonic() - t0, 1),
+                          "record_path": str(path), "record": record.model_dump(mode="json")}, indent=2))
+        return code
+    if outcome == "timeout":
+        headline = f"job {record.id}: still {record.status} after {args.timeout:g} s (not waited for longer; it goes on)"
+    else:
+        exit_code = f", exit {record.exit_code}" if record.exit_code is not None else ""
+        headline = f"job {record.id}: {record.status} on {record.platform} ({record.backend}){exit_code}"
+        if outcome != "succeeded":
+            headline += f"\n  next:    skillbank jobs logs {record.id}"
+    _print_record(record, path, False, headline)
+    return code
+
+
+def run_attach(args: argparse.Namespace) -> int:
+    from skillbank.errors import InputError
+    from skillbank.platform.attach import attach
+
+    folders = {d for d in (args.dir, args.job_dir) if d}
+    if len(folders) != 1:
+        raise InputError("name the job folder once" if folders else "which job folder?", where="--job-dir",
+                         fix="skillbank jobs attach --slurm-id N --job-dir DIR (or: skillbank jobs attach DIR)")
+    record, path = attach(folders.pop(), args.slurm_id)
+    headline = f"job {record.id}: attached to Slurm job {record.external_id}, {record.status}"
+    headline += f"\n  next:    skillbank jobs wait {record.id}   |   skillbank jobs logs {record.id}"
+    _print_record(record, path, args.json, headline)
     return 0
 
 

@@ -1,7 +1,10 @@
 """Everything a platform needs to render or launch one train job, decided once from the spec and flags.
 
-The job runs from a copy of the spec inside the job folder (the record's sha256 is that copy's), with
-the submit directory as its working directory, so relative spec paths mean what they meant at submit.
+The job runs from a copy of the spec inside the job folder (the record's sha256 is that copy's), and
+works in that folder. Relative paths in the spec copy resolve against the job folder; so the copy
+names every path key absolute, as it was meant at submit (relative to the submit directory, a
+relative default included; under a path map, REMOTE), and the folder can move anywhere. A spec whose
+path keys are all absolute is copied byte for byte.
 Nodes and GPUs come from the spec's parallelism (cosmos-rl: one replica of
 tp*cp*pp*dp_shard GPUs per node, dp_replicate nodes); flags may only confirm them.
 Every rendered job starts with `preflight_argv`: the environment checks, on the machine that trains.
@@ -18,6 +21,8 @@ finds its files from wherever it lies.
 
 from __future__ import annotations
 
+import copy
+import os
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -175,7 +180,8 @@ class JobContext:
 
     @property
     def cpu_only(self) -> bool:
-        """A Slurm job submitted with --gpus-per-node 0: the local backend trains on CPU ranks."""
+        """A job submitted with --gpus-per-node 0 (any platform): the local backend trains on CPU ranks
+        (as many as the spec's dp_shard*tp*cp*pp), and no GPU is asked for or checked."""
         return self.gpus_per_node == 0
 
     @property
@@ -304,9 +310,9 @@ def build_context(
             where="--backend",
             fix="use --backend cosmos-rl for multi-node training, or set policy.parallelism.dp_replicate_size=1",
         )
-    if n_gpus == 0 and (platform != "slurm" or backend != "local"):
+    if n_gpus == 0 and backend != "local":
         raise InputError(
-            f"--gpus-per-node 0 (a CPU job) is for --platform slurm with --backend local; {platform} with {backend} trains on GPUs",
+            f"--gpus-per-node 0 asks for a CPU job, but the {backend} backend trains on GPUs only",
             where="--gpus-per-node",
             fix="add --backend local (torchrun + FSDP2 on CPU ranks: the spec's dp_shard_size*tp*cp*pp), or ask for GPUs",
         )
@@ -344,20 +350,48 @@ def build_context(
 
 
 def copy_spec(ctx: JobContext) -> str:
-    """Copy the spec into the job folder (the job runs from the copy) and return its sha256; under a
-    path map the copy is the spec file with the node's paths."""
+    """Copy the spec into the job folder (the job runs from the copy, in that folder) and return its
+    sha256. The copy names every path absolute (`travelling_spec`); a spec that already does, without
+    a path map, is copied byte for byte."""
     try:
         ctx.job_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"cannot create the job folder {ctx.job_dir} here ({exc.strerror or exc})", where="results_dir",
                          fix="map results_dir to a folder of this machine with --path-map LOCAL=REMOTE, or set results_dir to one") from None
-    if ctx.paths and ctx.spec_data is not None:
+    data, changed = travelling_spec(ctx)
+    if ctx.paths or changed:
         from skillbank.specification.io import write_spec
 
-        write_spec(ctx.spec_copy, ctx.spec_data, type(ctx.spec))
+        write_spec(ctx.spec_copy, data, type(ctx.spec))
     else:
         shutil.copyfile(ctx.spec_path, ctx.spec_copy)
     return rec.sha256_file(ctx.spec_copy)
+
+
+def travelling_spec(ctx: JobContext) -> tuple[dict, list[str]]:
+    """The spec file's keys for the copy, and the path keys made absolute: the job works in its job
+    folder, so a relative path (a value of the file, or a relative default such as results_dir
+    './results') is written as it was meant at submit: from the submit directory, and under a path map
+    as the node names it (one no LOCAL covers stays relative: it starts at the job folder there). A
+    model key naming a hub id is left alone."""
+    from skillbank.specification.io import read_spec_file
+    from skillbank.specification.overrides import get_dotted, set_dotted
+    from skillbank.specification.pathmap import path_keys
+
+    data = copy.deepcopy(ctx.spec_data) if ctx.paths and ctx.spec_data is not None else read_spec_file(ctx.spec_path)
+    effective = ctx.spec.model_dump(mode="json")
+    changed: list[str] = []
+    for key, is_model in path_keys(type(ctx.spec)):
+        value = get_dotted(effective, key)
+        if not isinstance(value, str) or not value.strip() or Path(value).expanduser().is_absolute():
+            continue
+        if is_model and modelref.parse(value, base=ctx.cwd).path is None:
+            continue  # a hub id (owner/repo, hf_model://)
+        moved = ctx.paths.to_remote(value) if ctx.paths else os.path.normpath(ctx.cwd / Path(value).expanduser())  # symlinks kept
+        if Path(moved).is_absolute():
+            set_dotted(data, key, moved)
+            changed.append(key)
+    return data, changed
 
 
 def _abs(path: str, cwd: Path) -> Path:

@@ -1,7 +1,7 @@
 """Docker platform: the exact `docker run` for one train job, and its submit / status / logs / cancel.
 
 Host folders are mounted at the same paths inside the container and the working directory is the
-submit directory, so every path in the spec (absolute or relative) means the same thing in there:
+job folder (the spec copy names its paths absolute), so every path in the spec means the same thing in there:
 datasets and a local model read-only, results and the run folder read-write, the skillbank sources
 read-only on PYTHONPATH, the Hugging Face cache at /root/.cache/huggingface. Credentials go by name
 (`-e HF_TOKEN`: docker copies the value from the submitting shell), so no value lands in the
@@ -158,7 +158,7 @@ def docker_argv(ctx: JobContext, *, in_script: bool = False) -> tuple[list[str],
         "docker", "run", "--detach",
         "--name", f"skillbank-{ctx.job_id}",
         "--label", f"skillbank.job={ctx.job_id}",
-        "--gpus", "all",
+        *([] if ctx.cpu_only else ["--gpus", "all"]),  # a CPU job (--gpus-per-node 0): no GPU in the container
         "--ipc=host",
         "--shm-size", ctx.options.shm_size,
         "--ulimit", "memlock=-1",
@@ -176,7 +176,7 @@ def docker_argv(ctx: JobContext, *, in_script: bool = False) -> tuple[list[str],
         argv += ["-e", f"PYTHONPATH={src}"]
     if root is not None:
         argv += ["-e", f"SKILLBANK_ROOT={root}"]
-    workdir = ctx.node(ctx.cwd) if not ctx.paths or ctx.paths.covered(ctx.cwd) else "$JOB_DIR"
+    workdir = "$JOB_DIR" if in_script else str(ctx.job_dir)  # the job works in its folder (mounted: results_dir holds it)
     script = "$JOB_DIR/container.sh" if in_script else str(container_script(ctx))
     argv += ["-w", workdir, image, "bash", script]
     return argv, image, names
@@ -197,6 +197,8 @@ def render(ctx: JobContext) -> Rendered:
     )
     if ctx.backend == "cosmos-rl":
         notes.append(f"the container runs cosmos-rl on {ctx.gpus_per_node} GPU(s) (policy.parallelism); `--gpus all` exposes every GPU of the host")
+    if ctx.cpu_only:
+        notes.append(f"a CPU job: {ctx.ranks} CPU rank(s) (the spec's dp_shard_size*tp*cp*pp), no `--gpus` (the container sees no GPU)")
     return Rendered(argv=argv, script=script, image=image, env=names, notes=notes)
 
 

@@ -1,9 +1,13 @@
 """Local platform: `skillbank train` (or `skillbank automl`) as a detached process on this machine, its log in the job folder.
 
 command.sh (for a run by hand, here or on another machine: `--dry-run` defers the environment
-checks to where it runs) finds its job folder from its own location and starts with the environment
-checks, like every rendered job; the detached launch needs no such line: submit checked this
-machine, and `skillbank train` checks it again.
+checks to where it runs) finds its job folder from its own location, works in it (it changes to no
+folder outside it: the spec copy names its paths absolute, and a relative one starts at the job
+folder), finds skillbank (SKILLBANK_VENV, `skillbank` on PATH, the rendering machine's interpreter:
+base.skillbank_lines, saying which) and starts with the environment checks, like every rendered job.
+The detached launch runs the same command in the job folder without that line: submit checked this
+machine, and `skillbank train` checks it again. A CPU job (--gpus-per-node 0) runs with
+CUDA_VISIBLE_DEVICES empty, so the local backend trains on CPU ranks even on a GPU machine.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from skillbank.platform.base import FIRST_STEP, Rendered, job_dir_lines, quote_argv, shell_script, tail_file
+from skillbank.platform.base import FIRST_STEP, SKILLBANK, Rendered, job_dir_lines, quote_argv, shell_script, skillbank_lines, tail_file
 from skillbank.platform.context import JobContext
 from skillbank.platform.record import TERMINAL, JobRecord
 
@@ -29,35 +33,44 @@ def render(ctx: JobContext) -> Rendered:
         from skillbank.platform.grpo import render_grpo_tomls
 
         notes = render_grpo_tomls(ctx)[2]
-    argv = ctx.job_argv()
-    covered = not ctx.paths or ctx.paths.covered(ctx.cwd)
-    workdir = ctx.node(ctx.cwd) if covered else "$JOB_DIR"
-    python = ctx.node(ctx.python) if not ctx.paths or ctx.paths.covered(ctx.python) else "python"
+    if ctx.cpu_only:
+        notes.append(f"a CPU job: {ctx.ranks} CPU rank(s) (the spec's dp_shard_size*tp*cp*pp), CUDA_VISIBLE_DEVICES empty, no GPU check")
+    python = ctx.node(ctx.python) if not ctx.paths or ctx.paths.covered(ctx.python) else None
     script = shell_script(
         ctx.job_dir / "command.sh",
         f"local job {ctx.job_id}",
         [
             *job_dir_lines(ctx.spec_copy.name),
-            f"cd \"${{SKILLBANK_WORKDIR:-{workdir}}}\"  # relative spec paths start here",
+            'cd "$JOB_DIR"  # the job works in its own folder: a relative path in the spec copy starts here',
+            *skillbank_lines(python),
+            *(['export CUDA_VISIBLE_DEVICES=""  # a CPU job: no GPU, whatever the machine has'] if ctx.cpu_only else []),
             f"{FIRST_STEP}\n# a finding exits 2 here, before training (or the study) starts.",
-            quote_argv(ctx.preflight_argv(python, in_script=True)),
-            f"exec {quote_argv(ctx.job_argv(python, in_script=True))}",
+            quote_argv(in_script(ctx.preflight_argv(in_script=True))),
+            f"exec {quote_argv(in_script(ctx.job_argv(in_script=True)))}",
         ],
     )
-    return Rendered(argv=argv, script=script, log=ctx.job_dir / LOG_NAME, notes=notes,
+    return Rendered(argv=ctx.job_argv(), script=script, log=ctx.job_dir / LOG_NAME, notes=notes,
                     run_dir=ctx.run_dir if ctx.action == "rl" and ctx.backend == "cosmos-rl" else None)
 
 
+def in_script(argv: list[str]) -> list[str]:
+    """A skillbank command as command.sh runs it: `"${SKILLBANK[@]}" VERB ...` (the skillbank the script
+    found) instead of this machine's `python -m skillbank.cli VERB ...`; other programs unchanged."""
+    return [SKILLBANK, *argv[3:]] if argv[1:3] == ["-m", "skillbank.cli"] else argv
+
+
 def launch(ctx: JobContext, rendered: Rendered) -> str:
-    """Start the runner in its own session (it survives this command) and return its pid."""
+    """Start the runner in its own session (it survives this command) and return its pid. The job runs
+    in its job folder, as command.sh does; a CPU job sees no GPU."""
     runner = [
         ctx.python, "-m", "skillbank.platform.runner",
-        "--state", str(ctx.job_dir / STATE_NAME), "--log", str(rendered.log), "--cwd", str(ctx.cwd),
+        "--state", str(ctx.job_dir / STATE_NAME), "--log", str(rendered.log), "--cwd", str(ctx.job_dir),
         "--", *rendered.argv,
     ]
+    env = {**os.environ, **({"CUDA_VISIBLE_DEVICES": ""} if ctx.cpu_only else {})}
     with open(ctx.job_dir / "runner.log", "ab") as out:
         proc = subprocess.Popen(
-            runner, cwd=ctx.cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            runner, cwd=ctx.job_dir, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env
         )
     return str(proc.pid)
 

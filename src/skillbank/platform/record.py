@@ -29,6 +29,7 @@ Platform = Literal["local", "docker", "slurm"]
 Backend = Literal["local", "cosmos-rl"]
 Status = Literal["rendered", "submitted", "running", "succeeded", "failed", "cancelled", "unknown"]
 TERMINAL: frozenset[str] = frozenset({"rendered", "succeeded", "failed", "cancelled"})
+FINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "unknown"})  # a launched job that will not change by itself
 
 
 class SpecRef(BaseModel):
@@ -83,6 +84,24 @@ class JobRecord(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
+FOLDER_FACTS = "job.json"  # in the job folder: what it is, so a folder that travelled alone can be attached
+FACT_FIELDS = ("id", "platform", "backend", "skill", "action", "nodes", "gpus_per_node", "image", "env")
+NODE_OUTPUTS = ("train_output_dir", "run_dir", "cosmos_log_dir", "study_dir")
+
+
+def folder_facts(record: JobRecord) -> dict[str, Any]:
+    """What the job folder says about itself (`job.json`, written once by submit): the record's fields
+    that name no path of the submitting machine (the outputs as the node names them) and the spec
+    copy's name. `skillbank jobs attach` builds a record from it when the folder travelled alone."""
+    data = record.model_dump(mode="json")
+    return {
+        "schema_version": SCHEMA_VERSION,
+        **{key: data[key] for key in FACT_FIELDS},
+        "spec_copy": Path(record.spec.copy_path).name,
+        "outputs": {key: data["outputs"][key] for key in NODE_OUTPUTS},
+    }
+
+
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
@@ -103,10 +122,16 @@ def _index_dir() -> Path:
     return cache_dir() / "jobs"
 
 
+def path_of(record: JobRecord) -> Path:
+    """Where a record lives: beside its job folder, <id>.json (<results_dir>/jobs/<id>.json for every
+    job submit wrote; an attached job folder that moved keeps its record beside it)."""
+    return Path(record.outputs.job_dir).parent / f"{record.id}.json"
+
+
 def save(record: JobRecord, *, index: bool = True) -> Path:
-    """Write the record (atomically) and point the id index at it (a dry run's is not indexed: it
-    writes nothing outside <results_dir>/jobs/; find it with --results-dir or by its path)."""
-    path = record_path(record.outputs.results_dir, record.id)
+    """Write the record (atomically) beside its job folder and point the id index at it (a dry run's
+    is not indexed: it writes nothing outside <results_dir>/jobs/; find it with --results-dir or by its path)."""
+    path = path_of(record)
     atomic.write_json(path, record.model_dump(mode="json"))
     if not index:
         return path

@@ -22,10 +22,12 @@ Shape (docs: shared/docs/cosmos-rl.md; cosmos_rl/launcher/launch_all.py, v0.4.7)
   spec copy, the TOMLs, the batch log (`--output` is relative: submit runs `sbatch --chdir <job folder>`)
   and the launcher logs are named from it, so the folder can be copied anywhere; HF_HOME defaults to the
   node's own (~/.cache/huggingface there); the other locations are variables with defaults
-  (SKILLBANK_WORKDIR, SKILLBANK_VENV + SKILLBANK_ROOT, or SKILLBANK_IMAGE + SKILLBANK_MOUNTS); every other
+  (SKILLBANK_WORKDIR, default the job folder, SKILLBANK_VENV + SKILLBANK_ROOT, or SKILLBANK_IMAGE +
+  SKILLBANK_MOUNTS, which mount the job folder too); every other
   path in it is one the spec names (REMOTE under --path-map), and the dataset script is looked up where the job runs.
 - a CPU job (`--gpus-per-node 0`, local backend only): `--cpus-per-task` = the spec's ranks instead of
-  GRES and `--exclusive`; the training srun passes the CPUs on (srun >= 22.05 does not inherit them).
+  GRES and `--exclusive`, CUDA_VISIBLE_DEVICES empty; the training srun passes the CPUs on (srun >= 22.05
+  does not inherit them).
 - status / logs / cancel live in `slurm_jobs`: squeue, then `scontrol show job`, then sacct, the final
   state kept in the record; cancel waits for Slurm's end of the job, then stops any process on this
   machine that still carries the job's SKILLBANK_JOB_ID (exported by the script).
@@ -95,7 +97,7 @@ def container_mounts(ctx: JobContext) -> str:
     from skillbank.platform.docker import spec_mounts
 
     items = [f"{host}:{host}" + (":ro" if ro else "") for host, ro in spec_mounts(ctx)]
-    return ",".join([*items, "$HF_HOME:$HF_HOME"])  # the node's HF_HOME, expanded there
+    return ",".join([*items, "$JOB_DIR:$JOB_DIR", "$HF_HOME:$HF_HOME"])  # the job folder wherever it lies, the node's HF_HOME
 
 
 def environment(ctx: JobContext) -> list[str]:
@@ -109,7 +111,8 @@ def environment(ctx: JobContext) -> list[str]:
         "# --- Where things are. Export a variable before sbatch, or edit its line, to run this script elsewhere.",
         "# --- Every other path is one the spec names.",
         'export HF_HOME="${HF_HOME:-$HOME/.cache/huggingface}"  # the node\'s model cache',
-        f"SKILLBANK_WORKDIR=\"${{SKILLBANK_WORKDIR:-{_node_or(ctx, ctx.cwd, '$JOB_DIR')}}}\"  # relative spec paths start here",
+        'SKILLBANK_WORKDIR="${SKILLBANK_WORKDIR:-$JOB_DIR}"  # the job works in its folder: a relative path in the spec copy starts here',
+        *(['export CUDA_VISIBLE_DEVICES=""  # a CPU job: no GPU, whatever the node has'] if ctx.cpu_only else []),
     ]
     if ctx.options.image:
         lines += [

@@ -46,6 +46,8 @@ class SlurmJob:
     restarts: int = 0
     nodes: str | None = None
     source: str = "squeue"
+    name: str | None = None  # scontrol's JobName (skillbank-<job id> for a rendered script)
+    submitted: str | None = None
 
     @property
     def status(self) -> str:
@@ -145,7 +147,8 @@ def _scontrol(job_id: str, errors: list[str]) -> SlurmJob | None:
     return SlurmJob(
         state=fields["JobState"], exit_code=_exit_code(fields.get("ExitCode", "")), started=_utc(fields.get("StartTime")),
         ended=_utc(fields.get("EndTime")), restarts=int(restarts) if restarts.isdigit() else 0,
-        nodes=fields.get("NodeList") or None, source="scontrol",
+        nodes=fields.get("NodeList") or None, source="scontrol", name=fields.get("JobName") or None,
+        submitted=_utc(fields.get("SubmitTime")),
     )
 
 

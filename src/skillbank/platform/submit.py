@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import importlib
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
+from skillbank import atomic
 from skillbank.errors import InputError, RunError
 from skillbank.platform import record as rec
 from skillbank.platform.context import AutomlJob, JobContext, Options, build_context, copy_spec
@@ -98,9 +100,12 @@ def check_study(automl: AutomlJob, skill: str, spec: Any) -> None:
 
 
 def _preflight_gpus(platform: str, flag: int | None, ctx: JobContext, dry_run: bool = False) -> int | None:
-    """What preflight should assume about GPUs per node: the allocation on Slurm and Docker (the flag,
-    else the shape the spec asks for; None for a CPU job, whose ranks are the spec's shape), what the
-    flag says on this machine (None: the env check counts this machine's GPUs)."""
+    """What preflight should assume about GPUs per node: None for a CPU job (--gpus-per-node 0 on any
+    platform: its ranks are the spec's shape, no GPU is checked); the allocation on Slurm and Docker
+    (the flag, else the shape the spec asks for); what the flag says on this machine (None: the env
+    check counts this machine's GPUs)."""
+    if ctx.cpu_only:
+        return None
     return flag if platform == "local" and not dry_run else (ctx.gpus_per_node or None)
 
 
@@ -214,6 +219,7 @@ def submit(
         preflight=pre,
         notes=[*notes, *rendered.notes, *path_notes],
     )
+    atomic.write_json(ctx.job_dir / rec.FOLDER_FACTS, rec.folder_facts(record))  # the folder describes itself
     if not dry_run:
         record.external_kind = {"local": "pid", "docker": "docker-container", "slurm": "slurm-job"}[platform]  # type: ignore[assignment]
         try:
@@ -223,7 +229,7 @@ def submit(
             record.ended = rec.now()
             record.notes.append(f"launch failed: {exc}")
             rec.save(record)
-            raise RunError(f"{platform} launch failed: {exc} (record: {rec.record_path(ctx.results_dir, ctx.job_id)})") from None
+            raise RunError(f"{platform} launch failed: {exc} (record: {rec.path_of(record)})") from None
         if platform == "slurm":
             record.outputs.log = str(ctx.job_dir / f"slurm-{record.external_id}.out")
     return record, rec.save(record, index=not dry_run)  # a dry run writes nothing outside its job folder's results_dir/jobs
@@ -255,3 +261,44 @@ def cancel(job: str, results_dir: str | None = None) -> tuple[rec.JobRecord, Pat
         record.ended = rec.now()
     rec.save(record)
     return record, path
+
+
+# --- wait ------------------------------------------------------------------------------------------
+
+WAIT_EXIT = {"succeeded": 0, "failed": 1, "cancelled": 1, "timeout": 3, "unknown": 4}  # `skillbank jobs wait`'s exit codes
+POLL_S = (0.5, 5.0)  # first and longest pause between two looks at the platform (each pause 1.5x the last)
+
+
+def wait(
+    job: str, *, timeout_s: float | None = None, results_dir: str | None = None, on_change: Callable[[rec.JobRecord], None] | None = None,
+) -> tuple[rec.JobRecord, Path, str]:
+    """Refresh the job (as `jobs status` does) until it reaches a final state or `timeout_s` passes;
+    each change of status is written to the record and handed to `on_change`. Returns the record, its
+    path and the outcome: its final status, or "timeout". A platform that cannot answer on the first
+    look is an error (RunError: nothing to wait on); later, a look that fails is retried."""
+    record, path = rec.find(job, results_dir)
+    if record.dry_run:
+        raise InputError(f"job {record.id} was only rendered (--dry-run): nothing runs to wait for", where="JOB",
+                         fix=f"run {record.script} (or sbatch it, then `skillbank jobs attach`), or submit without --dry-run")
+    module = platform_module(record.platform)
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    pause, seen, looked = POLL_S[0], None, False
+    while True:
+        try:
+            record = module.refresh(record)
+            looked = True
+        except RunError:
+            if not looked:
+                raise
+        if record.status != seen:
+            seen = record.status
+            rec.save(record)
+            if on_change is not None:
+                on_change(record)
+        if record.status in rec.FINAL:
+            return record, path, record.status
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            return record, path, "timeout"
+        time.sleep(pause if left is None else min(pause, left))
+        pause = min(pause * 1.5, POLL_S[1])
