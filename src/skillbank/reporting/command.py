@@ -7,6 +7,8 @@ import argparse
 import json
 import sys
 
+from skillbank.reporting.build import MAX_STRIPS
+
 DESCRIPTION = """\
 One page of evidence about a training run and its evaluations: DIR/report.html (one file that opens
 offline, every picture embedded as a PNG) and DIR/report.md with the PNG files beside it. It reads what
@@ -49,7 +51,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--base", metavar="DIR", help="evaluation of the model before training: the before column of accuracy per family")
     p.add_argument("--out", required=True, metavar="DIR", help="where report.html, report.md and the PNGs go")
     p.add_argument("--media-dir", metavar="DIR", help="folder the evaluated clips' video paths are relative to (default: metrics.json's media_dir)")
-    p.add_argument("--max-failures", type=int, default=40, metavar="N", help="failures per evaluation shown with frames (default 40; all are listed)")
+    p.add_argument("--max-failures", type=int, default=MAX_STRIPS, metavar="N",
+                   help=f"failures per evaluation shown with frames (default {MAX_STRIPS}; all are listed)")
     p.add_argument("--no-frames", action="store_true", help="list the failures without frames (no clip is read)")
     p.add_argument("--json", action="store_true", help="print one JSON document {ok, html, markdown, images, sections, failures, wall_s}")
     p.set_defaults(run=run)
