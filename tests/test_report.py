@@ -84,6 +84,9 @@ def test_report_of_a_tiny_run_parses_its_pictures_decode_and_every_section_is_th
     results = json.loads((demo["trained"] / "results.json").read_text())
     failing = [r["video_id"] for r in results if not r["correct"]]
     assert doc["failures"] == {"eval_trained": len(failing)}
+    trained = json.loads((demo["trained"] / "metrics.json").read_text())
+    assert doc["accuracy"]["after: eval_trained"]["all"]["total"] == trained["total"] == len(results)
+    assert doc["accuracy"]["after: eval_trained"]["all"]["ci95"] == trained["ci95"]["accuracy"]  # read, not recomputed
     assert all(i in text for i in failing)  # each failing item named by id
     assert "before: eval_base" in text and "after: eval_trained" in text
     assert "training overlap not recorded" in text  # the quick demo's metrics.json has no training_overlap

@@ -81,7 +81,8 @@ def carve_proxy(pool: RecordSet, fraction: float, seed: int) -> tuple[list[int],
     from skillbank.intake.items import Item
     from skillbank.intake.split import carve
 
-    items = [Item(id=str(r.get("id", i)), where=f"{pool.annotation_path} record {i}", video=pool.video(r), clip=pool.video(r),
+    # the clip as the record names it (relative to the media folder): the carve is the same on every machine
+    items = [Item(id=str(r.get("id", i)), where=f"{pool.annotation_path} record {i}", video=pool.video(r), clip=str(r.get("video")),
                   conversations=[], extra={"family": r.get("family")}) for i, r in enumerate(pool.records)]
     to_proxy = carve(items, fraction, seed)
     proxy = [i for i, item in enumerate(items) if item.clip in to_proxy]

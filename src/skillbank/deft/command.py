@@ -19,6 +19,10 @@ disjoint from pool / proxy / train set by id and video content, budgets.
 Writes under output_dir: state.json (every stage: status, outputs, times), log.jsonl (append-only),
 round_N/<stage>/..., embeddings/ (cache), report.html / report.md / report.json.
 After a kill, --resume continues at the interrupted stage; finished stages are not redone.
+No config yet? `skillbank deft init --model M --pool P --benchmark B --out DIR` writes one and its sets
+from a model, a labelled pool and a test set (`skillbank deft init --help`).
+stop.adopt_on FAMILY adopts rounds on that family's benchmark accuracy; no other family may fall more
+than stop.max_family_drop below the best model's.
 """
 
 

@@ -43,7 +43,7 @@ def _inputs(req: Request) -> tuple[Any, list[EvalInputs], EvalInputs | None]:
 
 
 def build(req: Request) -> dict[str, Any]:
-    """Build the report; return {ok, html, markdown, images, sections, failures, wall_s}."""
+    """Build the report; return {ok, html, markdown, images, sections, accuracy, failures, wall_s}."""
     started = time.perf_counter()
     run, evals, base = _inputs(req)
     bar = None
@@ -70,6 +70,6 @@ def build(req: Request) -> dict[str, Any]:
     intro += [f"Evaluation {ev.label}: `{ev.folder}` ({ev.items} items, model `{ev.metrics.get('model') or '?'}`)."
               for ev in ([base] if base else []) + evals]
     paths = document.write(req.out, TITLE, intro, parts)
-    return {"ok": True, **paths, "sections": {s.key: {"title": s.title, "shown": s.shown, "needs": s.needs} for s in parts},
-            "failures": parts[3].facts, "wall_s": round(time.perf_counter() - started, 2)}
+    return {"ok": True, **paths, "sections": {s.key: {"title": s.title, "shown": s.shown, "needs": s.needs, **({"why": s.why} if s.why else {})} for s in parts},
+            "accuracy": parts[1].facts, "failures": parts[3].facts, "wall_s": round(time.perf_counter() - started, 2)}
 

@@ -54,7 +54,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-failures", type=int, default=MAX_STRIPS, metavar="N",
                    help=f"failures per evaluation shown with frames (default {MAX_STRIPS}; all are listed)")
     p.add_argument("--no-frames", action="store_true", help="list the failures without frames (no clip is read)")
-    p.add_argument("--json", action="store_true", help="print one JSON document {ok, html, markdown, images, sections, failures, wall_s}")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON document {ok, html, markdown, images, sections: {key: {title, shown, needs, why}}, "
+                   "accuracy: {eval: {family: {accuracy, ci95, correct, total, ci95_from}}}, failures: {eval: count}, wall_s}")
     p.set_defaults(run=run)
 
 
@@ -69,10 +71,14 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(doc, indent=2))
         return 0
-    for key, s in doc["sections"].items():
-        print(f"  {s['title']:32s} {'shown' if s['shown'] else 'not shown (needs ' + s['needs'] + ')'}")
+    for s in doc["sections"].values():
+        print(f"{s['title']:34s} " + ("shown" if s["shown"] else f"{s.get('why') or 'not shown'} (needs {s['needs']})"))
+    for label, families in doc["accuracy"].items():
+        print(f"accuracy of {label} (95% interval, correct/total): " + "; ".join(
+            f"{f} {100 * m['accuracy']:.1f}% [{100 * m['ci95'][0]:.1f}, {100 * m['ci95'][1]:.1f}] {m['correct']}/{m['total']}"
+            for f, m in families.items()))
     for label, n in doc["failures"].items():
-        print(f"  failures of {label}: {n}")
+        print(f"failures of {label}: {n} (every id in the report)")
     print(f"wrote {doc['html']} (pictures embedded) and {doc['markdown']} ({len(doc['images'])} PNG files beside it) in {doc['wall_s']} s",
           file=sys.stdout)
     return 0

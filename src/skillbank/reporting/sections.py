@@ -46,6 +46,7 @@ class Section:
     needs: str  # the inputs it is built from
     parts: list[Part] = field(default_factory=list)
     shown: bool = True
+    why: str = ""  # why it is not shown
     facts: dict[str, Any] = field(default_factory=dict)  # figures --json reports (failures per evaluation)
 
 
@@ -132,6 +133,9 @@ def accuracy(evals: list[EvalInputs], base: EvalInputs | None) -> Section:
         values[label], computed = family_values(ev.metrics)
         stand_ins += [f"{label} {name}" for name in computed]
     families = sorted({f for v in values.values() for f in v if f != ALL}) + [ALL]
+    s.facts = {label: {f: {"accuracy": v[0], "ci95": [v[1], v[2]], "total": v[3], "correct": v[4],
+                           "ci95_from": "wilson" if f"{label} {f}" in stand_ins else "metrics.json"} for f, v in values[label].items()}
+               for label, _ in series}
     head = ["family", *(label for label, _ in series)]
     rows = [[f, *(_cell(values[label].get(f)) for label, _ in series)] for f in families]
     s.parts.append("Accuracy with its 95% interval [low, high] and correct / total, as `skillbank evaluate` wrote them in metrics.json"
@@ -307,8 +311,7 @@ def comparison(evals: list[EvalInputs]) -> Section:
     try:
         from skillbank.comparison import compare_dirs, to_markdown  # type: ignore[import-not-found]
     except ImportError:
-        s.parts.append("The comparison table comes from `skillbank compare`, which this build does not have yet.")
-        return s
+        return _missing(s, "not shown: the comparison table comes from `skillbank compare`, which this build does not have yet")
     a, b = evals
     s.parts.append(f"A = {a.label} (`{a.folder}`), B = {b.label} (`{b.folder}`):")
     s.parts.append(Markdown(to_markdown(compare_dirs(str(a.folder), str(b.folder)))))
@@ -316,6 +319,6 @@ def comparison(evals: list[EvalInputs]) -> Section:
 
 
 def _missing(s: Section, why: str) -> Section:
-    s.shown = False
+    s.shown, s.why = False, why
     s.parts.append(why + ".")
     return s
