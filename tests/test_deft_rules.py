@@ -152,7 +152,7 @@ def test_decide_adopts_a_better_round_and_keeps_the_best_through_a_worse_one(tmp
 
     record(1, 0.6, 0.7)
     assert state.run_stage(1, "decide", lambda f, i: loop.decide(1, f, i))["adopted"]
-    assert state.data["best"] == {"round": 1, "model": "m1", "benchmark": 0.7, "proxy": 0.6, "proxy_results_dir": "r1"}
+    assert state.data["best"] == {"round": 1, "model": "m1", "benchmark": 0.7, "benchmark_families": {}, "proxy": 0.6, "proxy_results_dir": "r1"}
     assert not loop.stop_decision(1).stop
     record(2, 0.9, 0.65)
     assert not state.run_stage(2, "decide", lambda f, i: loop.decide(2, f, i))["adopted"]

@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "skillbank.evaluation.command",
     "skillbank.evaluation.score_command",
     "skillbank.gaps.command",
+    "skillbank.reporting.command",
     "skillbank.automl.command",
     "skillbank.platform.command",
     "skillbank.generate.command",

@@ -35,9 +35,10 @@ def curate(mined: list[dict[str, Any]], pool: RecordSet, *, already: list[dict[s
     bench_ids = set(benchmark.ids)
     content = benchmark_content or ContentIndex([benchmark.video(r) for r in benchmark.records])
     kept, dropped = [], {"duplicate": 0, "benchmark": 0}
-    for record in mined:
-        rec = whole(record, pool)
-        if str(rec.get("id")) in bench_ids or content.matches(rec["video"]):
+    records = [whole(record, pool) for record in mined]
+    leaking = content.digests([r["video"] for r in records])  # one batch: the hashes are cached (hashing.sha256_many)
+    for rec in records:
+        if str(rec.get("id")) in bench_ids or rec["video"] in leaking:
             dropped["benchmark"] += 1
             continue
         if str(rec.get("id")) in seen_ids or _key(rec) in seen_keys:

@@ -52,6 +52,15 @@ class Loop:
     def rounds(self) -> list[dict[str, Any]]:
         return self.state.data["rounds"]
 
+    def decision_value(self, bench: dict[str, Any]) -> float:
+        """What adoption, min_gain and target judge: stop.adopt_on's family accuracy, else the benchmark metric."""
+        family = self.config.stop.adopt_on
+        return float(accuracies(bench).get(family, 0.0)) if family else float(bench["value"])
+
+    def best_entry(self, r: int, model: str, bench: dict[str, Any], proxy: dict[str, Any]) -> dict[str, Any]:
+        return {"round": r, "model": model, "benchmark": self.decision_value(bench), "benchmark_families": accuracies(bench),
+                "proxy": proxy["value"], "proxy_results_dir": proxy["results_dir"]}
+
     def results_of(self, role: str, model: str, results_dir: Path) -> dict[str, Any]:
         from skillbank.evaluation.evaluate import evaluate
 
@@ -66,8 +75,7 @@ class Loop:
         bench = self.results_of("benchmark", model, folder / "benchmark")
         entry = {"round": 0, "model": model, "proxy": proxy, "benchmark": bench, "adopted": True}
         self.state.data["rounds"] = [entry]
-        self.state.data["best"] = {"round": 0, "model": model, "benchmark": bench["value"], "proxy": proxy["value"],
-                                   "proxy_results_dir": proxy["results_dir"]}
+        self.state.data["best"] = self.best_entry(0, model, bench, proxy)
         return {"outputs": {"proxy": folder / "proxy", "benchmark": folder / "benchmark"}, "proxy": proxy["value"], "benchmark": bench["value"]}
 
     def gaps(self, r: int, folder: Path, interrupted: bool) -> dict[str, Any]:
@@ -177,18 +185,25 @@ class Loop:
 
     def decide(self, r: int, folder: Path, interrupted: bool) -> dict[str, Any]:
         ev = self.state.stage(r, "evaluate")["result"]
-        best = dict(self.best)
-        adopted = rules.adopt(ev["benchmark"]["value"], best["benchmark"], self.config.stop.min_gain)
+        best, stop = dict(self.best), self.config.stop
+        value = self.decision_value(ev["benchmark"])
+        if stop.adopt_on:
+            verdict = rules.adopt_on_family(accuracies(ev["benchmark"]), best.get("benchmark_families") or {}, stop.adopt_on,
+                                            min_gain=stop.min_gain, max_drop=stop.max_family_drop)
+            adopted, why = verdict.adopted, verdict.reason
+        else:
+            adopted = rules.adopt(value, best["benchmark"], stop.min_gain)
+            why = "" if adopted else f"benchmark {value:.4f} <= best {best['benchmark']:.4f} + {stop.min_gain}"
         if adopted:
-            self.state.data["best"] = {"round": r, "model": ev["model"], "benchmark": ev["benchmark"]["value"], "proxy": ev["proxy"]["value"],
-                                       "proxy_results_dir": ev["proxy"]["results_dir"]}
+            self.state.data["best"] = self.best_entry(r, ev["model"], ev["benchmark"], ev["proxy"])
         entry = {"round": r, "model": ev["model"], "step": ev["step"], "proxy": ev["proxy"], "benchmark": ev["benchmark"], "adopted": adopted,
                  "gaps": self.state.stage(r, "gaps")["result"], "mined": _without(self.state.stage(r, "mine")["result"], "pool_indices"),
-                 "curated": self.state.stage(r, "curate")["result"], "train": self.state.stage(r, "train")["result"]}
+                 "curated": self.state.stage(r, "curate")["result"], "train": self.state.stage(r, "train")["result"],
+                 "decided_on": {"on": f"family {stop.adopt_on}" if stop.adopt_on else "benchmark", "value": value, "why_not": why}}
         self.state.data["rounds"] = [x for x in self.rounds() if x["round"] != r] + [entry]
-        verdict = "adopted" if adopted else f"not adopted (benchmark {ev['benchmark']['value']:.4f} <= best {best['benchmark']:.4f} + {self.config.stop.min_gain})"
-        self.log(f"round {r}: {verdict}; best so far: round {self.best['round']} ({self.best['benchmark']:.4f})")
-        return {"adopted": adopted, "benchmark": ev["benchmark"]["value"], "best_round": self.best["round"]}
+        self.log(f"round {r}: {'adopted' if adopted else f'not adopted ({why})'}; best so far: round {self.best['round']} ({self.best['benchmark']:.4f}"
+                 + (f", {stop.adopt_on}" if stop.adopt_on else "") + ")")
+        return {"adopted": adopted, "benchmark": ev["benchmark"]["value"], "decided_on": value, "best_round": self.best["round"]}
 
     # ---- the loop ---------------------------------------------------------------------------------
     def stop_decision(self, rounds_done: int, gaps: int | None = None, pool_left: int | None = None) -> rules.StopDecision:
@@ -259,6 +274,11 @@ def summarise(doc: dict[str, Any], results_dir: Path) -> dict[str, Any]:
     families = {name: {"accuracy": m.get("accuracy"), "total": m.get("total")} for name, m in (doc.get("families") or {}).items()}
     return {"metric": primary.get("name"), "value": float(primary["value"]), "accuracy": doc.get("accuracy"),
             "families": families, "results_dir": str(results_dir), "total": doc.get("num_samples") or doc.get("total")}
+
+
+def accuracies(summary: dict[str, Any]) -> dict[str, float]:
+    """{family: accuracy} of a round's benchmark (or proxy) summary."""
+    return {name: float(m.get("accuracy") or 0.0) for name, m in (summary.get("families") or {}).items()}
 
 
 def count_families(records: list[dict[str, Any]]) -> dict[str, int]:

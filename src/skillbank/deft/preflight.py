@@ -65,6 +65,11 @@ def _budgets(config: DeftConfig, inputs: dict[str, Any]) -> tuple[list[str], lis
     for role in ("proxy", "benchmark"):
         if not inputs["sets"][role].records:
             errors.append(f"{role}: no records")
+    family = config.stop.adopt_on
+    if family is not None:
+        families = sorted({str(r["family"]) for r in inputs["sets"]["benchmark"].records if r.get("family") is not None})
+        if family not in families:
+            errors.append(f"stop.adopt_on: {family!r} is no family of the benchmark (its records' families: {', '.join(families) or 'none'})")
     return errors, warnings
 
 

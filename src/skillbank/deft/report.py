@@ -27,7 +27,11 @@ def report_data(state: Any) -> dict[str, Any]:
             "mined_examples": (x.get("mined") or {}).get("examples", []),
             "added": (x.get("curated") or {}).get("added"), "train_records": (x.get("curated") or {}).get("train_records"),
         })
-    return {"status": d["status"], "stop": d.get("stop"), "best": d.get("best"), "rounds": rounds,
+    stop = d["config"].get("stop") or {}
+    decides = (f"family {stop['adopt_on']}'s benchmark accuracy (any other family may fall at most {stop.get('max_family_drop')})"
+               if stop.get("adopt_on") else "the benchmark metric")
+    return {"status": d["status"], "stop": d.get("stop"), "best": d.get("best"), "rounds": rounds, "decides": decides,
+            "best_label": f"benchmark {stop['adopt_on']}" if stop.get("adopt_on") else "benchmark",
             "strategy": d["config"]["mining"]["strategy"], "output_dir": str(state.folder)}
 
 
@@ -85,8 +89,8 @@ def _examples(data: dict[str, Any]) -> list[list[str]]:
 def _md(data: dict[str, Any]) -> str:
     best, stop = data["best"] or {}, data["stop"] or {}
     lines = ["# DEFT run", "", f"- status: {data['status']}; stop reason: {stop.get('reason', '-')}",
-             f"- best model: round {best.get('round')}, `{best.get('model')}` (benchmark {_pct(best.get('benchmark'))})",
-             f"- mining: {data['strategy']}", ""]
+             f"- best model: round {best.get('round')}, `{best.get('model')}` ({data['best_label']} {_pct(best.get('benchmark'))})",
+             f"- mining: {data['strategy']}; a round is adopted on {data['decides']}", ""]
     for title, head, rows in _tables(data):
         lines += [f"## {title}", "", "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
         lines += ["| " + " | ".join(row) + " |" for row in rows]
@@ -103,8 +107,9 @@ def _html(data: dict[str, Any]) -> str:
              "body{font-family:sans-serif;max-width:60em;margin:2em auto}table{border-collapse:collapse;margin:1em 0}"
              "td,th{border:1px solid #ccc;padding:.2em .6em;text-align:left}</style></head><body>",
              "<h1>DEFT run</h1>",
-             f"<p>Status <b>{e(data['status'])}</b>; stop reason <b>{e(str(stop.get('reason', '-')))}</b>; mining {e(data['strategy'])}.</p>",
-             f"<p>Best model: round {best.get('round')}, <code>{e(str(best.get('model')))}</code> (benchmark {_pct(best.get('benchmark'))}).</p>"]
+             f"<p>Status <b>{e(data['status'])}</b>; stop reason <b>{e(str(stop.get('reason', '-')))}</b>; mining {e(data['strategy'])}; "
+             f"a round is adopted on {e(data['decides'])}.</p>",
+             f"<p>Best model: round {best.get('round')}, <code>{e(str(best.get('model')))}</code> ({data['best_label']} {_pct(best.get('benchmark'))}).</p>"]
     if data["rounds"]:
         parts.append(f"<img alt='benchmark and proxy metric per round' src='data:image/png;base64,{_plot(data['rounds'])}'>")
     for title, head, rows in [*_tables(data), ("Mined examples", ["round", "id", "family", "question", "answer", "for gap"], _examples(data))]:

@@ -12,6 +12,28 @@ def adopt(candidate: float, best: float, min_gain: float = 0.0) -> bool:
 
 
 @dataclass(frozen=True)
+class Adoption:
+    adopted: bool
+    reason: str  # why not, in words ("" when adopted)
+    fallen: dict[str, float]  # other families that fell beyond the guard: family -> drop
+
+
+def adopt_on_family(candidate: dict[str, float], best: dict[str, float], family: str, *, min_gain: float = 0.0,
+                    max_drop: float = 0.0) -> Adoption:
+    """stop.adopt_on: adopt when `family`'s benchmark accuracy beats the best model's by more than min_gain and
+    no other family (measured for both) falls more than max_drop below the best model's accuracy."""
+    gained = adopt(candidate.get(family, 0.0), best.get(family, 0.0), min_gain)
+    fallen = {f: round(best[f] - candidate[f], 6) for f in sorted(best) if f != family and f in candidate
+              and best[f] - candidate[f] > max_drop + 1e-12}
+    reasons = []
+    if not gained:
+        reasons.append(f"{family} {candidate.get(family, 0.0):.4f} <= best {best.get(family, 0.0):.4f} + {min_gain}")
+    if fallen:
+        reasons.append("fell beyond the guard (" + ", ".join(f"{f} -{d:.4f}" for f, d in fallen.items()) + f" > {max_drop})")
+    return Adoption(gained and not fallen, "; ".join(reasons), fallen)
+
+
+@dataclass(frozen=True)
 class StopDecision:
     stop: bool
     reason: str  # "" while going on; target | max_rounds | patience | no_gaps | pool_exhausted

@@ -14,7 +14,7 @@ from skillbank.data import chat
 from skillbank.data.media import media_root
 from skillbank.data.records import load_records
 from skillbank.errors import InputError
-from skillbank.hashing import sha256_file
+from skillbank.hashing import sha256_many
 
 SHOWN = 5
 SETS = ("pool", "proxy", "benchmark")
@@ -41,50 +41,103 @@ def load_set(role: str, annotation_path: str, media_dir: str) -> RecordSet:
 
 class ContentIndex:
     """The media files of a protected set by content: other files are hashed only when their size
-    matches one of them, so checking a pool of millions costs a stat per file, not a read."""
+    matches one of them, so checking a pool of millions costs a stat per file, not a read. Hashes come
+    from skillbank.hashing.sha256_many: cached by path, size and mtime, so a second check reads nothing."""
 
     def __init__(self, paths: list[str]) -> None:
+        present = [p for p in dict.fromkeys(paths) if os.path.isfile(p)]
+        self.digest_of: dict[str, str] = sha256_many(present)  # protected path -> sha256
         self.by_size: dict[int, set[str]] = defaultdict(set)
-        for p in set(paths):
-            if os.path.isfile(p):
-                self.by_size[os.path.getsize(p)].add(sha256_file(p))
-        self._hashes: dict[str, str | None] = {}
+        self.paths_of: dict[str, list[str]] = defaultdict(list)  # sha256 -> protected paths with it
+        for path, digest in self.digest_of.items():
+            self.by_size[os.path.getsize(path)].add(digest)
+            self.paths_of[digest].append(path)
+
+    def digests(self, paths: list[str]) -> dict[str, str]:
+        """{path: sha256} of the given files whose content is a protected file's (the others left out)."""
+        candidates = []
+        for path in dict.fromkeys(paths):
+            try:
+                if os.path.getsize(path) in self.by_size:
+                    candidates.append(path)
+            except OSError:
+                continue
+        return {p: d for p, d in sha256_many(candidates).items() if d in self.by_size[os.path.getsize(p)]}
 
     def matches(self, path: str) -> bool:
-        try:
-            size = os.path.getsize(path)
-        except OSError:
-            return False
-        if size not in self.by_size:
-            return False
-        if path not in self._hashes:
-            self._hashes[path] = sha256_file(path)
-        return self._hashes[path] in self.by_size[size]
+        return path in self.digests([path])
 
 
-def overlaps(protected: RecordSet, others: list[RecordSet]) -> list[str]:
-    """Every way `protected` leaks into `others`: shared ids, and media files with the same content."""
-    problems = []
+@dataclass(frozen=True)
+class Overlap:
+    """One record of another set that leaks a protected one: by id, or by a video with the same content."""
+
+    set: str
+    index: int
+    id: str
+    video: str
+    by: str  # "id" | "content"
+    protected_ids: tuple[str, ...]  # the protected set's records it shares the id or the video content with
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"set": self.set, "index": self.index, "id": self.id, "video": self.video, "by": self.by, "protected_ids": list(self.protected_ids)}
+
+
+def find_overlaps(protected: RecordSet, others: list[RecordSet]) -> list[Overlap]:
+    """Every record of `others` that shares an id with `protected`, or whose video has the content of one
+    of its videos: all of them, in set and record order."""
     ids = set(protected.ids)
-    index = ContentIndex([protected.video(r) for r in protected.records])
+    videos = [protected.video(r) for r in protected.records]
+    index = ContentIndex(videos)
+    ids_of_digest: dict[str, list[str]] = defaultdict(list)
+    for video, rid in zip(videos, protected.ids):
+        if video in index.digest_of:
+            ids_of_digest[index.digest_of[video]].append(rid)
+    found = []
     for other in others:
-        shared = [i for i in other.ids if i in ids]
+        paths = [other.video(r) for r in other.records]
+        same = index.digests(paths)
+        for i, (rid, path) in enumerate(zip(other.ids, paths)):
+            if rid in ids:
+                found.append(Overlap(other.role, i, rid, path, "id", (rid,)))
+            if path in same:
+                found.append(Overlap(other.role, i, rid, path, "content", tuple(dict.fromkeys(ids_of_digest[same[path]]))))
+    return found
+
+
+def overlaps(protected: RecordSet, others: list[RecordSet], found: list[Overlap] | None = None) -> list[str]:
+    """Every way `protected` leaks into `others`, one line per set and kind (the first SHOWN named)."""
+    found = find_overlaps(protected, others) if found is None else found
+    problems = []
+    for other in others:
+        shared = [o.id for o in found if o.set == other.role and o.by == "id"]
         if shared:
             problems.append(f"{len(shared)} {protected.role} id(s) also in {other.role} ({other.annotation_path}): "
                             + ", ".join(shared[:SHOWN]) + (", ..." if len(shared) > SHOWN else ""))
-        same = [f"{r.get('id', i)} ({other.video(r)})" for i, r in enumerate(other.records) if index.matches(other.video(r))]
+        same = [f"{o.id} ({o.video})" for o in found if o.set == other.role and o.by == "content"]
         if same:
             problems.append(f"{len(same)} {other.role} record(s) whose video has the content of a {protected.role} video: "
                             + ", ".join(same[:SHOWN]) + (", ..." if len(same) > SHOWN else ""))
     return problems
 
 
+class OverlapError(InputError):
+    """The benchmark leaks into a set the loop uses; `overlaps` holds every record (the message names the first few)."""
+
+    def __init__(self, message: str, where: str, fix: str, overlaps: list[Overlap]) -> None:
+        super().__init__(message, where=where, fix=fix)
+        self.overlaps = overlaps
+
+
 def check_disjoint(benchmark: RecordSet, others: list[RecordSet]) -> None:
-    problems = overlaps(benchmark, others)
-    if problems:
-        raise InputError("the frozen benchmark overlaps data the loop mines, trains on or picks checkpoints with:\n    "
-                         + "\n    ".join(problems), where="benchmark.annotation_path",
-                         fix="remove those records from the pool / proxy / train set (or from the benchmark) so no id and no video content is shared")
+    found = find_overlaps(benchmark, others)
+    if found:
+        raise OverlapError("the frozen benchmark overlaps data the loop mines, trains on or picks checkpoints with:\n    "
+                           + "\n    ".join(overlaps(benchmark, others, found))
+                           + f"\n    (all {len(found)}: `skillbank deft --config FILE --dry-run --json` lists every one under \"overlaps\")",
+                           where="benchmark.annotation_path",
+                           fix="remove those records from the pool / proxy / train set (or from the benchmark) so no id and no video content is shared",
+                           overlaps=found)
 
 
 def eval_spec_for(eval_config: dict[str, Any], *, model: str, data: RecordSet, results_dir: str | Path, source: str) -> Any:

@@ -103,6 +103,7 @@ def evaluate(
         "model": model_name,
         "model_path": model_path,
         "annotation_path": spec.dataset.annotation_path,
+        "media_dir": media_root(spec.dataset.media_dir, spec.dataset.annotation_path),  # where the clips are: report's frame strips
         "num_samples": len(rows),
         "elapsed_s": round(elapsed, 3),
         "samples_per_s": round(len(rows) / elapsed, 3) if elapsed > 0 else None,
@@ -368,6 +369,6 @@ def evaluate_run(run: str | Path, spec: EvaluateSpec | None = None, *, progress:
 
 def _scalars(doc: dict[str, Any]) -> dict[str, Any]:
     """The step's metrics without bookkeeping (model paths, timings)."""
-    skip = {"model", "model_path", "annotation_path", "created", "results_dir", "elapsed_s", "samples_per_s", "primary_metric", "generation",
+    skip = {"model", "model_path", "annotation_path", "media_dir", "created", "results_dir", "elapsed_s", "samples_per_s", "primary_metric", "generation",
             "vision", "recipe", "settings_from", "warnings"}
     return {k: v for k, v in doc.items() if k not in skip}

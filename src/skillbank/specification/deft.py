@@ -53,6 +53,13 @@ class StopSpec(Section):
     max_rounds: int = param(3, "Rounds of mine -> retrain -> evaluate at most.", ge=1, le=100)
     min_gain: float = param(0.0, "A round is adopted only when it beats the best benchmark metric by more than this.", ge=0, le=1)
     patience: int = param(1, "Stop after this many rounds in a row that were not adopted.", ge=1)
+    adopt_on: str | None = param(
+        None, "A benchmark family (its records' `family`): rounds are adopted, and target / min_gain judged, on that family's "
+        "benchmark accuracy instead of the overall metric, while no other family may fall by more than max_family_drop "
+        "(null: the overall metric decides).")
+    max_family_drop: float = param(
+        0.02, "With adopt_on: the most any other family's benchmark accuracy may fall below the best model's for a round to be "
+        "adopted (absolute; 0.02 is two items of a 100-item family; 0 forbids any drop).", ge=0, le=1)
 
 
 class DeftConfig(Section):

@@ -1,0 +1,231 @@
+"""`skillbank deft init`: the DEFT sets and config from what a user has (a model, a labelled pool, a
+test set), so nobody splits sets by hand.
+
+- The benchmark is the test set as given: read, never written. The loop decides adoption on it.
+- Pool records that are benchmark items (same id, or a video with a benchmark video's content) are
+  left out of every written set: the benchmark is frozen and DEFT's preflight refuses any leak.
+- The proxy is carved from the rest of the pool with intake.split.carve (the data import's splitter):
+  grouped by clip (two questions on one clip stay together), stratified by `family`, ordered by a hash
+  of (seed, clip); --proxy-fraction of the clips. The pool is what is left.
+- The base training set is the model's recipe's training data (skillbank_recipe.json training_data),
+  or --base FILE, less every record that shares an id or video content with the benchmark.
+- Pool records already in the base set (same video content and question) are counted and named in a
+  warning: mining them adds nothing (curation drops duplicates), and a pool that is the model's own
+  training data usually means the wrong pool.
+Records are written whole, video paths as they were: deft.yaml and the train spec name the folders they
+are relative to (preflight refuses a video outside its set's media folder).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from skillbank import atomic
+from skillbank.data import chat
+from skillbank.deft.loop import count_families
+from skillbank.deft.sets import ContentIndex, RecordSet, find_overlaps, load_set
+from skillbank.errors import InputError
+
+SKILL = "tao-finetune-cosmos-reason"
+SHOWN = 5
+
+
+@dataclass
+class InitRequest:
+    model: str
+    pool: str
+    benchmark: str
+    out: Path
+    pool_media: str = ""
+    benchmark_media: str = ""
+    base: str | None = None
+    base_media: str = ""
+    proxy_fraction: float = 0.1
+    seed: int = 0
+
+
+def base_source(req: InitRequest) -> tuple[RecordSet, str]:
+    """The base training set before the benchmark is taken out: --base, else the recipe's training data."""
+    from skillbank import recipe
+
+    if req.base:
+        return load_set("train", req.base, req.base_media), f"--base {req.base}"
+    found = recipe.read(req.model)
+    data = ((found.recipe if found else {}).get("training_data") or {}) if found else {}
+    path = data.get("annotation_path")
+    if not path or not Path(path).is_file():
+        why = (f"its recipe names {path}, which is not on this machine" if path else
+               "it has no recipe naming its training data (skillbank_recipe.json)") if found else "it has no skillbank_recipe.json"
+        raise InputError(f"no base training set for {req.model}: {why}", where="--base",
+                         fix="pass --base FILE: the training records every round keeps (LLaVA annotations.json), with --base-media-dir if their videos are relative to another folder")
+    media = req.base_media or _run_media(req.model)
+    return load_set("train", path, media), f"the recipe's training data ({found.source})"  # type: ignore[union-attr]
+
+
+def _run_media(model: str) -> str:
+    """A run's export (…/<run>/safetensors/step_N): the media folder its kept spec trained from."""
+    from skillbank import recipe
+
+    folder = Path(model).expanduser()
+    if folder.parent.name != "safetensors":
+        return ""
+    spec = recipe.run_spec(folder.parent.parent) or {}
+    return str(((spec.get("custom") or {}).get("train_dataset") or {}).get("media_path") or "")
+
+
+def carve_proxy(pool: RecordSet, fraction: float, seed: int) -> tuple[list[int], list[int]]:
+    """(pool indices, proxy indices): the data import's clip-grouped, family-stratified carve."""
+    from skillbank.intake.items import Item
+    from skillbank.intake.split import carve
+
+    # the clip as the record names it (relative to the media folder): the carve is the same on every machine
+    items = [Item(id=str(r.get("id", i)), where=f"{pool.annotation_path} record {i}", video=pool.video(r), clip=str(r.get("video")),
+                  conversations=[], extra={"family": r.get("family")}) for i, r in enumerate(pool.records)]
+    to_proxy = carve(items, fraction, seed)
+    proxy = [i for i, item in enumerate(items) if item.clip in to_proxy]
+    return [i for i, item in enumerate(items) if item.clip not in to_proxy], proxy
+
+
+def already_trained(pool: RecordSet, pool_idx: list[int], base: RecordSet, base_records: list[dict[str, Any]]) -> list[str]:
+    """Ids of pool records whose video has a base record's content and whose question is that record's."""
+    index = ContentIndex([base.video(r) for r in base_records])
+    keys = {(index.digest_of.get(base.video(r)), chat.prompt_and_answer(r)[0]) for r in base_records}
+    paths = [pool.video(pool.records[i]) for i in pool_idx]
+    same = index.digests(paths)
+    return [str(pool.records[i].get("id", i)) for i, p in zip(pool_idx, paths)
+            if p in same and (same[p], chat.prompt_and_answer(pool.records[i])[0]) in keys]
+
+
+def _named(ids: list[str]) -> str:
+    return ", ".join(ids[:SHOWN]) + (f" and {len(ids) - SHOWN} more" if len(ids) > SHOWN else "")
+
+
+def plan_sets(req: InitRequest) -> dict[str, Any]:
+    """Read and split everything; nothing is written."""
+    if not 0 < req.proxy_fraction < 1:
+        raise InputError(f"--proxy-fraction must be between 0 and 1, not {req.proxy_fraction}", where="--proxy-fraction", fix="e.g. 0.1")
+    pool = load_set("pool", req.pool, req.pool_media)
+    bench = load_set("benchmark", req.benchmark, req.benchmark_media)
+    if not bench.records:
+        raise InputError("the benchmark has no records", where=req.benchmark, fix="pass the test set the loop is judged on")
+    leaks = find_overlaps(bench, [pool])
+    leaked = {o.index for o in leaks}
+    keep = [i for i in range(len(pool.records)) if i not in leaked]
+    if len({pool.video(pool.records[i]) for i in keep}) < 2:
+        raise InputError(f"the pool has {len(keep)} record(s) that are not benchmark items, on fewer than 2 clips: nothing to carve a proxy from",
+                         where=req.pool, fix="pass a pool with more labelled clips than the benchmark holds")
+    kept = RecordSet("pool", pool.annotation_path, pool.media_dir, [pool.records[i] for i in keep])
+    pool_idx, proxy_idx = carve_proxy(kept, req.proxy_fraction, req.seed)
+    base, base_from = base_source(req)
+    base_leaks = {o.index for o in find_overlaps(bench, [base])}
+    base_records = [r for i, r in enumerate(base.records) if i not in base_leaks]
+    if not base_records:
+        raise InputError(f"every record of the base training set ({base.annotation_path}) shares an id or a video with the benchmark",
+                         where="--base", fix="pass --base FILE with training records that are not benchmark items")
+    trained = already_trained(kept, pool_idx, base, base_records)
+    warnings = []
+    if leaks:
+        warnings.append(f"{len(leaked)} pool record(s) are benchmark items (same id or video content) and were left out: "
+                        + _named([str(pool.records[i].get('id', i)) for i in sorted(leaked)]))
+    if base_leaks:
+        warnings.append(f"{len(base_leaks)} record(s) of the base training set share an id or a video with the benchmark and were left out "
+                        "(the model may have seen those benchmark clips: its benchmark accuracy is optimistic)")
+    if trained:
+        share = len(trained) / len(pool_idx)
+        warnings.append(f"{len(trained)} of {len(pool_idx)} pool record(s) ({share:.0%}) are already in the base training set (same video "
+                        f"and question): {_named(trained)}" + ("; the pool is already the model's training data" if share >= 0.5 else "")
+                        + "; mining them adds nothing (curation drops records already in training)")
+    return {"pool": (kept, pool_idx), "proxy": (kept, proxy_idx), "benchmark": bench, "base": (base, base_records, base_from),
+            "leaks": leaks, "base_leaks": sorted(base_leaks), "already_trained": trained, "warnings": warnings}
+
+
+def _hardware() -> tuple[int, str, str]:
+    """(GPUs here, how that was found, backend): the local backend on CPU, cosmos-rl with GPUs."""
+    from skillbank.preflight.env_checks import visible_gpus
+
+    gpus, how = visible_gpus()
+    return gpus, how, "cosmos-rl" if gpus else "local"
+
+
+def train_spec(req: InitRequest, base_json: Path, base_media: str, records: int, gpus: int) -> tuple[Any, list[Any]]:
+    """The base train spec: the template, the model, the base set and the recipe's vision and prompt,
+    one node of this machine's GPUs (CPU: one rank, float32); batches fitted to the base set's
+    `records` (as the loop fits each round's; built before anything is written)."""
+    from skillbank import recipe
+    from skillbank.runs import steps
+    from skillbank.specification.build import build_spec
+
+    found = recipe.read(req.model)
+    sets = [f"policy.model_name_or_path={req.model}", f"custom.train_dataset.annotation_path={base_json}",
+            f"custom.train_dataset.media_path={os.path.abspath(base_media)}", "validation.enable=false",
+            f"train.output_dir={req.out / 'run' / 'train'}", f"results_dir={req.out / 'run'}",
+            f"policy.parallelism.dp_shard_size={max(1, gpus)}", "policy.parallelism.dp_replicate_size=1"]
+    if not gpus:
+        sets += ["train.param_dtype=float32", "policy.model_gradient_checkpointing=false", "train.train_policy.dataloader_num_workers=0"]
+    vision = (found.recipe.get("vision") or {}) if found else {}
+    if vision.get("nframes"):
+        sets += [f"custom.vision.nframes={vision['nframes']}"]
+    elif vision.get("fps"):
+        sets += [f"custom.vision.fps={vision['fps']}"]
+    if found and found.recipe.get("system_prompt"):
+        sets.append(f"custom.system_prompt={found.recipe['system_prompt']}")
+    spec = build_spec(SKILL, "train", sets).spec
+    fits = steps.fit_train_batches(spec, steps.train_count(spec, records))
+    return steps.apply_fits(spec, fits), fits
+
+
+def eval_config(gpus: int) -> dict[str, Any]:
+    """What every DEFT evaluation shares; vision, prompt and answer format stay null: the model's recipe fills them."""
+    return {"model": {"dtype": "auto"}, "num_gpus": min(gpus, 1), "evaluation": {"batch_size": 16 if gpus else 8}}
+
+
+def init(req: InitRequest) -> dict[str, Any]:
+    """Write DIR/{pool,proxy,base_train}.json, train.yaml, eval.yaml and deft.yaml; return what was written."""
+    from skillbank.specification.deft import DeftConfig
+    from skillbank.specification.io import write_spec
+
+    out = req.out.resolve()
+    if (out / "run" / "state.json").is_file():
+        raise InputError(f"{out / 'run'} holds a DEFT run of an earlier init; new sets would change it under its state", where="--out",
+                         fix="choose another --out (or remove that run)")
+    req.out = out
+    planned = plan_sets(req)
+    gpus, how, backend = _hardware()
+    pool, pool_idx = planned["pool"]
+    _, proxy_idx = planned["proxy"]
+    base, base_records, base_from = planned["base"]
+    paths = {"pool": out / "pool.json", "proxy": out / "proxy.json", "base": out / "base_train.json"}
+    spec, fits = train_spec(req, paths["base"], base.media_dir, len(base_records), gpus)
+    bench = planned["benchmark"]
+    config = DeftConfig.model_validate({
+        "model": req.model,
+        "pool": {"annotation_path": str(paths["pool"]), "media_dir": os.path.abspath(pool.media_dir)},
+        "proxy": {"annotation_path": str(paths["proxy"]), "media_dir": os.path.abspath(pool.media_dir)},
+        "benchmark": {"annotation_path": os.path.abspath(bench.annotation_path), "media_dir": os.path.abspath(bench.media_dir)},
+        "train_spec": str(out / "train.yaml"), "eval_config": str(out / "eval.yaml"),
+        "retrain": {"backend": backend}, "output_dir": str(out / "run"),
+    })
+    atomic.write_json(paths["pool"], [pool.records[i] for i in pool_idx], indent=None)
+    atomic.write_json(paths["proxy"], [pool.records[i] for i in proxy_idx], indent=None)
+    atomic.write_json(paths["base"], base_records, indent=None)
+    write_spec(out / "train.yaml", spec)
+    write_spec(out / "eval.yaml", eval_config(gpus))
+    write_spec(out / "deft.yaml", config)  # last: a deft.yaml names sets that are all there
+    return {
+        "ok": True, "config": str(out / "deft.yaml"),
+        "sets": {"pool": {"path": str(paths["pool"]), "records": len(pool_idx)},
+                 "proxy": {"path": str(paths["proxy"]), "records": len(proxy_idx), "fraction": req.proxy_fraction, "seed": req.seed,
+                           "families": count_families([pool.records[i] for i in proxy_idx])},
+                 "benchmark": {"path": os.path.abspath(bench.annotation_path), "records": len(bench.records), "written": False},
+                 "base": {"path": str(paths["base"]), "records": len(base_records), "from": base_from,
+                          "left_out_benchmark": len(planned["base_leaks"])}},
+        "pool_left_out_benchmark": [o.to_dict() for o in planned["leaks"]],
+        "pool_in_base": {"count": len(planned["already_trained"]), "ids": planned["already_trained"]},
+        "train_spec": str(out / "train.yaml"), "eval_config": str(out / "eval.yaml"),
+        "backend": backend, "gpus": gpus, "gpus_found_by": how, "fitted": [f.to_dict() for f in fits],
+        "warnings": planned["warnings"], "next": f"skillbank deft --config {out / 'deft.yaml'} --dry-run",
+    }
+

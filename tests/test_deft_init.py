@@ -1,0 +1,172 @@
+"""`skillbank deft init`: the DEFT sets and config from a model, a pool and a test set (the demo clips and
+the tiny model, its recipe naming the pool as its training data); `deft --dry-run --json` naming every
+overlapping record; `stop.adopt_on` adopting rounds on one family without letting the others fall."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helpers import skillbank
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def user(tmp_path_factory, tiny_model_dir, demo_dataset_dir) -> dict[str, Path]:
+    """What a user has: a model whose recipe names its training data (the demo train set, which is also
+    the pool, plus a second question on one clip), and a test set of other clips, one of them a byte copy
+    of a pool clip under another name and id (a leak deft init must keep out of every set)."""
+    from skillbank import recipe
+
+    root = tmp_path_factory.mktemp("deft-init")
+    model = root / "model"
+    shutil.copytree(tiny_model_dir, model)
+    shutil.copytree(demo_dataset_dir / "train", root / "pool")
+    pool = json.loads((root / "pool" / "annotations.json").read_text())
+    second = copy.deepcopy(pool[0])
+    second["id"] = "train_00000_q2"
+    second["conversations"][0]["value"] = "<video>\nWhat colour is the ball? Answer with one word."
+    second["conversations"][1]["value"] = second["attributes"]["colour"]
+    pool_file = root / "pool" / "pool_plus.json"
+    pool_file.write_text(json.dumps([*pool, second]))
+    recipe.write(model, recipe.from_custom({"train_dataset": {"annotation_path": str(pool_file)}, "vision": {"fps": 2.0},
+                                            "system_prompt": "Answer briefly."}, base_model=str(tiny_model_dir), model_dir=model))
+    bench_dir = root / "bench"
+    shutil.copytree(demo_dataset_dir / "val", bench_dir)
+    bench = json.loads((bench_dir / "annotations.json").read_text())
+    for r in bench:
+        r["id"] = "bench_" + r["id"]
+    shutil.copy(root / "pool" / pool[5]["video"], bench_dir / "videos" / "copied.mp4")
+    bench.append({**copy.deepcopy(pool[5]), "id": "bench_copied", "video": "videos/copied.mp4"})
+    (bench_dir / "annotations.json").write_text(json.dumps(bench))
+    return {"model": model, "pool": pool_file, "bench": bench_dir / "annotations.json", "leaked_id": pool[5]["id"]}
+
+
+def test_init_writes_sets_and_a_config_that_passes_the_dry_run(tmp_path, user):
+    before = {k: _sha(user[k]) for k in ("pool", "bench")}
+    out = tmp_path / "deft"
+    proc = skillbank("deft", "init", "--model", str(user["model"]), "--pool", str(user["pool"]), "--benchmark", str(user["bench"]),
+                     "--out", str(out), "--proxy-fraction", "0.25", "--seed", "3", "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    pool_in = json.loads(user["pool"].read_text())
+    proxy, rest = json.loads((out / "proxy.json").read_text()), json.loads((out / "pool.json").read_text())
+    base = json.loads((out / "base_train.json").read_text())
+
+    # the leaked pool record is in no set; proxy + pool are the rest of the pool, whole and as they were
+    assert [o["id"] for o in doc["pool_left_out_benchmark"]] == [user["leaked_id"]]
+    assert doc["pool_left_out_benchmark"][0]["by"] == "content" and doc["pool_left_out_benchmark"][0]["protected_ids"] == ["bench_copied"]
+    assert sorted(r["id"] for r in proxy + rest) == sorted(r["id"] for r in pool_in if r["id"] != user["leaked_id"])
+    assert all(r in pool_in for r in proxy + rest)
+    # the proxy: a quarter of the clips, stratified by family, the two questions of one clip on one side
+    assert len({r["video"] for r in proxy}) == int(0.25 * len({r["video"] for r in proxy + rest}))
+    per_family = Counter(r["family"] for r in proxy if r["id"] != "train_00000_q2")  # one record per clip: the clip's family
+    assert len(per_family) == 3 and max(per_family.values()) - min(per_family.values()) <= 1
+    assert len({r["id"] for r in proxy} & {"train_00000", "train_00000_q2"}) in (0, 2)
+    assert doc["sets"]["proxy"]["seed"] == 3
+    # the base set: the recipe's training data less the benchmark's clip; the pool is that data: warned, counted
+    assert doc["sets"]["base"]["from"].startswith("the recipe's training data")
+    assert len(base) == len(pool_in) - 1 and user["leaked_id"] not in {r["id"] for r in base}
+    assert doc["pool_in_base"]["count"] == len(rest) and sorted(doc["pool_in_base"]["ids"]) == sorted(r["id"] for r in rest)
+    assert any("the pool is already the model's training data" in w for w in doc["warnings"])
+    # the benchmark as given, never written
+    assert {k: _sha(user[k]) for k in ("pool", "bench")} == before and doc["sets"]["benchmark"]["written"] is False
+    config = yaml.safe_load((out / "deft.yaml").read_text())
+    assert config["benchmark"]["annotation_path"] == str(user["bench"]) and config["retrain"]["backend"] == "local"
+    spec = yaml.safe_load((out / "train.yaml").read_text())
+    assert spec["custom"]["vision"]["fps"] == 2.0 and spec["custom"]["system_prompt"] == "Answer briefly."  # the recipe's
+    assert spec["policy"]["parallelism"]["dp_shard_size"] == 1 and spec["train"]["param_dtype"] == "float32"  # no GPU here
+    assert yaml.safe_load((out / "eval.yaml").read_text())["num_gpus"] == 0
+
+    proc = skillbank("deft", "--config", str(out / "deft.yaml"), "--dry-run", "--json")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert json.loads(proc.stdout)["preflight"]["benchmark_disjoint"] is True
+
+
+def test_init_with_base_file_and_bad_input(tmp_path, user, tiny_model_dir):
+    base = tmp_path / "base.json"
+    pool_in = json.loads(user["pool"].read_text())
+    base.write_text(json.dumps(pool_in[:4]))
+    out = tmp_path / "deft"
+    proc = skillbank("deft", "init", "--model", str(user["model"]), "--pool", str(user["pool"]), "--benchmark", str(user["bench"]),
+                     "--out", str(out), "--base", str(base), "--base-media-dir", str(user["pool"].parent), "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert doc["sets"]["base"]["records"] == 4 and doc["sets"]["base"]["from"] == f"--base {base}"
+    assert doc["pool_in_base"]["count"] <= 4 and not any("already the model's training data" in w for w in doc["warnings"])
+
+    # a model without a recipe and no --base: exit 2, the fix names --base, nothing written
+    empty = tmp_path / "nothing"
+    proc = skillbank("deft", "init", "--model", str(tiny_model_dir), "--pool", str(user["pool"]), "--benchmark", str(user["bench"]),
+                     "--out", str(empty))
+    assert proc.returncode == 2 and "--base FILE" in proc.stderr and "Traceback" not in proc.stderr
+    assert not empty.exists()
+
+
+def test_dry_run_json_lists_every_overlapping_record(tmp_path, user):
+    out = tmp_path / "deft"
+    assert skillbank("deft", "init", "--model", str(user["model"]), "--pool", str(user["pool"]), "--benchmark", str(user["bench"]),
+                     "--out", str(out)).returncode == 0
+    config = yaml.safe_load((out / "deft.yaml").read_text())
+    config["benchmark"] = {"annotation_path": str(user["pool"]), "media_dir": ""}  # the benchmark is the pool: everything leaks
+    (out / "leaky.yaml").write_text(yaml.safe_dump(config))
+    proc = skillbank("deft", "--config", str(out / "leaky.yaml"), "--dry-run", "--json")
+    assert proc.returncode == 2
+    doc = json.loads(proc.stdout)
+    assert doc["ok"] is False and doc["error"]["where"] == "benchmark.annotation_path"
+    pool, proxy, base = (json.loads((out / f"{n}.json").read_text()) for n in ("pool", "proxy", "base_train"))
+    by_set = Counter((o["set"], o["by"]) for o in doc["overlaps"])
+    assert by_set == {("pool", "id"): len(pool), ("pool", "content"): len(pool), ("proxy", "id"): len(proxy),
+                      ("proxy", "content"): len(proxy), ("train", "id"): len(base), ("train", "content"): len(base)}
+    assert len(doc["overlaps"]) > 5 and "lists every one" in doc["error"]["message"]
+    text = skillbank("deft", "--config", str(out / "leaky.yaml"), "--dry-run")
+    assert text.returncode == 2 and ", ..." in text.stderr  # the message names the first few
+
+
+def test_adopt_on_one_family_guards_the_others(tmp_path):
+    from skillbank.deft import rules
+    from skillbank.deft.loop import Loop
+    from skillbank.deft.state import LoopState
+    from skillbank.specification.deft import DeftConfig
+
+    verdict = rules.adopt_on_family({"dir": 0.5, "yes_no": 0.9}, {"dir": 0.3, "yes_no": 0.95}, "dir", max_drop=0.02)
+    assert not verdict.adopted and verdict.fallen == {"yes_no": 0.05} and "guard" in verdict.reason
+    assert rules.adopt_on_family({"dir": 0.5, "yes_no": 0.94}, {"dir": 0.3, "yes_no": 0.95}, "dir", max_drop=0.02).adopted
+    assert not rules.adopt_on_family({"dir": 0.3, "yes_no": 1.0}, {"dir": 0.3, "yes_no": 0.9}, "dir").adopted  # no gain on dir
+
+    config = DeftConfig(output_dir=str(tmp_path), stop={"adopt_on": "dir", "max_family_drop": 0.02, "max_rounds": 5, "patience": 3,
+                                                          "target": 0.9})
+    state = LoopState.open(tmp_path, config.model_dump(mode="json"), resume=False)
+    loop = Loop(config, {"sets": {}, "train_spec": None, "eval_config": {}}, state)
+
+    def bench(value, dir_acc, yes_no):
+        return {"value": value, "families": {"dir": {"accuracy": dir_acc}, "yes_no": {"accuracy": yes_no}}}
+
+    state.data["best"] = loop.best_entry(0, "base", bench(0.6, 0.2, 1.0), {"value": 0.5, "results_dir": "r0"})
+    state.data["rounds"] = [{"round": 0, "model": "base", "adopted": True, "proxy": {"value": 0.5}, "benchmark": bench(0.6, 0.2, 1.0)}]
+    assert state.data["best"]["benchmark"] == 0.2  # what adoption and the target judge: dir's accuracy
+
+    def record(r, b):
+        for name, result in (("gaps", {"gaps": 3}), ("mine", {"selected": 2}), ("curate", {"added": 2}), ("train", {"last_step": 4}),
+                             ("evaluate", {"model": f"m{r}", "step": 2, "proxy": {"value": 0.5, "results_dir": f"r{r}"}, "benchmark": b})):
+            state.run_stage(r, name, lambda f, i, result=result: dict(result))
+
+    record(1, bench(0.7, 0.6, 0.9))  # overall up, dir up, yes_no down 0.1: not adopted
+    assert not state.run_stage(1, "decide", lambda f, i: loop.decide(1, f, i))["adopted"]
+    assert state.data["rounds"][-1]["decided_on"]["why_not"].startswith("fell beyond the guard (yes_no -0.1000")
+    record(2, bench(0.55, 0.5, 0.99))  # overall down, dir up, yes_no within the guard: adopted
+    assert state.run_stage(2, "decide", lambda f, i: loop.decide(2, f, i))["adopted"]
+    assert state.data["best"]["model"] == "m2" and state.data["best"]["benchmark"] == 0.5
+    record(3, bench(0.9, 0.95, 0.985))
+    assert state.run_stage(3, "decide", lambda f, i: loop.decide(3, f, i))["adopted"]
+    assert loop.stop_decision(3).reason == "target"  # the target is dir's accuracy too
