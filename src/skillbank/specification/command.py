@@ -37,14 +37,17 @@ count are read at LOCAL here; --dataset-root may be given as LOCAL or REMOTE, th
 at LOCAL. Paths under no LOCAL are written as given, with a note.
 
 Batches fitted to the data (train, rl): a batch you did not set (by --set, a shorthand, or in the
---from file) is lowered to fit when the records are counted: the template's value is the ceiling;
-train.train_batch_per_replica becomes the largest multiple of mini_batch giving at least one
-optimizer step per epoch (mini_batch comes down only when a rank holds less than one), and
-validation.batch_size the largest giving one validation batch per rank; rl's batch the largest
-multiple of rollout.n_generation and dp_shard_size x mini_batch up to prompts x n_generation.
-Each change prints as "fitted: KEY OLD -> NEW: why" (under "fitted" with --json). A value you set
-is never changed: a plan that cannot run (zero optimizer steps; validation on with zero batches
-per rank; rl: zero policy steps) exits 2 and writes nothing, naming the key and the fix.
+--from file) is lowered to fit when the records are counted: the template's value is the ceiling.
+When it gives fewer than 4 optimizer steps per epoch (the threshold of the "barely trains" warning),
+train.train_batch_per_replica becomes the largest multiple of mini_batch giving at least 4
+(mini_batch comes down when even one mini batch gives fewer); only when no batch gives 4 (fewer than
+4 records per rank), the largest batch that trains, and the warning stays. validation.batch_size
+becomes the largest giving one validation batch per rank. rl's batch follows the same rule in
+policy steps, as a multiple of rollout.n_generation and dp_shard_size x mini_batch. Each change
+prints as "fitted: KEY OLD -> NEW: why" with the rule and the steps per epoch it gives (under
+"fitted" with --json). A value you set is never changed: a plan that cannot run (zero optimizer
+steps; validation on with zero batches per rank; rl: zero policy steps) exits 2 and writes nothing,
+naming the key and the fix; one that barely trains keeps your value and warns.
 """
 
 EXAMPLES = """\
@@ -130,15 +133,15 @@ def run(args: argparse.Namespace) -> int:
         action = action or infer_action(args.skill, base, where=args.from_file)
     elif not action:
         raise InputError("no action given", where="--action", fix="pass --action train|evaluate|inference|quantize|export, or --from FILE to edit a spec")
+    from skillbank.runs import fitting
     from skillbank.specification.pathmap import from_args
-    from skillbank.runs import steps
 
     paths = from_args(args)
     root = paths.to_local(args.dataset_root) if args.dataset_root else None
     built = build_spec(args.skill, action, args.assignments, dataset_root=root, base=base, source=args.from_file)
     node_spec, notes = _for_the_node(built, paths, source=args.from_file)  # built.spec: this machine's view
     local, fitted, plan, plan_notes = _fit(built.spec, action, built.explicit)  # refuses (InputError) before anything is written
-    spec = steps.apply_fits(node_spec, fitted) if paths else local
+    spec = fitting.apply_fits(node_spec, fitted) if paths else local
     data = spec.model_dump(mode="json")
     if args.output:
         write_spec(args.output, spec)
@@ -223,7 +226,7 @@ def _fit_train(spec: Any, explicit: set[str]) -> tuple[Any, list[Any], dict[str,
     batches fitted, and a note when the run barely trains (preflight reports the same as a warning)."""
     from skillbank.errors import InputError
     from skillbank.preflight import env_checks
-    from skillbank.runs import steps
+    from skillbank.runs import fitting, steps
 
     if not spec.custom.train_dataset.annotation_path:
         return spec, [], None, ["plan skipped: custom.train_dataset.annotation_path is empty (set it, or --dataset-root DIR, to see the step count)"]
@@ -231,8 +234,8 @@ def _fit_train(spec: Any, explicit: set[str]) -> tuple[Any, list[Any], dict[str,
         count, val_records = steps.count_data(spec)
     except InputError as exc:
         return spec, [], None, [f"plan skipped: {exc.message} ({exc.where})"]
-    fits = steps.fit_train_batches(spec, count, val_records, fixed=explicit)
-    spec = steps.apply_fits(spec, fits)
+    fits = fitting.fit_train_batches(spec, count, val_records, fixed=explicit)
+    spec = fitting.apply_fits(spec, fits)
     errors = steps.plan_errors(spec, count, val_records)
     if errors:
         _refuse(errors, explicit)
@@ -246,7 +249,7 @@ def _fit_rl(spec: Any, explicit: set[str]) -> tuple[Any, list[Any], dict[str, An
     """The rl batch (samples per policy step) fitted to the prompts; zero policy steps refused."""
     from skillbank.errors import InputError
     from skillbank.preflight.rl_checks import BATCH_KEY, no_step
-    from skillbank.runs import steps
+    from skillbank.runs import fitting, steps
 
     path = spec.custom.train_dataset.annotation_path
     if not path:
@@ -255,8 +258,8 @@ def _fit_rl(spec: Any, explicit: set[str]) -> tuple[Any, list[Any], dict[str, An
         prompts = steps.count_records(path)
     except InputError as exc:
         return spec, [], None, [f"batch check skipped: {exc.message} ({exc.where})"]
-    fits = steps.fit_rl_batch(spec, prompts, fixed=explicit)
-    spec = steps.apply_fits(spec, fits)
+    fits = fitting.fit_rl_batch(spec, prompts, fixed=explicit)
+    spec = fitting.apply_fits(spec, fits)
     problem = no_step(spec, prompts)
     if problem:
         _refuse([steps.StepsProblem("error", problem[0], problem[1], BATCH_KEY)], explicit)
