@@ -445,6 +445,11 @@ def test_crash_with_launcher_exit_zero(tmp_path):
         ("[rank0]:AttributeError: 'NoneType' object has no attribute 'state_dict'", "zero training steps"),
         ("[rank0]:AssertionError: vision_embeds.shape[0] must be equal to n_tokens, but got 10 != 12", "model_max_length"),
         ("RuntimeError: No GPUs available. Please check your GPU configuration.", "no GPU"),
+        ("[rank1]:[E601 12:10:00.000000000 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: "
+         "WorkNCCL(SeqNum=2871, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600038 milliseconds before timing out.", "NCCL collective timed out"),
+        ("/bin/sh: 1: redis-server: not found", "redis-server is not on PATH"),
+        ("[rank0]:Traceback (most recent call last):\n[rank0]:  File \"/x/_http.py\", line 1, in f\n[rank0]:    raise\n"
+         "[rank0]:huggingface_hub.errors.GatedRepoError: 401 Client Error. (Request ID: x)", "Hugging Face hub refused the model"),
     ],
 )
 def test_known_fatal_messages_are_explained(tmp_path, line, words):

@@ -72,7 +72,8 @@ def test_a_crashed_run_from_its_log_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", "hf_SecretTokenValue123456")  # a secret that leaked into a log line is masked
     run, log_dir = cosmos_run(tmp_path, last=104, tail=OOM)
     d = diagnose(log_dir)
-    assert d.state == "failed" and "torch.OutOfMemoryError: CUDA out of memory" in d.cause
+    assert d.state == "failed" and d.cause.startswith("CUDA out of memory: the job needs more GPU memory") and "lower train.train_policy.mini_batch" in d.fix
+    assert d.known_causes[0]["evidence"].startswith("policy_0.log: torch.OutOfMemoryError: CUDA out of memory")
     assert (d.last_step, d.total_steps) == (104, 200)
     assert d.run_dir == str(run)  # found from the logs' own "checkpoint saved ... at" lines
     assert d.last_complete_checkpoint == str(run / "checkpoints" / "step_50" / "policy")  # step 100 was logged, but is incomplete
@@ -139,15 +140,101 @@ def test_the_resume_command_of_an_external_run_makes_a_spec(tmp_path):
 
 
 def test_the_cli(tmp_path):
-    _, log_dir = cosmos_run(tmp_path, last=104, tail=OOM)
+    _, log_dir = cosmos_run(tmp_path, last=104, tail=VIDEO_FPS)  # not OOM: its plan figure (torch, ~15 s) is tested in-process
     done = skillbank("jobs", "diagnose", str(log_dir), "--json")
     assert done.returncode == 0, done.stderr
     doc = json_out(done)
-    for key in ("state", "cause", "last_step", "last_complete_checkpoint", "resume_command", "last_traceback", "incomplete_checkpoints"):
+    for key in ("state", "cause", "fix", "known_causes", "last_step", "last_loss", "last_loss_smoothed", "loss_smoothing", "last_val_loss",
+                "last_complete_checkpoint", "resume_command", "last_traceback", "incomplete_checkpoints"):
         assert key in doc
     text = skillbank("jobs", "diagnose", str(log_dir))
-    assert "state      : failed" in text.stdout and "resume     : skillbank spec" in text.stdout
+    assert "state      : failed (a record has no video_fps" in text.stdout and "fix        : `skillbank data fix" in text.stdout
+    assert "resume     : skillbank spec" in text.stdout and "smoothed (median of the last 20 logged training steps (85-104))" in text.stdout
     empty = tmp_path / "empty"
     empty.mkdir()
     bad = skillbank("jobs", "diagnose", str(empty))
     assert bad.returncode == 2 and "holds no cosmos-rl run" in bad.stderr and "Traceback" not in bad.stderr
+
+
+# --- known causes, each as cosmos-rl 0.4.7 / torch / huggingface_hub write it -----------------------
+
+def _traceback(rank: int, frame: str, source: str, last: str) -> str:
+    return (f"[rank{rank}]:Traceback (most recent call last):\n[rank{rank}]:  File \"{frame}\", line 10, in step\n"
+            f"[rank{rank}]:    {source}\n[rank{rank}]:{last}\n")
+
+
+VISION = _traceback(0, "/opt/cosmos_rl/policy/model/qwen2_5_vl/__init__.py", "assert vision_embeds.shape[0] == n_tokens, (",
+                    "AssertionError: vision_embeds.shape[0] must be equal to n_tokens, 9216 != 8192")
+VIDEO_FPS = _traceback(0, "/opt/skillbank/training/cosmos_rl/script.py", 'fps = record["video_fps"]', "KeyError: 'video_fps'")
+NCCL = ("[rank1]:[E601 12:10:00.000000000 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=2871, OpType=_ALLGATHER_BASE, NumelIn=1024, NumelOut=2048, Timeout(ms)=600000) ran for 600038 milliseconds before timing out.\n")
+HF = _traceback(0, "/opt/huggingface_hub/utils/_http.py", "raise _format(GatedRepoError, message, response) from e",
+                "huggingface_hub.errors.GatedRepoError: 401 Client Error. (Request ID: Root=1-abc)")
+DISK = _traceback(0, "/opt/cosmos_rl/utils/checkpoint.py", "torch.save(state, path)", "OSError: [Errno 28] No space left on device")
+REDIS = ("/bin/sh: 1: redis-server: not found\n" + COSMOS.replace("INFO", "ERROR") +
+         'RuntimeError: Failed to start redis server with command: redis-server /tmp/redis.conf --dbfilename d.rdb --save "" with return code 127\n')
+
+
+@pytest.mark.parametrize("name, log, tail", [
+    ("vision_tokens", "policy_0.log", VISION), ("video_fps", "policy_0.log", VIDEO_FPS), ("nccl_timeout", "policy_1.log", NCCL),
+    ("hf_auth", "policy_0.log", HF), ("disk_full", "policy_0.log", DISK), ("redis_missing", "controller.log", REDIS),
+])
+def test_each_known_failure_is_named_with_its_fix(tmp_path, name, log, tail):
+    from skillbank.training.cosmos_rl.causes import BY_NAME
+
+    run, log_dir = cosmos_run(tmp_path, last=60)
+    with open(log_dir / "logs_latest" / log, "a") as f:
+        f.write(tail)
+    (log_dir / "logs_latest" / "launcher.log").write_text("ERROR Process 4243 failed with return code 1\n")  # what it used to name
+    d = diagnose(log_dir)
+    assert d.state == "failed" and d.known_causes[0]["name"] == name
+    assert d.cause.startswith(BY_NAME[name].cause) and d.fix == BY_NAME[name].fix and d.known_causes[0]["evidence"].startswith(log)
+    assert "return code" not in d.cause
+
+
+def test_vision_tokens_cut_at_model_max_length_say_the_numbers(tmp_path):
+    run, log_dir = cosmos_run(tmp_path, last=60, tail=VISION)
+    config = run / "checkpoints" / "step_50" / "policy" / "cosmos_config"
+    config.write_text(config.read_text().replace("40960", "8192"))
+    d = diagnose(log_dir)
+    assert "a clip gives 9,216 vision tokens but only 8,192 were left in the sequence; policy.model_max_length is 8,192 in this run" in d.cause
+    assert "raise policy.model_max_length" in d.fix
+    # transformers' own check (the generic HF path, Qwen3-VL) says the same
+    run2, log_dir2 = cosmos_run(tmp_path / "hf", last=5, tail="[rank0]:ValueError: Videos features and video tokens do not match: tokens: 8192, features 9216\n")
+    assert "a clip gives 9,216 vision tokens but only 8,192" in diagnose(log_dir2).cause
+
+
+def test_an_oom_states_the_plans_memory_for_the_runs_spec(tmp_path):
+    """The planner's public build_plan on the checkpoint's cosmos_config (Cosmos-Reason2-2B, bundled: no network)."""
+    run, log_dir = cosmos_run(tmp_path, last=60, tail=OOM)
+    d = diagnose(log_dir)
+    plan = d.oom_plan
+    assert plan["spec"].endswith("step_50/policy/cosmos_config") and plan["gpu"] == "h100-80gb" and plan["memory_per_gpu_gib"] > 0
+    assert set(plan["memory_breakdown_gib"]) >= {"weights", "activations", "logits"}
+    assert f"`skillbank plan` of this run's spec: ~{plan['memory_per_gpu_gib']:.1f} GiB per GPU on h100-80gb" in d.cause
+    assert "it tried to allocate 2.00 GiB" in d.cause and "train.train_policy.mini_batch is 2" in d.cause
+    for part in run.rglob("cosmos_config"):
+        part.unlink()
+    assert "no spec or config" in diagnose(log_dir).oom_plan["unavailable"]
+
+
+def test_a_root_cause_comes_before_the_timeouts_it_causes(tmp_path):
+    run, log_dir = cosmos_run(tmp_path, last=60, tail=OOM)
+    with open(log_dir / "logs_latest" / "policy_1.log", "a") as f:
+        f.write(NCCL)
+    d = diagnose(log_dir)
+    assert [c["name"] for c in d.known_causes] == ["cuda_oom", "nccl_timeout"] and d.cause.startswith("CUDA out of memory")
+    assert "  also seen  : nccl_timeout: an NCCL collective timed out" in "\n".join(d.lines())
+
+
+def test_the_loss_is_smoothed_and_the_validation_loss_reported(tmp_path):
+    spike = f"[rank0]:{COSMOS}Step: 61/200, Loss: 9.50000, Grad norm: 40.0, Iteration time: 0.5s\n"
+    val = f"[rank0]:{COSMOS}[SFT] Validation loss: 0.8123 for train step 50/200, epoch 0\n"
+    run, log_dir = cosmos_run(tmp_path, last=60, tail=val + spike)
+    d = diagnose(log_dir)
+    assert d.last_loss == 9.5 and (d.last_val_loss, d.last_val_step) == (0.8123, 50)
+    window = sorted([round(2.0 / s, 5) for s in range(42, 61)] + [9.5])  # steps 42-61 as logged: a median ignores the spike
+    assert d.last_loss_smoothed == pytest.approx((window[9] + window[10]) / 2, abs=1e-6)
+    assert d.loss_smoothing == "median of the last 20 logged training steps (42-61)"
+    text = "\n".join(d.lines())
+    assert "loss 9.5 (raw)" in text and "val loss   : 0.8123 at step 50" in text

@@ -155,6 +155,7 @@ def test_rl_from_a_model_with_a_recipe_warns_where_it_samples_otherwise(trained)
     report = run_preflight(skill=SKILL, action="rl", spec=spec, backend="local", only=["spec"])
     found = [f for f in report.findings if f.check == "spec.recipe"]
     assert found and found[0].severity == "warning" and "custom.vision.fps 2.0 differs from the start model's recipe" in found[0].message
+    assert any(f.message.startswith("custom.answer_type 'reasoning' differs from the start model's recipe") for f in found)  # trained short
 
 
 def test_user_over_recipe_over_default():

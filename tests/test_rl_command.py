@@ -43,7 +43,8 @@ def test_rl_writes_the_toml_and_the_command(tmp_path):
     assert Path(out["command"][-1]).is_file()
     data = toml.load(out["toml"])
     assert data["train"]["train_policy"]["type"] == "grpo" and data["rollout"]["n_generation"] == 4
-    assert out["plan"] == {"prompts": 8, "samples_per_epoch": 32, "steps_per_epoch": 1}
+    # 8 prompts x 4 samples: the spec fitted the batch to 8 samples, 4 policy steps per epoch (runs.fitting)
+    assert out["plan"] == {"prompts": 8, "samples_per_epoch": 32, "steps_per_epoch": 4} and data["train"]["train_batch_per_replica"] == 8
     assert Path(out["run_dir"]).parent == tmp_path / "out"
 
 

@@ -13,7 +13,7 @@ import yaml
 
 from skillbank.cli import main
 from skillbank.specification.train import TrainSpec
-from skillbank.runs import steps
+from skillbank.runs import fitting, steps
 from test_run_arithmetic import spec_dict, write_records
 
 SKILL = "tao-finetune-cosmos-reason"
@@ -84,15 +84,48 @@ def test_validation_with_zero_batches_is_refused_when_set_and_the_text_output_na
     assert "Traceback" not in err
 
 
-def test_fitting_is_the_steps_module_rule(tmp_path):
-    spec = TrainSpec.model_validate(spec_dict(tmp_path, 7, train__train_batch_per_replica=8, train__train_policy={"mini_batch": 2}))
-    count = steps.train_count(spec, 7)  # 2 ranks: 4 per rank
-    [fit] = steps.fit_train_batches(spec, count)
-    assert (fit.key, fit.before, fit.after) == ("train.train_batch_per_replica", 8, 4)
-    assert steps.fit_train_batches(spec, count, fixed={"train.train_batch_per_replica"}) == []
-    fitted = steps.apply_fits(spec, [fit])
-    assert steps.step_plan(fitted, 7).steps_per_epoch == 1 and not steps.plan_errors(fitted, count, None)
-    assert steps.plan_errors(spec, count, None)[0].where == "train.train_batch_per_replica"
+def test_fitting_is_the_one_rule_in_runs_fitting(tmp_path):
+    spec = TrainSpec.model_validate(spec_dict(tmp_path, 17, train__train_batch_per_replica=8, train__train_policy={"mini_batch": 2}))
+    count = steps.train_count(spec, 17)  # 2 ranks: 9 per rank; batch 8 gives 1 step per epoch
+    [fit] = fitting.fit_train_batches(spec, count)
+    assert (fit.key, fit.before, fit.after) == ("train.train_batch_per_replica", 8, 2)  # 9 // 4 = 2: 4 steps per epoch
+    assert "at least 4 optimizer steps per epoch" in fit.why and "4 optimizer step(s) per epoch, 8 in all" in fit.why
+    assert fitting.fit_train_batches(spec, count, fixed={"train.train_batch_per_replica"}) == []
+    fitted = fitting.apply_fits(spec, [fit])
+    assert steps.step_plan(fitted, 17).steps_per_epoch == 4 and steps.steps_problem(fitted, count) is None
+    assert steps.steps_problem(spec, count).severity == "warning"  # what an explicit 8 keeps: the barely-trains warning
+
+
+@pytest.mark.parametrize(("per_rank", "batch", "mini", "mini_fixed", "expected"), [
+    (25, 32, 2, False, (6, 2, True)),  # 200 records on 8 GPUs: 4 steps per epoch, not 24 (1 step)
+    (100, 32, 2, False, (24, 2, True)),  # 3 steps at 32; 24 gives 4
+    (128, 32, 2, False, None),  # already 4 steps: kept
+    (6, 32, 2, False, (1, 1, True)),  # mini_batch 2 gives 3 steps: it comes down so the batch gives 4
+    (6, 32, 2, True, (6, 2, False)),  # ... unless the user set it: the largest batch that trains
+    (6, 4, 2, True, None),  # no batch reaches 4 and 4 already trains: kept
+    (3, 32, 2, False, (2, 2, False)),  # 3 records per rank: no batch reaches 4; the largest that trains
+    (1, 32, 2, False, (1, 1, False)),  # fewer records than one mini batch
+    (1, 32, 2, True, None),  # ... with mini_batch set: nothing trains, plan_errors names the fix
+    (0, 32, 2, False, None),
+])
+def test_fit_batch_reaches_four_steps_where_the_data_allows(per_rank, batch, mini, mini_fixed, expected):
+    assert fitting.fit_batch(per_rank, batch, mini, mini_fixed=mini_fixed) == expected
+    if expected:
+        new, new_mini, reached = expected
+        assert new % new_mini == 0 and new < batch and (per_rank // new >= steps.FEW_STEPS_PER_EPOCH) == reached
+
+
+def test_two_hundred_records_on_eight_gpus_train_four_steps_an_epoch(tmp_path, capsys):
+    """The issue's case: the template (batch 32, mini_batch 2, dp_shard_size 8) on 200 records."""
+    write_records(tmp_path / "qa" / "train" / "annotations.json", 200)
+    write_records(tmp_path / "qa" / "val" / "annotations.json", 40)
+    rc = main(["spec", "--action", "train", "--dataset-root", str(tmp_path / "qa")])
+    err = capsys.readouterr().err
+    assert rc == 0
+    assert ("fitted: train.train_batch_per_replica 32 -> 6: 200 train records over 8 data-parallel rank(s) give 25 per rank; 32 would give 0 step(s) per epoch; "
+            "the largest multiple of mini_batch 2 giving at least 4 optimizer steps per epoch (fewer barely trains): "
+            "4 optimizer step(s) per epoch, 12 in all") in err
+    assert "  4 optimizer steps per epoch;" in err and "12 in all over 3 epoch(s)" in err and "warning" not in err
 
 
 def test_a_deft_round_and_an_automl_trial_fit_what_they_inherit(tmp_path):
@@ -100,10 +133,10 @@ def test_a_deft_round_and_an_automl_trial_fit_what_they_inherit(tmp_path):
     data = spec_dict(tmp_path, 5, train__train_batch_per_replica=32, train__train_policy={"mini_batch": 2},
                      validation={"enable": True, "batch_size": 8})
     data["custom"]["val_dataset"] = {"annotation_path": str(write_records(tmp_path / "val.json", 3)), "media_path": str(tmp_path / "media")}
-    spec, fits = steps.fit_to_data(TrainSpec.model_validate(data))
+    spec, fits = fitting.fit_to_data(TrainSpec.model_validate(data))
     assert [(f.key, f.after) for f in fits] == [("train.train_batch_per_replica", 2), ("validation.batch_size", 2)]
     assert spec.train.train_batch_per_replica == 2 and spec.validation.batch_size == 2
-    _, kept = steps.fit_to_data(TrainSpec.model_validate(data), fixed={"validation.batch_size"})
+    _, kept = fitting.fit_to_data(TrainSpec.model_validate(data), fixed={"validation.batch_size"})
     assert [f.key for f in kept] == ["train.train_batch_per_replica"]
 
 
@@ -132,11 +165,18 @@ def test_rl_fit_keeps_whole_prompt_groups():
     from types import SimpleNamespace as NS
 
     spec = NS(train=NS(train_batch_per_replica=32, train_policy=NS(mini_batch=2)), rollout=NS(n_generation=6), policy=NS(parallelism=NS(dp_shard_size=4)))
-    [fit] = steps.fit_rl_batch(spec, 100)
+    [fit] = fitting.fit_rl_batch(spec, 100)
     assert fit.after == 24  # lcm(4 x 2, 6)
-    [fit, mini] = steps.fit_rl_batch(spec, 2)  # 12 samples: no multiple of 24; mini_batch 1 -> lcm(4, 6) = 12
+    [fit, mini] = fitting.fit_rl_batch(spec, 2)  # 12 samples: no multiple of 24; mini_batch 1 -> lcm(4, 6) = 12
     assert (fit.after, mini.key, mini.after) == (12, "train.train_policy.mini_batch", 1)
-    assert steps.fit_rl_batch(spec, 2, fixed={"train.train_policy.mini_batch"}) == []
+    assert fitting.fit_rl_batch(spec, 2, fixed={"train.train_policy.mini_batch"}) == []
+    spec = NS(train=NS(train_batch_per_replica=64, train_policy=NS(mini_batch=2)), rollout=NS(n_generation=8), policy=NS(parallelism=NS(dp_shard_size=4)))
+    [fit] = fitting.fit_rl_batch(spec, 20)  # 160 samples: 64 gives 2 policy steps per epoch; 40 gives 4 (the train rule)
+    assert fit.after == 40 and "at least 4 policy steps per epoch" in fit.why and "4 policy step(s) per epoch" in fit.why
+    [fit] = fitting.fit_rl_batch(spec, 3)  # 24 samples: no multiple of 8 gives 4 steps; the largest that trains, with the warning
+    assert fit.after == 24 and "no batch gives 4 per epoch: the run barely trains" in fit.why
+    spec.train.train_batch_per_replica = 16
+    assert fitting.fit_rl_batch(spec, 3) == []  # 16 already trains and no batch reaches 4: kept
 
 
 def test_the_toml_and_yaml_we_write_end_with_a_newline(root, tmp_path, capsys):

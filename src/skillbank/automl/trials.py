@@ -36,14 +36,14 @@ def trial_spec(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def fit_trial(model: Any, spec: dict[str, Any], searched: Any = ()) -> list[Any]:
-    """The trial's batches fitted to its data in place (skillbank.runs.steps): the base spec's
+    """The trial's batches fitted to its data in place (skillbank.runs.fitting): the base spec's
     values are ceilings, a searched key is kept as sampled (preflight prunes it when it cannot run).
     Data that cannot be counted leaves the spec as it is (preflight says why)."""
     from skillbank.specification.overrides import set_dotted
-    from skillbank.runs import steps
+    from skillbank.runs import fitting
 
     try:
-        _, fits = steps.fit_to_data(model, fixed=set(searched))
+        _, fits = fitting.fit_to_data(model, fixed=set(searched))
     except InputError:
         return []
     for fit in fits:

@@ -134,7 +134,7 @@ class Loop:
 
     def train(self, r: int, folder: Path, interrupted: bool) -> dict[str, Any]:
         from skillbank.specification.io import write_spec
-        from skillbank.runs import steps
+        from skillbank.runs import fitting
 
         start = self.config.model if self.config.retrain.start_from == "base" else self.best["model"]
         spec = self.train_spec.model_copy(deep=True)
@@ -145,7 +145,7 @@ class Loop:
         spec.train.ckpt.enable_checkpoint = True
         spec.train.ckpt.export_safetensors = True
         spec.results_dir = str(folder)
-        spec, fits = steps.fit_to_data(spec)  # base + mined records: the train spec's batches are ceilings
+        spec, fits = fitting.fit_to_data(spec)  # base + mined records: the train spec's batches are ceilings
         for fit in fits:
             self.log(f"round {r}: fitted {fit.line()}")
         spec_path = write_spec(folder / "train.yaml", spec)

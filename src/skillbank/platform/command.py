@@ -14,9 +14,15 @@ PLATFORMS = ("local", "docker", "slurm")
 DIAGNOSE_HELP = """\
 Read a training run's folder and logs (nothing is written) and say:
   state                     running | failed | finished (unknown: nothing logged yet)
-  cause                     the failure the logs show (cosmos-rl's known fatal messages explained; else the
-                            last exception), or why a silent stop looks like a kill
+  cause, fix                the known failure the logs show, with its fix: vision tokens cut at
+                            policy.model_max_length, CUDA OOM (with `skillbank plan`'s memory per GPU for the
+                            run's spec: oom_plan), NCCL timeout, a record without video_fps, redis-server
+                            missing, the hub's 401/403, a full disk, zero steps, no GPU (known_causes lists
+                            each seen, with its log line); else the last exception, or why a silent stop
+                            looks like a kill
   last_step, total_steps    from the master rank's "Step: s/T" lines
+  last_loss                 the last step's loss (raw); last_loss_smoothed: the median of the last 20 logged
+                            steps (loss_smoothing says which); last_val_loss, last_val_step: the last validation
   last_complete_checkpoint  the newest step_N/policy with cosmos_config and one .rank_R_complete marker per
                             saving rank (cosmos-rl's own rule: saves are asynchronous, a "saved" log line
                             proves nothing); incomplete_checkpoints lists the others and what they miss

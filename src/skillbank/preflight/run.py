@@ -394,8 +394,9 @@ def rl_budget(spec: Any, patch: int) -> VisionBudget:
 
 
 def _rl_recipe(spec: Any, f: Findings) -> None:
-    """spec.recipe warnings where the rl spec's vision settings or system prompt (when set) differ from
-    the start model's recipe: the policy would sample at settings its SFT never saw."""
+    """spec.recipe warnings where the rl spec's vision settings, system prompt (when set) or answer type
+    differ from the start model's recipe: the policy would sample at settings its SFT never saw (a
+    reasoning spec on a short-answer start scores 0 on the format and the extraction)."""
     from skillbank import recipe
 
     found = recipe.read(spec.policy.model_name_or_path)
@@ -403,8 +404,8 @@ def _rl_recipe(spec: Any, f: Findings) -> None:
         return
     v = spec.custom.vision
     user = {"fps": v.fps, "nframes": v.nframes, "total_pixels": v.total_pixels, "max_pixels": v.max_pixels,
-            "system_prompt": spec.custom.system_prompt}
-    names = {k: f"custom.vision.{k}" for k in recipe.VISION_KEYS} | {"system_prompt": "custom.system_prompt"}
+            "system_prompt": spec.custom.system_prompt, "answer_type": spec.custom.answer_type}
+    names = {k: f"custom.vision.{k}" for k in recipe.VISION_KEYS} | {"system_prompt": "custom.system_prompt", "answer_type": "custom.answer_type"}
     applied = recipe.apply(user, found.recipe, dict.fromkeys(user), names=names, recipe_source=f"the start model's recipe ({found.source})")
     for warning in applied.warnings:
         f.warning("spec.recipe", warning, "set it to the recipe's value to sample as SFT trained, or keep it on purpose",

@@ -223,3 +223,58 @@ def deft_from_request(text: str | None) -> bool | None:
         return None
     before = joined[: match.start()].split()[-2:]
     return not any(word in _DEFT_DECLINED for word in before)
+
+
+# ---- sizing (skillbank plan) and the layout a request asks for -----------------------------------------
+
+_UNITS = r"(gpus?|nodes?|gpu\s+hours?|hours?|days?|minutes?|steps?|epochs?|h100s?|h200s?|a100s?|b200s?)"
+_SIZING = re.compile(
+    rf"\bhow\s+many\s+{_UNITS}\b"
+    r"|\bhow\s+long\b"
+    r"|\bhow\s+much\s+(gpu\s+)?(memory|vram|ram|disk|storage|space|time|compute|gpu)\b"
+    r"|\b(does|do|will|would|can|could|is|if|whether)\s+(\S+\s+){0,6}?(fit|fits|oom|ooms)\b"
+    r"|\b(fit|fits)\s+(in|on|into)\s+(\S+\s+){0,3}?(memory|gpus?|nodes?|vram|h100s?|h200s?|a100s?|b200s?|\d+\s*gb)\b"
+    r"|\benough\s+(gpu\s+)?(memory|vram|gpus?|disk)\b"
+    r"|\b(estimate|estimated|estimating|size|sizing|plan|planning)\s+(\S+\s+){0,2}?"
+    r"(gpus?|memory|vram|time|hours|cost|run|job|disk|layout|resources|compute)\b"
+    r"|\b(gpu\s+hours?|wall\s*(clock\s+)?time|time\s+estimate|memory\s+estimate|memory\s+per\s+gpu|time\s+to\s+train)\b"
+)
+
+
+def plan_from_request(text: str | None) -> bool:
+    """True when the request asks how many GPUs, how long, or whether it fits ("how many GPUs do I need
+    for 50k clips", "will the 8B fit on one node", "how long will 3 epochs take"): `skillbank plan`
+    answers it. A negated mention ("not how long it takes") is no such question."""
+    if not text:
+        return False
+    joined = " ".join(normalise(text))
+    for match in _SIZING.finditer(joined):
+        before = joined[: match.start()].split()[-2:]
+        if not any(word in ("not", "never", "without") for word in before):
+            return True
+    return False
+
+
+GPUS_PER_NODE = 8  # a node of the bank's GPUs (H100 / H200 / A100 / B200 servers hold 8)
+_NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "eight": 8, "ten": 10, "sixteen": 16, "single": 1}
+_GPU_WORD = r"(?:gpus?|h100s?|h200s?|a100s?|b200s?)"
+_NODES = re.compile(r"\b(\d+|" + "|".join(_NUMBER_WORDS) + r")\s+"  # "4 nodes", "two 8 gpu nodes", "4 dgx nodes"; not "an 8 gpu node"
+                    rf"(?!(?:x\s+)?{_GPU_WORD}\b)(?:(?:x\s+)?(?:\d+\s+)?(?:x\s+)?(?:{_GPU_WORD}|\w+)\s+)?(nodes?|machines|servers|hosts)\b")
+_MULTI = re.compile(r"\b(multi\s*node|multiple\s+nodes|several\s+nodes|many\s+nodes|across\s+nodes|more\s+than\s+one\s+node)\b")
+_GPUS = re.compile(r"\b(\d+)\s+(x\s+)?(\w+\s+)?(gpus|h100s|h200s|a100s|b200s)\b")
+
+
+def nodes_from_request(text: str | None) -> tuple[int | None, str]:
+    """(nodes the request asks to train on, the words that say so): "on 4 nodes" 4, "multi-node" 2 (at
+    least), "on 32 GPUs" 4 (GPUS_PER_NODE a node); (None, "") when it names no layout."""
+    if not text:
+        return None, ""
+    joined = " ".join(normalise(text))
+    if m := _NODES.search(joined):
+        count = m[1]
+        return (int(count) if count.isdigit() else _NUMBER_WORDS[count]), m[0]
+    if m := _MULTI.search(joined):
+        return 2, m[0]
+    if (m := _GPUS.search(joined)) and int(m[1]) > GPUS_PER_NODE:
+        return -(-int(m[1]) // GPUS_PER_NODE), f"{m[0]} (more than {GPUS_PER_NODE} GPUs: more than one {GPUS_PER_NODE}-GPU node)"
+    return None, ""

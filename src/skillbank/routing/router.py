@@ -7,6 +7,12 @@ model whose skill_info says automl_enabled, whose action schema and template are
 parse) and whose schema marks parameters for AutoML (automl_default_parameters) goes to
 `tao-skill-bank:tao-run-automl`; otherwise training is direct. Other actions stay with the model
 skill. The override is for this run only: nothing in the skill changes.
+
+A train or rl request that asks how many GPUs, how long, or whether it fits goes to `skillbank plan`
+(route "plan"): sizing comes before a launch. A request whose layout spans several nodes (its words,
+--nodes, or the spec's dp_replicate_size) is never handed to AutoML: a study runs its trials one at a
+time on one node (`submit --action automl` refuses more), so it trains directly and the reason says
+why and how to search on one node first.
 """
 
 from __future__ import annotations
@@ -19,7 +25,8 @@ import yaml
 
 from skillbank.errors import InputError
 from skillbank.paths import bank_root, skill_dir
-from skillbank.routing.phrases import data_import_from_request, deft_from_request, policy_from_request, rl_from_request
+from skillbank.routing.phrases import (data_import_from_request, deft_from_request, nodes_from_request, plan_from_request, policy_from_request,
+                                       rl_from_request)
 from skillbank.skillinfo import schema_path, skill_info, template_path
 
 POLICIES = ("auto", "off")
@@ -27,6 +34,8 @@ NOT_RUNNABLE = "AutoML is enabled but not runnable until schemas are generated"
 TRAINING_ACTIONS = ("train", "rl")  # actions that train, so AutoML may take them
 DATA_IMPORT_STEP = "skillbank data import SOURCE --out DIR; skillbank data stats DIR/train/annotations.json; then spec --dataset-root DIR"
 DEFT_TARGET = "tao-skill-bank:tao-run-deft"  # improve a model with more data from a pool
+PLAN_STEP = ("skillbank spec --action train --dataset-root DIR -o train.yaml; skillbank plan --spec train.yaml --json "
+             "(a dataset only described: skillbank plan --records N --clip-seconds S --json); then train where after_plan says")
 
 
 @dataclass(frozen=True)
@@ -43,6 +52,10 @@ class RouteDecision:
     automl_enabled: bool
     action_source: str = "explicit"  # "request": a train request that asked for RL became the rl action
     data_step: str = ""  # the request asks to convert / import a dataset: run this first (DATA_IMPORT_STEP)
+    plan_step: str = ""  # route "plan": the commands that answer it (PLAN_STEP)
+    nodes: int | None = None  # the nodes the request, --nodes or the spec asks to train on (None: not said)
+    nodes_source: str = ""  # what said so
+    after_plan: dict[str, Any] | None = None  # route "plan": where the training goes once sized {route, target, reason}
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -79,7 +92,9 @@ def resolve_policy(automl_policy: str | None, request: str | None) -> tuple[str,
     return "auto", "default"
 
 
-def route(*, skill: str, action: str, request: str | None = None, automl_policy: str | None = None) -> RouteDecision:
+def route(*, skill: str, action: str, request: str | None = None, automl_policy: str | None = None,
+          nodes: int | None = None, nodes_source: str = "") -> RouteDecision:
+    """`nodes`: the layout from --nodes or a spec (nodes_source says which); else the request's words."""
     folder = skill_dir(skill)
     info = skill_info(skill)
     actions = info.get("actions", {})
@@ -90,16 +105,33 @@ def route(*, skill: str, action: str, request: str | None = None, automl_policy:
         action, action_source = "rl", "request"
     policy, source = resolve_policy(automl_policy, request)
     enabled = bool(info.get("automl_enabled"))
+    if nodes is None:
+        nodes, said = nodes_from_request(request)
+        nodes_source = f'the request ("{said}")' if said else ""
     common = dict(skill=skill, action=action, automl_policy=policy, policy_source=source,
                   skill_dir=folder.relative_to(bank_root()).as_posix(), automl_enabled=enabled, action_source=action_source,
-                  data_step=DATA_IMPORT_STEP if data_import_from_request(request) else "")
+                  data_step=DATA_IMPORT_STEP if data_import_from_request(request) else "", nodes=nodes, nodes_source=nodes_source)
     what = "RL (GRPO) training" if action == "rl" else "model training"
     if action_source == "request":
         what += " (the request asks for RL: the rl action)"
     if action not in TRAINING_ACTIONS:
         return RouteDecision(**common, route="model", target=skill, runnable=True,
                              reason=f"{action} is not a train action: it stays with the model skill")
-    if action == "train" and action_source == "explicit" and deft_from_request(request):
+    if plan_from_request(request):
+        then = _train_route(common, info, request, what)
+        return RouteDecision(**{**common, "plan_step": PLAN_STEP, "after_plan": {"route": then.route, "target": then.target, "reason": then.reason}},
+                             route="plan", target=skill, runnable=True,
+                             reason="the request asks how many GPUs, how long or whether it fits: `skillbank plan` answers it (parameters, "
+                                    f"memory per GPU by part, hours, disk, layouts) before anything is launched; then {then.route} "
+                                    "(after_plan: where the training itself goes)")
+    return _train_route(common, info, request, what)
+
+
+def _train_route(common: dict[str, Any], info: dict[str, Any], request: str | None, what: str) -> RouteDecision:
+    """Where a train / rl request's training goes: DEFT, direct, or AutoML."""
+    skill, action, policy, source, enabled = common["skill"], common["action"], common["automl_policy"], common["policy_source"], common["automl_enabled"]
+    nodes, nodes_source = common["nodes"], common["nodes_source"]
+    if action == "train" and common["action_source"] == "explicit" and deft_from_request(request):
         return RouteDecision(**common, route="deft", target=DEFT_TARGET, runnable=True,
                              reason="the request asks to improve the model with more data from a pool (mine it, fix failures with more data): "
                                     "the DEFT loop finds the gaps, mines the pool and retrains; not AutoML, which searches hyperparameters on fixed data")
@@ -116,5 +148,11 @@ def route(*, skill: str, action: str, request: str | None = None, automl_policy:
     if not _searched(skill, action):
         return RouteDecision(**common, route="direct", target=skill, runnable=True,
                              reason=f"the {action} schema marks no parameters for AutoML (automl_default_parameters is empty): direct {what}")
+    if nodes is not None and nodes > 1:
+        return RouteDecision(**common, route="direct", target=skill, runnable=True,
+                             reason=f"not AutoML: {nodes_source} asks for {nodes} nodes, and an AutoML study runs its trials one at a time on one "
+                                    f"node (`skillbank submit --action automl` refuses a multi-node spec): direct {what} on {nodes} nodes. To search "
+                                    "hyperparameters, run the study on one node (policy.parallelism.dp_replicate_size=1), then train its best "
+                                    f"spec on {nodes} nodes")
     return RouteDecision(**common, route="automl", target=info.get("automl_target", "tao-skill-bank:tao-run-automl"),
                          runnable=True, reason=f"automl_policy auto ({source}), automl_enabled, {action} schema and template packaged")

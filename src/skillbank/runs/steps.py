@@ -17,7 +17,6 @@ Light: no torch.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -245,118 +244,6 @@ def plan_errors(spec: Any, count: "TrainCount", val_records: int | None) -> list
     return [p for p in found if p is not None and p.severity == "error"]
 
 
-# ---- fitting batches to the data -------------------------------------------------------------------
-
-BATCH_KEY = "train.train_batch_per_replica"
-MINI_BATCH_KEY = "train.train_policy.mini_batch"
-
-
-@dataclass(frozen=True)
-class BatchFit:
-    """One batch value lowered to fit the data (the spec's value was the ceiling)."""
-
-    key: str
-    before: int
-    after: int
-    why: str
-
-    def line(self) -> str:
-        return f"{self.key} {self.before} -> {self.after}: {self.why}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "from": self.before, "to": self.after, "why": self.why}
-
-
-def fit_train_batches(spec: Any, count: "TrainCount", val_records: int | None = None, *, fixed: Collection[str] = ()) -> list[BatchFit]:
-    """The batch values of a train spec that must come down for the run to train, largest first: the
-    spec's values are the ceiling; train_batch_per_replica becomes the largest multiple of mini_batch
-    that gives at least one optimizer step per epoch (mini_batch itself comes down, to the batch, only
-    when a rank holds fewer records than one mini batch), validation.batch_size the largest that gives one
-    validation batch per rank. Keys in `fixed` (the ones the user set) are never changed: plan_errors
-    then names the fix. Nothing to fit: []."""
-    fits: list[BatchFit] = []
-    plan = step_plan(spec, count.train)
-    per_rank, batch, mini = plan.records_per_rank, plan.batch_per_rank, plan.mini_batch
-    share = f"{count.train:,} train records over {plan.ranks} data-parallel rank(s) give {per_rank:,} per rank"
-    if plan.steps_per_epoch == 0 and per_rank >= 1 and BATCH_KEY not in fixed:
-        new_batch, new_mini = per_rank // mini * mini, mini
-        if not new_batch and MINI_BATCH_KEY not in fixed:
-            new_batch = new_mini = per_rank
-        if new_batch:
-            steps_each = plan.with_batch(new_batch, new_mini).steps_per_epoch
-            fits.append(BatchFit(BATCH_KEY, batch, new_batch,
-                                 f"{share}; the largest multiple of mini_batch {new_mini} giving an optimizer step ({steps_each} per epoch)"))
-            if new_mini != mini:
-                fits.append(BatchFit(MINI_BATCH_KEY, mini, new_mini, f"{share}, fewer than one mini batch: mini_batch must divide the batch"))
-    val = count.split or val_records
-    if spec.validation.enable and val and VALIDATION_BATCH_KEY not in fixed:
-        size = spec.validation.batch_size
-        val_per_rank, batches = validation_batches(val, plan.ranks, size)
-        if batches == 0:
-            fits.append(BatchFit(VALIDATION_BATCH_KEY, size, val_per_rank,
-                                 f"{val:,} validation records over {plan.ranks} rank(s) give {val_per_rank:,} per rank: one validation batch each"))
-    return fits
-
-
-def apply_fits(spec: Any, fits: list[BatchFit]) -> Any:
-    """The spec with the fitted values, validated again by its model (every rule still holds)."""
-    if not fits:
-        return spec
-    from skillbank.specification.overrides import set_dotted
-
-    data = spec.model_dump(mode="json")
-    for fit in fits:
-        set_dotted(data, fit.key, fit.after)
-    return type(spec).model_validate(data)
-
-
-def count_data(spec: Any) -> tuple["TrainCount", int | None]:
-    """(train count, custom.val_dataset's records or None) of a train spec, counted from its files
-    (InputError when the train annotations cannot be counted; an unreadable val file counts as None)."""
-    count = read_train_count(spec)
-    val = spec.custom.val_dataset
-    val_records = None
-    if spec.validation.enable and val is not None and val.annotation_path:
-        try:
-            val_records = count_records(val.annotation_path)
-        except InputError:
-            pass  # preflight reports the file
-    return count, val_records
-
-
-def fit_to_data(spec: Any, *, fixed: Collection[str] = ()) -> tuple[Any, list[BatchFit]]:
-    """A derived train spec (a DEFT round's, an AutoML trial's) fitted to its own data: the batches it
-    inherits are ceilings. Returns the spec (unchanged when nothing needs fitting) and the fits."""
-    count, val_records = count_data(spec)
-    fits = fit_train_batches(spec, count, val_records, fixed=fixed)
-    return apply_fits(spec, fits), fits
-
-
-def fit_rl_batch(spec: Any, prompts: int, *, fixed: Collection[str] = ()) -> list[BatchFit]:
-    """The rl spec's train_batch_per_replica (samples per policy step), fitted to its prompts: the
-    largest value up to the spec's that is a multiple of n_generation (whole prompts per step, the
-    local backend's rule) and of dp_shard_size x mini_batch (cosmos-rl's assertion), and no more than
-    one epoch's samples (prompts x n_generation). mini_batch comes down to 1 only when no batch fits
-    with it. Keys in `fixed` are never changed."""
-    batch, g = spec.train.train_batch_per_replica, spec.rollout.n_generation
-    mini, ranks = spec.train.train_policy.mini_batch, spec.policy.parallelism.dp_shard_size
-    samples = prompts * g
-    if BATCH_KEY in fixed or (samples >= batch and not batch % g) or samples == 0:
-        return []
-    top = min(batch, samples)
-    for m in (mini, 1) if MINI_BATCH_KEY not in fixed else (mini,):
-        unit = math.lcm(ranks * m, g)
-        new = top // unit * unit
-        if new:
-            why = (f"{prompts:,} prompts x rollout.n_generation {g} = {samples:,} samples per epoch; the largest multiple of "
-                   f"n_generation and of dp_shard_size {ranks} x mini_batch {m} = {unit} up to {batch} ({samples // new} policy step(s) per epoch)")
-            fits = [BatchFit(BATCH_KEY, batch, new, why)]
-            if m != mini:
-                fits.append(BatchFit(MINI_BATCH_KEY, mini, m, f"no batch of {samples:,} samples or fewer is a multiple of {math.lcm(ranks * mini, g)}"))
-            return fits
-    return []
-
-
 # ---- records ---------------------------------------------------------------------------------------
 
 
@@ -396,6 +283,20 @@ def read_train_count(spec: Any) -> TrainCount:
         raise InputError("no training annotations", where="custom.train_dataset.annotation_path", fix="set it to a LLaVA annotations.json")
     check_val_dataset(spec)
     return train_count(spec, count_records(path))
+
+
+def count_data(spec: Any) -> tuple["TrainCount", int | None]:
+    """(train count, custom.val_dataset's records or None) of a train spec, counted from its files
+    (InputError when the train annotations cannot be counted; an unreadable val file counts as None)."""
+    count = read_train_count(spec)
+    val = spec.custom.val_dataset
+    val_records = None
+    if spec.validation.enable and val is not None and val.annotation_path:
+        try:
+            val_records = count_records(val.annotation_path)
+        except InputError:
+            pass  # preflight reports the file
+    return count, val_records
 
 
 # ---- checkpoints and disk ----------------------------------------------------------------------------

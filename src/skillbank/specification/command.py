@@ -31,20 +31,30 @@ global batch (train_batch_per_replica is per data-parallel rank), optimizer step
 checkpoints kept and their disk. It needs custom.train_dataset.annotation_path to exist (records are
 counted, streamed); otherwise a note says it was skipped. `skillbank preflight` checks the rest.
 
+rl: the answer format (custom.answer_type), system prompt, vision settings (fps or nframes, pixels)
+and task type you did not set come from the start model's skillbank_recipe.json (what SFT trained
+with; user > recipe > template), and a short-answer start (or a prompt that asks for no
+<think>/<answer>) drops the format reward from the template's rewards. stderr lists what came from
+the recipe and warns where a value you set differs from it ("recipe": {path, sources, warnings}
+with --json); without a recipe the template stays, with a note.
+
 Plan here, run there: --path-map LOCAL=REMOTE (repeatable) writes every path key the spec names under
 LOCAL as REMOTE (relative paths are made absolute first), while the dataset root and the plan's record
 count are read at LOCAL here; --dataset-root may be given as LOCAL or REMOTE, the folder must exist
 at LOCAL. Paths under no LOCAL are written as given, with a note.
 
 Batches fitted to the data (train, rl): a batch you did not set (by --set, a shorthand, or in the
---from file) is lowered to fit when the records are counted: the template's value is the ceiling;
-train.train_batch_per_replica becomes the largest multiple of mini_batch giving at least one
-optimizer step per epoch (mini_batch comes down only when a rank holds less than one), and
-validation.batch_size the largest giving one validation batch per rank; rl's batch the largest
-multiple of rollout.n_generation and dp_shard_size x mini_batch up to prompts x n_generation.
-Each change prints as "fitted: KEY OLD -> NEW: why" (under "fitted" with --json). A value you set
-is never changed: a plan that cannot run (zero optimizer steps; validation on with zero batches
-per rank; rl: zero policy steps) exits 2 and writes nothing, naming the key and the fix.
+--from file) is lowered to fit when the records are counted: the template's value is the ceiling.
+When it gives fewer than 4 optimizer steps per epoch (the threshold of the "barely trains" warning),
+train.train_batch_per_replica becomes the largest multiple of mini_batch giving at least 4
+(mini_batch comes down when even one mini batch gives fewer); only when no batch gives 4 (fewer than
+4 records per rank), the largest batch that trains, and the warning stays. validation.batch_size
+becomes the largest giving one validation batch per rank. rl's batch follows the same rule in
+policy steps, as a multiple of rollout.n_generation and dp_shard_size x mini_batch. Each change
+prints as "fitted: KEY OLD -> NEW: why" with the rule and the steps per epoch it gives (under
+"fitted" with --json). A value you set is never changed: a plan that cannot run (zero optimizer
+steps; validation on with zero batches per rank; rl: zero policy steps) exits 2 and writes nothing,
+naming the key and the fix; one that barely trains keeps your value and warns.
 """
 
 EXAMPLES = """\
@@ -112,7 +122,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     add_path_map(p)
     p.add_argument("-o", "--output", metavar="FILE", help="write the spec here (atomically; .toml TOML, .json JSON, else YAML) instead of stdout")
-    p.add_argument("--json", action="store_true", help="print one JSON document {ok, skill, action, from, output, applied, fitted, notes, plan, spec}")
+    p.add_argument("--json", action="store_true", help="print one JSON document {ok, skill, action, from, output, applied, fitted, notes, plan, spec; rl: recipe}")
     p.set_defaults(run=run)
 
 
@@ -130,26 +140,34 @@ def run(args: argparse.Namespace) -> int:
         action = action or infer_action(args.skill, base, where=args.from_file)
     elif not action:
         raise InputError("no action given", where="--action", fix="pass --action train|evaluate|inference|quantize|export, or --from FILE to edit a spec")
+    from skillbank.runs import fitting
     from skillbank.specification.pathmap import from_args
-    from skillbank.runs import steps
 
     paths = from_args(args)
     root = paths.to_local(args.dataset_root) if args.dataset_root else None
     built = build_spec(args.skill, action, args.assignments, dataset_root=root, base=base, source=args.from_file)
+    filled = _from_recipe(built, action, paths)
     node_spec, notes = _for_the_node(built, paths, source=args.from_file)  # built.spec: this machine's view
     local, fitted, plan, plan_notes = _fit(built.spec, action, built.explicit)  # refuses (InputError) before anything is written
-    spec = steps.apply_fits(node_spec, fitted) if paths else local
+    spec = fitting.apply_fits(node_spec, fitted) if paths else local
     data = spec.model_dump(mode="json")
     if args.output:
         write_spec(args.output, spec)
-    notes = (converted.notes if converted else []) + notes + plan_notes
+    notes = (converted.notes if converted else []) + notes + (filled.notes if filled else []) + plan_notes
     if args.json:
         doc = {"ok": True, "skill": args.skill, "action": action, "from": args.from_file, "output": args.output,
                "from_format": ("cosmos-rl" if converted else "skillbank") if args.from_file else None,
                "cosmos_rl_defaults_kept": converted.defaults_kept if converted else [],
                "applied": built.applied, "fitted": [f.to_dict() for f in fitted], "notes": notes, "plan": plan, "spec": data}
+        if filled:
+            doc["recipe"] = filled.to_dict()
         print(json.dumps(doc, indent=2))
         return 0
+    for warning in filled.warnings if filled else []:
+        print(f"warning: {warning}", file=sys.stderr)
+    if filled and filled.recipe_path:
+        taken = [k for k, source in filled.sources.items() if source == "recipe"]
+        print(f"from the start model's recipe ({filled.recipe_path}): {', '.join(taken) or 'nothing (you set every setting)'}", file=sys.stderr)
     for fit in fitted:
         print(f"fitted: {fit.line()}", file=sys.stderr)
     for note in notes:
@@ -181,6 +199,19 @@ def _from_cosmos(args: argparse.Namespace, base: dict[str, Any]) -> Any:
         raise InputError(f"{args.from_file} is a cosmos-rl SFT config: it becomes a train spec, not {args.action}", where="--action",
                          fix="drop --action (or pass --action train), or --from-format skillbank if the file is a skill spec")
     return from_cosmos(spec_model(args.skill, "train"), base, load_template(args.skill, "train"), where=args.from_file)
+
+
+def _from_recipe(built: Any, action: str, paths: Any) -> Any:
+    """rl: the settings the user did not set from the start model's recipe (skillbank.training.rl_recipe),
+    read where this machine sees the start model; built.spec is replaced. None for other actions."""
+    if action != "rl":
+        return None
+    from skillbank.training.rl_recipe import fill_from_recipe
+
+    start = built.spec.policy.model_name_or_path
+    filled = fill_from_recipe(built.spec, built.explicit, start_here=paths.to_local(start) if paths and start else None)
+    built.spec = filled.spec
+    return filled
 
 
 def _for_the_node(built: Any, paths: Any, *, source: str | None) -> tuple[Any, list[str]]:
@@ -223,7 +254,7 @@ def _fit_train(spec: Any, explicit: set[str]) -> tuple[Any, list[Any], dict[str,
     batches fitted, and a note when the run barely trains (preflight reports the same as a warning)."""
     from skillbank.errors import InputError
     from skillbank.preflight import env_checks
-    from skillbank.runs import steps
+    from skillbank.runs import fitting, steps
 
     if not spec.custom.train_dataset.annotation_path:
         return spec, [], None, ["plan skipped: custom.train_dataset.annotation_path is empty (set it, or --dataset-root DIR, to see the step count)"]
@@ -231,8 +262,8 @@ def _fit_train(spec: Any, explicit: set[str]) -> tuple[Any, list[Any], dict[str,
         count, val_records = steps.count_data(spec)
     except InputError as exc:
         return spec, [], None, [f"plan skipped: {exc.message} ({exc.where})"]
-    fits = steps.fit_train_batches(spec, count, val_records, fixed=explicit)
-    spec = steps.apply_fits(spec, fits)
+    fits = fitting.fit_train_batches(spec, count, val_records, fixed=explicit)
+    spec = fitting.apply_fits(spec, fits)
     errors = steps.plan_errors(spec, count, val_records)
     if errors:
         _refuse(errors, explicit)
@@ -246,7 +277,7 @@ def _fit_rl(spec: Any, explicit: set[str]) -> tuple[Any, list[Any], dict[str, An
     """The rl batch (samples per policy step) fitted to the prompts; zero policy steps refused."""
     from skillbank.errors import InputError
     from skillbank.preflight.rl_checks import BATCH_KEY, no_step
-    from skillbank.runs import steps
+    from skillbank.runs import fitting, steps
 
     path = spec.custom.train_dataset.annotation_path
     if not path:
@@ -255,8 +286,8 @@ def _fit_rl(spec: Any, explicit: set[str]) -> tuple[Any, list[Any], dict[str, An
         prompts = steps.count_records(path)
     except InputError as exc:
         return spec, [], None, [f"batch check skipped: {exc.message} ({exc.where})"]
-    fits = steps.fit_rl_batch(spec, prompts, fixed=explicit)
-    spec = steps.apply_fits(spec, fits)
+    fits = fitting.fit_rl_batch(spec, prompts, fixed=explicit)
+    spec = fitting.apply_fits(spec, fits)
     problem = no_step(spec, prompts)
     if problem:
         _refuse([steps.StepsProblem("error", problem[0], problem[1], BATCH_KEY)], explicit)

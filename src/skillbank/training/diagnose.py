@@ -6,6 +6,13 @@ logs_<time>/), one logs_<time> folder, or a skillbank run folder (either backend
 the same watcher that follows a live run (its failure table, steps, saves); checkpoints are judged by
 cosmos-rl's own markers (`step_N/policy/cosmos_config` and one `.rank_R_complete` per saving rank),
 never by a "checkpoint saved" line, since saves are asynchronous. Nothing is written.
+
+A failed run's cause is the known cause its logs show (training/cosmos_rl/causes.py: vision tokens
+cut at model_max_length, CUDA OOM with the plan's memory figure for the run's spec, NCCL timeout, a
+record without video_fps, redis-server missing, the hub's 401/403, a full disk), each with its fix;
+only without one is it what the watcher saw last (an exception, a process exit). The loss is the
+last step's (raw), a smoothed one (the median of the last LOSS_WINDOW logged steps: one spike does
+not move it) and the last validation loss.
 """
 
 from __future__ import annotations
@@ -19,10 +26,13 @@ from typing import Any
 
 from skillbank.redaction import redact
 from skillbank.runs import layout
+from skillbank.training import diagnose_plan
+from skillbank.training.cosmos_rl import causes
 from skillbank.training.cosmos_rl.watcher import CHECKPOINT, EXCEPTION_LINE, RANK_PREFIX, TRACEBACK, LogWatcher
 
 STALE_AFTER_S = 600.0  # a run whose logs have not moved for this long is not running
 TRACEBACK_LINES = 40  # the tail of the last traceback that is shown
+LOSS_WINDOW = 20  # logged steps the smoothed loss is the median of
 
 
 @dataclass
@@ -37,7 +47,14 @@ class Diagnosis:
     run_dir: str | None = None
     log_files: list[str] = field(default_factory=list)
     launched_by: str = "cosmos-rl"  # skillbank-cosmos-rl | skillbank-local | cosmos-rl
-    last_loss: float | None = None
+    fix: str | None = None  # what to do about the cause, when it is a known one
+    known_causes: list[dict[str, Any]] = field(default_factory=list)  # every known cause the logs show: {name, cause, fix, evidence}
+    oom_plan: dict[str, Any] | None = None  # CUDA OOM: `skillbank plan` of the run's spec (memory per GPU, parts) or {unavailable}
+    last_loss: float | None = None  # the last logged step's loss, raw
+    last_loss_smoothed: float | None = None
+    loss_smoothing: str | None = None  # how last_loss_smoothed was taken
+    last_val_loss: float | None = None
+    last_val_step: int | None = None
     last_traceback: str | None = None
     failures: list[str] = field(default_factory=list)
     incomplete_checkpoints: list[dict[str, Any]] = field(default_factory=list)
@@ -54,11 +71,18 @@ class Diagnosis:
         out = [
             f"diagnosis of {self.path}",
             f"  state      : {self.state}" + (f" ({self.cause})" if self.cause else ""),
+            *([f"  fix        : {self.fix}"] if self.fix else []),
+            *[f"  also seen  : {c['name']}: {c['cause']}" for c in self.known_causes[1:]],
             f"  launched by: {self.launched_by}",
             f"  run folder : {self.run_dir or '-'}",
-            f"  last step  : {step}" + (f", loss {self.last_loss:g}" if self.last_loss is not None else ""),
-            f"  checkpoint : {self.last_complete_checkpoint or 'no complete checkpoint'}",
+            f"  last step  : {step}" + (f", loss {self.last_loss:g} (raw)" if self.last_loss is not None else ""),
         ]
+        if self.last_loss_smoothed is not None:
+            out.append(f"  loss       : {self.last_loss_smoothed:g} smoothed ({self.loss_smoothing})")
+        if self.last_val_loss is not None or self.last_val_step is not None:
+            val = "nan" if self.last_val_loss is None else f"{self.last_val_loss:g}"
+            out.append(f"  val loss   : {val} at step {self.last_val_step} (the last validation)")
+        out.append(f"  checkpoint : {self.last_complete_checkpoint or 'no complete checkpoint'}")
         out += [f"  incomplete : step {c['step']} ({c['why']})" for c in self.incomplete_checkpoints]
         if self.final_safetensors:
             out.append(f"  export     : {self.final_safetensors}")
@@ -184,13 +208,30 @@ def incomplete(run_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _watch(logs: list[Path], run_dir: Path | None) -> LogWatcher:
+def _watch(lines: dict[Path, list[str]], run_dir: Path | None) -> LogWatcher:
     watcher = LogWatcher(Path("/nonexistent-log-dir"), run_dir or Path("/nonexistent-run"), progress=False, log=lambda _line: None)
-    for log in logs:
+    for log, text in lines.items():
         source = "policy_0.log" if log.name in (layout.LOG_FILE,) or log.name.startswith("error_rank_") else log.name
-        for line in _read_lines(log):
+        for line in text:
             watcher.feed(line, source=source)
     return watcher
+
+
+def smoothed_loss(losses: list[tuple[int, float | None]], window: int = LOSS_WINDOW) -> tuple[float | None, str | None]:
+    """(median of the last `window` finite logged losses, how it was taken): a last-step spike does not move it."""
+    import statistics
+
+    finite = [(s, v) for s, v in losses if v is not None][-window:]
+    if not finite:
+        return None, None
+    value = statistics.median(v for _, v in finite)
+    return round(value, 6), f"median of the last {len(finite)} logged training steps ({finite[0][0]}-{finite[-1][0]})"
+
+
+def known_causes(lines: dict[Path, list[str]], config: dict[str, Any]) -> list[causes.Found]:
+    """Every known cause the logs show (frames and launcher output included), secrets masked."""
+    shown = causes.scan({log.name: [RANK_PREFIX.sub("", line, count=1) for line in text] for log, text in lines.items()}, config)
+    return [causes.Found(f.name, f.cause, f.fix, redact(f.evidence)) for f in shown]
 
 
 def diagnose(path: str | Path, *, stale_after_s: float = STALE_AFTER_S, now: float | None = None) -> Diagnosis:
@@ -198,13 +239,26 @@ def diagnose(path: str | Path, *, stale_after_s: float = STALE_AFTER_S, now: flo
     folder = Path(path).expanduser().resolve()
     found = locate(folder)
     run_dir = found.run_dir
-    watcher = _watch(found.logs, run_dir)
+    lines = {log: _read_lines(log) for log in found.logs}
+    watcher = _watch(lines, run_dir)
     result = watcher.finish()
     newest = layout.newest_complete_checkpoint(run_dir) if run_dir is not None else None
+    config_path = diagnose_plan.config_file(run_dir, newest)
+    config = diagnose_plan.read_config(config_path)
+    known = known_causes(lines, config)
     now = time.time() if now is None else now
     mtimes = [p.stat().st_mtime for p in found.logs] + ([(run_dir / layout.METRICS_FILE).stat().st_mtime] if run_dir and (run_dir / layout.METRICS_FILE).is_file() else [])
     age = round(now - max(mtimes), 1) if mtimes else None
     state, cause = _state(watcher, result, run_dir, age, stale_after_s)
+    fix, oom = None, None
+    if state == "failed" and known:
+        cause, fix = known[0].cause, known[0].fix  # a known cause says more than the exit or the last exception
+    if state == "failed" and any(k.name == causes.OOM.name for k in known):
+        oom = diagnose_plan.oom_plan(config_path, config)
+        said = diagnose_plan.plan_sentence(oom)
+        if said and known[0].name == causes.OOM.name:
+            cause = f"{cause}; {said}"
+    smoothed, how = smoothed_loss(watcher.losses)
     notes = list(found.notes)
     logged = list(watcher.checkpoints)
     if newest is not None and logged and str(newest) not in logged and str(newest.parent) not in logged:
@@ -220,7 +274,14 @@ def diagnose(path: str | Path, *, stale_after_s: float = STALE_AFTER_S, now: flo
         run_dir=str(run_dir) if run_dir else None,
         log_files=[str(p) for p in found.logs],
         launched_by=found.launched_by,
+        fix=fix,
+        known_causes=[k.to_dict() for k in known],
+        oom_plan=oom,
         last_loss=watcher.last_loss,
+        last_loss_smoothed=smoothed,
+        loss_smoothing=how,
+        last_val_loss=watcher.last_val_loss,
+        last_val_step=watcher.last_val_step,
         last_traceback=last_traceback(found.logs),
         failures=list(watcher.failures),
         incomplete_checkpoints=incomplete(run_dir) if run_dir else [],

@@ -5,7 +5,8 @@ what the local backend scores its rollouts with (skillbank.training.local.grpo).
   labels by custom.task_type): 1.0 when the sample's answer is correct, else 0.0. The reward and
   `skillbank evaluate` score a response the same way.
 - format, single_choice, boxed_math: cosmos-rl 0.4.7's own functions (cosmos_rl.dispatcher.algo.reward),
-  on the reference text. Importing them loads cosmos-rl (seconds), so only when one is named.
+  on the reference text. Importing them loads cosmos-rl (seconds), so only when one is named, and
+  quietly (skillbank.compat.cosmos_rl_import: its import chatter goes to a debug log).
 
 A reference is the JSON text {"gt", "question"} (mcq answers need the question's options);
 `reference_text` reads it back, and a plain text is the ground truth alone.
@@ -14,10 +15,11 @@ A reference is the JSON text {"gt", "question"} (mcq answers need the question's
 from __future__ import annotations
 
 import functools
-import importlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from skillbank.compat.cosmos_rl_import import import_quietly  # light: cosmos_rl loads on the first cosmos reward
 
 EXACT_MATCH = "exact_match"
 COSMOS_REWARDS = {"format": "format_reward_fn", "single_choice": "single_choice_reward_fn", "boxed_math": "boxed_math_reward_fn"}
@@ -57,7 +59,7 @@ def exact_match_reward(to_be_evaluated: str, reference: Any, *, answer_type: str
 
 
 def cosmos_reward(name: str, to_be_evaluated: str, reference: Any, **kwargs: Any) -> float:
-    fn = getattr(importlib.import_module("cosmos_rl.dispatcher.algo.reward"), COSMOS_REWARDS[name])
+    fn = getattr(import_quietly("cosmos_rl.dispatcher.algo.reward"), COSMOS_REWARDS[name])
     return float(fn(to_be_evaluated, reference_text(reference)[0], **kwargs))
 
 

@@ -25,8 +25,9 @@ _MISSING = object()
 def read_defaults() -> dict[str, Any]:
     """{"cosmos_rl": version, "sft": {dotted key: default}} for every train-spec key cosmos-rl has
     (LoRA keys from an empty [policy.lora] table: cosmos-rl has no LoRA unless the table exists)."""
-    from cosmos_rl.policy.config import Config
+    from skillbank.compat.cosmos_rl_import import import_quietly
 
+    Config = import_quietly("cosmos_rl.policy.config").Config  # noqa: N806 - cosmos-rl's class
     config = Config.from_dict({"train": {"output_dir": "/unused", "train_policy": {"type": "sft"}}, "policy": {"model_name_or_path": "unused", "lora": {}}})
     dumped = config.model_dump(mode="json")
     out = {}

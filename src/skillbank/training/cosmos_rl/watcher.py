@@ -20,8 +20,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from skillbank.runs import layout
 from skillbank.redaction import redact
+from skillbank.runs import layout
+from skillbank.training.cosmos_rl import causes
 
 STEP = re.compile(r"Step: (\d+)/(\d+), Loss: ([0-9.eE+-]+|nan|inf)", re.IGNORECASE)
 # More of the step line, as cosmos-rl 0.4.7 writes it ("Grad norm: g, Iteration time: ts, optimizer/lr_<part>: x")
@@ -40,20 +41,8 @@ RANK_PREFIX = re.compile(r"^\[[A-Za-z_]*\d+\]:")
 TRACEBACK = "Traceback (most recent call last):"
 EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?::.*)?$")  # "RuntimeError: ...", "KeyboardInterrupt"
 
-# Messages that end a run, with what they mean (docs: cosmos-rl.md, "Failure modes").
-FATAL: tuple[tuple[re.Pattern[str], str], ...] = (
-    (
-        re.compile(r"'NoneType' object has no attribute 'state_dict'"),
-        "zero training steps: fewer records per data-parallel rank than train.train_batch_per_replica "
-        "(validation without a val set also takes 10% of train)",
-    ),
-    (
-        re.compile(r"vision_embeds.*must be equal to n_tokens"),
-        "vision tokens were truncated: a video needs more tokens than policy.model_max_length "
-        "(lower custom.vision.total_pixels / fps / nframes, or raise model_max_length)",
-    ),
-    (re.compile(r"No GPUs available"), "no GPU visible to cosmos-rl (nvidia-smi found none)"),
-)
+# Messages that end a run, with what they mean: the fatal entries of the known-causes table (causes.py).
+FATAL = tuple(c for c in causes.CAUSES if c.fatal)
 
 
 @dataclass
@@ -140,7 +129,9 @@ class LogWatcher:
         self.epoch: int | None = None
         self.total_epochs: int | None = None
         self.last_loss: float | None = None
+        self.losses: list[tuple[int, float | None]] = []  # (step, loss) of every logged step: diagnose smooths them
         self.last_val_loss: float | None = None
+        self.last_val_step: int | None = None
         self.checkpoints: list[str] = []
         self.exported: list[str] = []
         self._val_steps: set[int] = set()
@@ -191,6 +182,7 @@ class LogWatcher:
             return  # seen already (a rank echoing it)
         previous = self.last_step or 0
         self.last_step, self.last_loss = step, loss
+        self.losses.append((step, loss))
         if loss is None:
             self.warnings.append(f"non-finite loss at step {step}")
         self._row({"step": step, "epoch": self.epoch, "loss": loss, **(fields or {})})
@@ -203,7 +195,7 @@ class LogWatcher:
         if step in self._val_steps:
             return
         self._val_steps.add(step)
-        self.last_val_loss = val_loss
+        self.last_val_loss, self.last_val_step = val_loss, step
         epoch = self.epoch if self.epoch is not None else epoch0 + 1  # cosmos-rl logs a 0-based epoch here
         self._row({"step": step, "epoch": epoch, "val_loss": val_loss})
         self.log(f"validation loss {val_loss} at step {step}/{total}")
@@ -212,12 +204,12 @@ class LogWatcher:
         in_traceback = self._in_traceback.get(source, False)
         if in_traceback and text[:1].isspace():
             return  # a frame or its source line: the exception line below it tells what happened
-        for pattern, meaning in FATAL:
-            if pattern.search(text):
+        for cause in FATAL:
+            if cause.pattern.search(text):
                 self._in_traceback[source] = False
-                if meaning not in self._fatal_seen:
-                    self._fatal_seen.add(meaning)
-                    self._fail(f"{meaning} [{source}: {text.strip()}]", rank=0)
+                if cause.name not in self._fatal_seen:
+                    self._fatal_seen.add(cause.name)
+                    self._fail(f"{causes.found(cause, text, source).cause} [{source}: {text.strip()}]", rank=0)
                 return
         if m := PROCESS_FAILED.search(text):
             self._fail(f"a cosmos-rl process ({m[1]}) failed with return code {m[2]} [{source}]", rank=2)
@@ -227,7 +219,9 @@ class LogWatcher:
             return
         if in_traceback and EXCEPTION_LINE.match(text.rstrip()):
             self._in_traceback[source] = False
-            self._on_exception(f"{source}: {text.strip()}", source, rank=1)
+            known = causes.match(text)  # one the table does not end a run on by itself (disk full, hub 401/403)
+            said = f"{causes.found(known, text, source).cause} [{source}: {text.strip()}]" if known else f"{source}: {text.strip()}"
+            self._on_exception(said, source, rank=1)
 
     def _on_exception(self, message: str, source: str, *, rank: int) -> None:
         if source.startswith("controller"):

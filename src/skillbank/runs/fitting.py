@@ -1,0 +1,151 @@
+"""Batches fitted to the data, once: `skillbank spec` (train and rl), each AutoML trial and each DEFT
+round lower the batches they did not set with these functions, so every derived spec trains alike.
+
+The rule (`fit_batch`): a batch the user did not set is a ceiling; when it gives fewer than
+FEW_STEPS_PER_EPOCH optimizer steps per epoch (the threshold of the "barely trains" warning) it
+comes down to the largest multiple of mini_batch that gives that many, where the data allows; only
+when no batch reaches it, the largest batch that trains, and the warning stays. Values the user set
+are never changed. The arithmetic is runs.steps' (cosmos-rl's sampler and data loader). Light: no torch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+from skillbank.runs.steps import (FEW_STEPS_PER_EPOCH, VALIDATION_BATCH_KEY, TrainCount, count_data, step_plan,
+                                  validation_batches)
+
+BATCH_KEY = "train.train_batch_per_replica"
+MINI_BATCH_KEY = "train.train_policy.mini_batch"
+
+
+@dataclass(frozen=True)
+class BatchFit:
+    """One batch value lowered to fit the data (the spec's value was the ceiling)."""
+
+    key: str
+    before: int
+    after: int
+    why: str
+
+    def line(self) -> str:
+        return f"{self.key} {self.before} -> {self.after}: {self.why}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "from": self.before, "to": self.after, "why": self.why}
+
+
+def fit_batch(per_rank: int, batch: int, mini: int, *, mini_fixed: bool = False,
+              target: int = FEW_STEPS_PER_EPOCH) -> tuple[int, int, bool] | None:
+    """The one fitting rule: (batch, mini_batch, reached) for a rank holding `per_rank` records whose
+    spec batch `batch` (the ceiling) gives fewer than `target` optimizer steps per epoch; None when it
+    gives enough (or nothing can train). The largest multiple of mini_batch giving at least `target`
+    steps (reached True); when even mini_batch gives fewer, mini_batch comes down to the batch that
+    gives `target` (unless `mini_fixed`). Only when no batch reaches `target`: a batch that already
+    trains is kept, a batch giving zero steps becomes the largest that trains (reached False; the
+    "barely trains" warning follows), mini_batch coming down only when a rank holds less than one."""
+    if per_rank < 1 or per_rank // batch >= target:
+        return None
+    want = per_rank // target  # the largest batch giving `target` steps, ignoring mini_batch
+    if want >= mini:
+        return want // mini * mini, mini, True
+    if want >= 1 and not mini_fixed:
+        return want, want, True
+    if per_rank // batch >= 1:
+        return None
+    if per_rank >= mini:
+        return per_rank // mini * mini, mini, False
+    return (per_rank, per_rank, False) if not mini_fixed else None
+
+
+def fit_train_batches(spec: Any, count: "TrainCount", val_records: int | None = None, *, fixed: Collection[str] = ()) -> list[BatchFit]:
+    """The batch values of a train spec that must come down for the run to train usefully, largest
+    first: the spec's values are the ceiling; train_batch_per_replica follows `fit_batch` (at least
+    FEW_STEPS_PER_EPOCH optimizer steps per epoch where the data allows, else the largest batch that
+    trains), validation.batch_size becomes the largest that gives one validation batch per rank. Keys
+    in `fixed` (the ones the user set) are never changed: plan_errors then names the fix. Nothing to
+    fit: []."""
+    fits: list[BatchFit] = []
+    plan = step_plan(spec, count.train)
+    per_rank, batch, mini = plan.records_per_rank, plan.batch_per_rank, plan.mini_batch
+    share = f"{count.train:,} train records over {plan.ranks} data-parallel rank(s) give {per_rank:,} per rank"
+    fitted = None if BATCH_KEY in fixed else fit_batch(per_rank, batch, mini, mini_fixed=MINI_BATCH_KEY in fixed)
+    if fitted:
+        new_batch, new_mini, reached = fitted
+        after = plan.with_batch(new_batch, new_mini)
+        result = f"{after.steps_per_epoch:,} optimizer step(s) per epoch, {after.total_steps:,} in all"
+        if reached:
+            why = (f"{share}; {batch} would give {plan.steps_per_epoch} step(s) per epoch; the largest multiple of mini_batch {new_mini} giving at least "
+                   f"{FEW_STEPS_PER_EPOCH} optimizer steps per epoch (fewer barely trains): {result}")
+        else:
+            why = (f"{share}; no batch gives {FEW_STEPS_PER_EPOCH} optimizer steps per epoch, so the largest multiple of mini_batch "
+                   f"{new_mini} that gives one: {result} (the run barely trains: add records or use fewer ranks)")
+        fits.append(BatchFit(BATCH_KEY, batch, new_batch, why))
+        if new_mini != mini:
+            short = "fewer than one mini batch" if not reached else f"mini_batch {mini} gives fewer than {FEW_STEPS_PER_EPOCH} steps per epoch"
+            fits.append(BatchFit(MINI_BATCH_KEY, mini, new_mini, f"{share}, {short}: mini_batch must divide the batch"))
+    val = count.split or val_records
+    if spec.validation.enable and val and VALIDATION_BATCH_KEY not in fixed:
+        size = spec.validation.batch_size
+        val_per_rank, batches = validation_batches(val, plan.ranks, size)
+        if batches == 0:
+            fits.append(BatchFit(VALIDATION_BATCH_KEY, size, val_per_rank,
+                                 f"{val:,} validation records over {plan.ranks} rank(s) give {val_per_rank:,} per rank: one validation batch each"))
+    return fits
+
+
+def apply_fits(spec: Any, fits: list[BatchFit]) -> Any:
+    """The spec with the fitted values, validated again by its model (every rule still holds)."""
+    if not fits:
+        return spec
+    from skillbank.specification.overrides import set_dotted
+
+    data = spec.model_dump(mode="json")
+    for fit in fits:
+        set_dotted(data, fit.key, fit.after)
+    return type(spec).model_validate(data)
+
+
+def fit_to_data(spec: Any, *, fixed: Collection[str] = ()) -> tuple[Any, list[BatchFit]]:
+    """A derived train spec (a DEFT round's, an AutoML trial's) fitted to its own data: the batches it
+    inherits are ceilings. Returns the spec (unchanged when nothing needs fitting) and the fits."""
+    count, val_records = count_data(spec)
+    fits = fit_train_batches(spec, count, val_records, fixed=fixed)
+    return apply_fits(spec, fits), fits
+
+
+def fit_rl_batch(spec: Any, prompts: int, *, fixed: Collection[str] = ()) -> list[BatchFit]:
+    """The rl spec's train_batch_per_replica (samples per policy step), fitted to its prompts by the
+    train rule: a multiple of n_generation (whole prompts per step, the local backend's rule) and of
+    dp_shard_size x mini_batch (cosmos-rl's assertion), the largest up to the spec's giving at least
+    FEW_STEPS_PER_EPOCH policy steps per epoch (prompts x n_generation samples); when none does, a
+    batch that already trains is kept and one that trains nothing becomes the largest up to one
+    epoch's samples. mini_batch comes down to 1 only when no batch fits with it. Keys in `fixed` are
+    never changed."""
+    batch, g = spec.train.train_batch_per_replica, spec.rollout.n_generation
+    mini, ranks = spec.train.train_policy.mini_batch, spec.policy.parallelism.dp_shard_size
+    samples, whole = prompts * g, not batch % g
+    if BATCH_KEY in fixed or samples == 0 or (whole and samples // batch >= FEW_STEPS_PER_EPOCH):
+        return []
+    minis = (mini, 1) if MINI_BATCH_KEY not in fixed else (mini,)
+    for top, reached in ((min(batch, samples // FEW_STEPS_PER_EPOCH), True), (min(batch, samples), False)):
+        if not reached and whole and samples >= batch:
+            return []  # no batch reaches the target and this one trains: kept
+        for m in minis:
+            unit = math.lcm(ranks * m, g)
+            new = top // unit * unit
+            if not new:
+                continue
+            rule = (f"at least {FEW_STEPS_PER_EPOCH} policy steps per epoch (fewer barely trains)" if reached
+                    else f"one policy step (no batch gives {FEW_STEPS_PER_EPOCH} per epoch: the run barely trains)")
+            why = (f"{prompts:,} prompts x rollout.n_generation {g} = {samples:,} samples per epoch; the largest multiple of "
+                   f"n_generation and of dp_shard_size {ranks} x mini_batch {m} = {unit} up to {batch} giving {rule}: "
+                   f"{samples // new:,} policy step(s) per epoch")
+            fits = [BatchFit(BATCH_KEY, batch, new, why)]
+            if m != mini:
+                fits.append(BatchFit(MINI_BATCH_KEY, mini, m, f"no batch of {top:,} samples or fewer is a multiple of {math.lcm(ranks * mini, g)}"))
+            return fits
+    return []
