@@ -145,6 +145,16 @@ def test_skillbank_export_and_cosmos_rl_exports_carry_it(trained, tiny_model_dir
     assert (doc["vision"]["fps"], doc["vision"]["total_pixels"], doc["answer_type"], doc["task_type"], doc["steps_trained"]) == (
         1.0, 100352, "reasoning", "mcq", 5)
 
+    # readers (jobs diagnose, report) never write into the run they read, even on an "Exported" line
+    from skillbank.training.diagnose import diagnose
+
+    later = layout.safetensors_dir(run, 7)
+    shutil.copytree(tiny_model_dir, later)
+    (run / "logs" / "logs_latest").mkdir(parents=True)
+    (run / "logs" / "logs_latest" / "policy_0.log").write_text(f"[rank0]:Exported safetensors to {later}\n")
+    assert diagnose(run).launched_by == "skillbank-cosmos-rl"
+    assert not (later / recipe.RECIPE_FILE).exists()
+
 
 def test_rl_from_a_model_with_a_recipe_warns_where_it_samples_otherwise(trained):
     from skillbank.preflight.run import run_preflight

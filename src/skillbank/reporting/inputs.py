@@ -82,7 +82,7 @@ def rows_from_logs(run: Path) -> tuple[list[dict[str, Any]], str]:
         write = staticmethod(rows.append)
 
     # a run folder that does not exist: the watcher never stamps recipes into the user's exports
-    watcher = LogWatcher(Path("/nonexistent-log-dir"), Path("/nonexistent-run"), progress=False, log=lambda _line: None, monitor=Collect())
+    watcher = LogWatcher(Path("/nonexistent-log-dir"), Path("/nonexistent-run"), progress=False, log=lambda _line: None, stamp_exports=False, monitor=Collect())
     for log in found.logs:
         source = "policy_0.log" if log.name == layout.LOG_FILE or log.name.startswith("error_rank_") else log.name
         with open(log, encoding="utf-8", errors="replace") as fh:

@@ -209,7 +209,7 @@ def incomplete(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def _watch(lines: dict[Path, list[str]], run_dir: Path | None) -> LogWatcher:
-    watcher = LogWatcher(Path("/nonexistent-log-dir"), run_dir or Path("/nonexistent-run"), progress=False, log=lambda _line: None)
+    watcher = LogWatcher(Path("/nonexistent-log-dir"), run_dir or Path("/nonexistent-run"), progress=False, log=lambda _line: None, stamp_exports=False)
     for log, text in lines.items():
         source = "policy_0.log" if log.name in (layout.LOG_FILE,) or log.name.startswith("error_rank_") else log.name
         for line in text:

@@ -107,10 +107,14 @@ class LogWatcher:
         progress: bool = True,
         log: Callable[[str], None] = print,
         monitor: Any = None,
+        stamp_exports: bool = True,
     ):
-        """monitor: a skillbank.training.monitor.Monitor that gets every metrics row (TensorBoard)."""
+        """monitor: a skillbank.training.monitor.Monitor that gets every metrics row (TensorBoard).
+        stamp_exports: write the recipe into the run's exports as they appear (the launch does; readers such as
+        `jobs diagnose` and `report` pass False: they never write into a run folder)."""
         self.log_dir = Path(log_dir)
         self.monitor = monitor
+        self.stamp_exports = stamp_exports
         self.run_dir = Path(run_dir)
         self.metrics_path = Path(metrics_path) if metrics_path else None
         self.launcher_log = Path(launcher_log) if launcher_log else None
@@ -268,6 +272,8 @@ class LogWatcher:
     def stamp_recipes(self) -> None:
         """cosmos-rl's exports carry no recipe: write skillbank_recipe.json (from the run's cosmos_rl.toml)
         into every whole safetensors/step_N that lacks one. A failure is a warning, never a failed run."""
+        if not self.stamp_exports:
+            return
         from skillbank import recipe
 
         try:
