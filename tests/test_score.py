@@ -45,7 +45,8 @@ def test_score_reasoning_results_per_dataset_without_torch(tmp_path):
     assert (doc["total"], doc["correct"], doc["unparseable"]) == (5, 3, 1)
     assert doc["evaluator"] == "mixed" and doc["answer_type"] == "reasoning" and doc["task_type"] == ""
     assert doc["datasets"]["av"]["evaluator"] == "yes_no" and doc["datasets"]["av"]["fp"] == 1
-    assert doc["datasets"]["robovqa"] == {"evaluator": "exact_match", "total": 2, "correct": 1, "accuracy": 0.5, "unparseable": 1}
+    assert doc["datasets"]["robovqa"] == {"evaluator": "exact_match", "total": 2, "correct": 1, "accuracy": 0.5, "unparseable": 1,
+                                          "ci95": {"accuracy": [0.094529, 0.905471]}}
     on_disk = json.loads((folder / "metrics.json").read_text())
     assert on_disk["accuracy"] == doc["accuracy"] and on_disk["scored_by"] == "skillbank score"
 
