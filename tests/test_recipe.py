@@ -61,7 +61,7 @@ def test_the_export_carries_its_recipe(trained, tiny_model_dir):
     assert doc["system_prompt"] == PROMPT and doc["answer_type"] == "short" and doc["model_type"] == "qwen2_5_vl"
     assert doc["steps_trained"] == 2 and doc["base_model"] == str(tiny_model_dir)
     train = trained["data"] / "train" / "annotations.json"
-    assert doc["training_data"] == {"annotation_path": str(train), "sha256": sha256_file(train), "records": 24}
+    assert doc["training_data"] == {"annotation_path": str(train), "media_path": str(train.parent), "sha256": sha256_file(train), "records": 24}
     assert doc["chat_template_sha256"] == recipe.chat_template_digest(trained["bare"]) is not None
     assert doc["skillbank_version"] and doc["recipe_version"] == recipe.RECIPE_VERSION
 
