@@ -53,6 +53,22 @@ def test_exact_mcnemar_6_vs_0_and_holm_over_families(tmp_path):
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["results.json"]  # nothing written into the inputs
 
 
+def test_compare_imports_nothing_heavy(tmp_path):
+    """An agent-facing command: no torch / transformers / cosmos_rl / optuna at any point of a comparison."""
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+
+    a, b = _write(tmp_path / "a", _rows([True, False])), _write(tmp_path / "b", _rows([False, False]))
+    probe = ("import sys\nfrom skillbank.cli import main\n"
+             f"rc = main(['compare', {str(a)!r}, {str(b)!r}, '--json'])\n"
+             "print('HEAVY', sorted(m for m in ('torch', 'transformers', 'cosmos_rl', 'optuna') if m in sys.modules), file=sys.stderr)\n"
+             "sys.exit(rc)\n")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0 and "HEAVY []" in proc.stderr, proc.stderr
+
+
 def test_newcombe_published_example_through_the_command(tmp_path):
     # Newcombe 1998 (Stat Med 17:2635) Table II (a): 36 both right, 12 A only, 2 B only, 0 neither -> 0.0569 to 0.3404
     a = _rows([True] * 48 + [False] * 2)
