@@ -80,8 +80,12 @@ def test_evaluate_a_bare_folder_as_it_was_trained(trained, tmp_path, capsys):
     lo, hi = metrics["ci95"]["accuracy"]
     assert 0.0 <= lo <= metrics["accuracy"] <= hi <= 1.0
     # the summary names the unparseable answers (a random tiny model reads as nothing in 2 tokens)
-    line = captured.out.strip().splitlines()[-1]
+    lines = captured.out.strip().splitlines()
+    line = lines[0]
     assert line.startswith(f"accuracy {metrics['accuracy']:.4f} on 3 samples")
+    # then each family with its 95% interval (issue 28 item 2), and the training-overlap result
+    assert [x.split(":")[0].strip() for x in lines[1:-1]] == [f"family {name}" for name in metrics["families"]]
+    assert lines[-1].strip().startswith("training overlap: 0 item(s) share content with")
     if metrics["unparseable"]:
         assert f", {metrics['unparseable']} unparseable" in line
 
