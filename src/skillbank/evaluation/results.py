@@ -239,7 +239,8 @@ def write_per_sample(con: Any, source: str, task_type: str, answer_type: str, pa
 
 
 def reply_facts_sql(source: str) -> str:
-    """Counts over the responses of `source`: rows, those holding neither </think> nor <answer>, those holding <think>."""
+    """Counts over the responses of `source`: rows, those holding neither </think> nor <answer>, those
+    holding <think>, those empty or only whitespace."""
     return ("SELECT count(*), count(*) FILTER (WHERE NOT contains(coalesce(response, ''), '</think>') "
-            "AND NOT contains(coalesce(response, ''), '<answer>')), count(*) FILTER (WHERE contains(coalesce(response, ''), '<think>')) "
-            f"FROM ({source})")
+            "AND NOT contains(coalesce(response, ''), '<answer>')), count(*) FILTER (WHERE contains(coalesce(response, ''), '<think>')), "
+            f"count(*) FILTER (WHERE regexp_full_match(coalesce(response, ''), '\\s*')) FROM ({source})")

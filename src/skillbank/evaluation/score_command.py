@@ -150,8 +150,8 @@ def _unparseable(con: object, source: object, report: dict, answer_type: str) ->
     total, unparseable = int(report.get("total", 0)), int(report.get("unparseable", 0))
     if not total or unparseable <= THRESHOLD * total:
         return []
-    rows, no_tags, thinking = con.execute(reply_facts_sql(source.query())).fetchone()  # type: ignore[attr-defined]
-    return diagnose(total, unparseable, answer_type, ReplyFacts(rows, no_tags=no_tags, thinking=thinking, what="replies"))
+    rows, no_tags, thinking, empty = con.execute(reply_facts_sql(source.query())).fetchone()  # type: ignore[attr-defined]
+    return diagnose(total, unparseable, answer_type, ReplyFacts(rows, no_tags=no_tags, thinking=thinking, empty=empty, what="replies"))
 
 
 def _outside(source: object) -> str:
