@@ -17,6 +17,7 @@ from skillbank.errors import InputError
 from skillbank.evaluation.metrics import compute_metrics
 from skillbank.gaps.analyze import COLUMNS, analyze_gaps
 from skillbank.evaluation.results import find_results_json
+from skillbank.scoring.stats import wilson
 
 
 def _write_eval(tmp: Path, results: list[dict], annotations: list[dict] | None = None, indent: int | None = 2) -> tuple[Path, Path]:
@@ -96,11 +97,14 @@ def test_mixed_set_types_errors_per_family(tmp_path):
     ]
     assert summary["task"] == "mixed"
     assert summary["counts"] == {"FP": 1, "FN": 1, "mismatch": 2}
-    assert summary["families"] == {
+    assert {name: {k: v for k, v in counts.items() if k != "ci95"} for name, counts in summary["families"].items()} == {
         "colour_name": {"total": 2, "failures": 1, "mismatch": 1, "unparseable": 0},
         "colour_yes_no": {"total": 3, "failures": 2, "FP": 1, "FN": 1, "unparseable": 1},
         "direction": {"total": 1, "failures": 1, "mismatch": 1, "unparseable": 0},
     }
+    # each family's 95% Wilson interval, as metrics.json states it (issue 28 item 2)
+    assert summary["families"]["colour_yes_no"]["ci95"] == {"accuracy": [round(x, 6) for x in wilson(1, 3)]}
+    assert summary["ci95"] == {"accuracy": [round(x, 6) for x in wilson(2, 6)]}
 
 
 def test_reasoning_answers_and_mcq(tmp_path):

@@ -123,3 +123,21 @@ def test_datasets_map_and_answer_type():
 def test_empty_rows():
     scored, report = score_results([])
     assert scored == [] and report["total"] == 0 and report["accuracy"] == 0.0
+
+
+def test_unparseable_diagnosis_says_why():
+    """Issue 28 item 2: more than half unparseable gets a reason when the replies show one."""
+    from skillbank.evaluation.unparseable import diagnose, facts
+
+    assert diagnose(10, 5, "short", facts(["x"] * 5)) == []  # half is not more than half
+    short_asked_to_reason = diagnose(4, 4, "reasoning", facts(["yes", "no", "yes", "left"]), trained_answer_type="short")
+    assert "trained for short answers" in short_asked_to_reason[0] and "neither </think> nor <answer>" in short_asked_to_reason[1]
+    traces = diagnose(3, 3, "short", facts(["<think>a red ball</think> yes"] * 3))
+    assert len(traces) == 1 and "<think> trace" in traces[0]
+    cut = diagnose(2, 2, "reasoning", facts(["<think>long", "<think>longer"], token_counts=[1024, 1024], max_tokens=1024))
+    assert any("stopped at max_tokens 1024" in w for w in cut)
+    blank = diagnose(2, 2, "short", facts(["", " "], token_counts=[4, 4], max_tokens=4))
+    assert blank == ["2 of 2 answers are unparseable: 2 of 2 unparseable replies are empty or only whitespace; 2 ran to max_tokens 4 "
+                     "writing only blanks: the model wrote no answer (an untrained model, or a prompt unlike the one it was trained with?)"]
+    other = diagnose(2, 2, "short", facts(["maybe", "perhaps"]))
+    assert other[0].endswith("(e.g. 'maybe'; 'perhaps'): check the prompt asks for the answer format of the references")

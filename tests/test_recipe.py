@@ -61,7 +61,7 @@ def test_the_export_carries_its_recipe(trained, tiny_model_dir):
     assert doc["system_prompt"] == PROMPT and doc["answer_type"] == "short" and doc["model_type"] == "qwen2_5_vl"
     assert doc["steps_trained"] == 2 and doc["base_model"] == str(tiny_model_dir)
     train = trained["data"] / "train" / "annotations.json"
-    assert doc["training_data"] == {"annotation_path": str(train), "sha256": sha256_file(train), "records": 24}
+    assert doc["training_data"] == {"annotation_path": str(train), "media_path": str(train.parent), "sha256": sha256_file(train), "records": 24}
     assert doc["chat_template_sha256"] == recipe.chat_template_digest(trained["bare"]) is not None
     assert doc["skillbank_version"] and doc["recipe_version"] == recipe.RECIPE_VERSION
 
@@ -76,12 +76,16 @@ def test_evaluate_a_bare_folder_as_it_was_trained(trained, tmp_path, capsys):
     assert metrics["settings_from"]["vision.num_frames"] == "recipe" and metrics["settings_from"]["evaluation.answer_type"] == "recipe"
     assert metrics["recipe"].endswith(recipe.RECIPE_FILE)
     assert not [w for w in metrics["warnings"] if "recipe" in w]  # nothing set, nothing differs
-    assert any("fewer than 30 samples per class" in w for w in metrics["warnings"])
+    assert any("samples, fewer than 30" in w for w in metrics["warnings"])
     lo, hi = metrics["ci95"]["accuracy"]
     assert 0.0 <= lo <= metrics["accuracy"] <= hi <= 1.0
     # the summary names the unparseable answers (a random tiny model reads as nothing in 2 tokens)
-    line = captured.out.strip().splitlines()[-1]
+    lines = captured.out.strip().splitlines()
+    line = lines[0]
     assert line.startswith(f"accuracy {metrics['accuracy']:.4f} on 3 samples")
+    # then each family with its 95% interval (issue 28 item 2), and the training-overlap result
+    assert [x.split(":")[0].strip() for x in lines[1:-1]] == [f"family {name}" for name in metrics["families"]]
+    assert lines[-1].strip().startswith("training overlap: 0 item(s) share content with")
     if metrics["unparseable"]:
         assert f", {metrics['unparseable']} unparseable" in line
 
@@ -183,7 +187,8 @@ def test_user_over_recipe_over_default():
 
 
 def test_wilson_intervals_and_the_summary_line():
-    from skillbank.evaluation.metrics import compute_metrics, summary_line, wilson
+    from skillbank.evaluation.metrics import compute_metrics, summary_line
+    from skillbank.scoring.stats import wilson
 
     assert wilson(0, 0) == (0.0, 1.0)
     lo, hi = wilson(8, 10)

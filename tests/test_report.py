@@ -114,11 +114,13 @@ def test_a_recorded_training_overlap_and_two_evaluations_are_shown(tmp_path, dem
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = " ".join(_parse(out / "report.html").text)
     assert "eval_trained: 2 evaluated item(s) overlap the training data: val_00001, val_00004" in text
-    assert "eval_base: training overlap not recorded" in text
+    assert "eval_base: training overlap not checked: " in text  # evaluate recorded why (the untrained model has no recipe)
     assert "[0.0%, 25.0%] 0/3" in text  # colour of eval_trained: metrics.json's ci95
     assert "[0.0%, 56.2%] 0/3" in text  # the others: Wilson 0/3 = [0, 0.5615]
     assert "not shown: no --run given" in text
-    assert "Comparison of the two evaluations" in text  # the comparison's place (skillbank compare fills it)
+    assert "Comparison of the two evaluations" in text
+    table = (out / "report.md").read_text()  # skillbank compare's own table: its statistics, not the report's
+    assert "| family | n | A accuracy [95% CI] |" in table and "| **all** | 9 |" in table and "p (Holm)" in table
     assert not list(out.glob("failures_*"))  # --no-frames: no clip read
 
 

@@ -45,7 +45,8 @@ def test_score_reasoning_results_per_dataset_without_torch(tmp_path):
     assert (doc["total"], doc["correct"], doc["unparseable"]) == (5, 3, 1)
     assert doc["evaluator"] == "mixed" and doc["answer_type"] == "reasoning" and doc["task_type"] == ""
     assert doc["datasets"]["av"]["evaluator"] == "yes_no" and doc["datasets"]["av"]["fp"] == 1
-    assert doc["datasets"]["robovqa"] == {"evaluator": "exact_match", "total": 2, "correct": 1, "accuracy": 0.5, "unparseable": 1}
+    assert doc["datasets"]["robovqa"] == {"evaluator": "exact_match", "total": 2, "correct": 1, "accuracy": 0.5, "unparseable": 1,
+                                          "ci95": {"accuracy": [0.094529, 0.905471]}}
     on_disk = json.loads((folder / "metrics.json").read_text())
     assert on_disk["accuracy"] == doc["accuracy"] and on_disk["scored_by"] == "skillbank score"
 
@@ -64,8 +65,10 @@ def test_defaults_come_from_metrics_json_and_provenance_is_kept(tmp_path):
     folder = _results(tmp_path, rows, {"task_type": "mcq", "answer_type": "reasoning", "model": "step_40", "accuracy": 0.0})
     proc = skillbank("score", "--results-dir", str(folder))
     assert proc.returncode == 0, proc.stderr
-    assert "accuracy 0.5000 on 2 results (task 'mcq', answer format reasoning; 0 unparseable)" in proc.stdout
-    doc = json.loads((folder / "metrics.json").read_text())
+    assert "accuracy 0.5000 on 2 results (task 'mcq': metrics.json; answer format reasoning; 0 unparseable)" in proc.stdout
+    assert f"wrote {folder / 'metrics.score.json'} ({folder / 'metrics.json'} exists: kept;" in proc.stdout
+    assert json.loads((folder / "metrics.json").read_text())["accuracy"] == 0.0  # evaluate's metrics.json is never replaced unasked
+    doc = json.loads((folder / "metrics.score.json").read_text())
     assert doc["model"] == "step_40" and doc["evaluator"] == "mcq"
     assert doc["confusion_matrix"]["A"] == {"A": 0, "B": 1, "unparseable": 0}
 
@@ -90,3 +93,51 @@ def test_cli_does_not_import_duckdb():
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_per_sample_verdicts_and_out_replaces_only_when_named(tmp_path):
+    folder = _results(tmp_path, metrics={"task_type": "", "answer_type": "reasoning", "accuracy": 0.25})
+    per_sample = tmp_path / "verdicts.jsonl"
+    doc = json_out(skillbank("score", "--results-dir", str(folder), "--per-sample", str(per_sample), "--json"))
+    assert doc["metrics_json"] == str(folder / "metrics.score.json") and doc["kept"] == str(folder / "metrics.json")
+    lines = [json.loads(line) for line in per_sample.read_text().splitlines()]
+    assert [(x["id"], x["reference"], x["answer"], x["correct"]) for x in lines] == [
+        ("av-1", "yes", "yes", True), ("av-2", "no", "yes", False), ("av-3", "no", "no", True),
+        ("rv-1", "pick up the cup", "Pick up the cup.", True), ("rv-2", "put down the cup", None, False)]
+    assert set(lines[0]) == {"id", "question", "family", "dataset", "reference", "answer", "correct"}
+    assert sum(x["correct"] for x in lines) == doc["correct"]
+    # --out naming metrics.json replaces it, as asked
+    doc = json_out(skillbank("score", "--results-dir", str(folder), "--out", str(folder / "metrics.json"), "--json"))
+    assert doc["kept"] is None and json.loads((folder / "metrics.json").read_text())["scored_by"] == "skillbank score"
+
+
+def test_multiple_choice_is_detected_and_said(tmp_path):
+    q = "Which cup? A) red B) blue C) green"
+    rows = [{"video_id": "1", "question": q, "gt": "B", "response": "B"}, {"video_id": "2", "question": q, "gt": "A", "response": "(C)"},
+            {"video_id": "3", "question": q, "gt": "green", "response": "C) green"}]
+    folder = _results(tmp_path, rows)
+    proc = skillbank("score", "--results-dir", str(folder), "--out", str(tmp_path / "m.json"))
+    assert "(task 'mcq': mcq, detected from options A) B) ... in every question;" in proc.stdout
+    doc = json_out(skillbank("score", "--results-dir", str(folder), "--out", str(tmp_path / "m.json"), "--json"))
+    assert doc["task_type"] == "mcq" and "options A) B)" in doc["task_from"] and doc["evaluator"] == "mcq"
+    assert (doc["correct"], doc["total"]) == (2, 3)
+    # a choices field (as other engines write multiple choice): its options are read like the question's
+    other = tmp_path / "other"
+    other.mkdir()
+    rows = [{"video_id": "1", "question": "Which cup?", "choices": ["red", "blue"], "gt": "B", "response": "blue"},
+            {"video_id": "2", "question": "Which cup?", "choices": ["red", "blue"], "gt": "A", "response": "B"}]
+    (other / "preds.json").write_text(json.dumps(rows))
+    doc = json_out(skillbank("score", "--results-dir", str(other / "preds.json"), "--out", str(tmp_path / "c.json"), "--json"))
+    assert doc["task_type"] == "mcq" and "choices" in doc["task_from"] and (doc["correct"], doc["total"]) == (1, 2)
+    # a set whose questions list no options stays general
+    (other / "open.json").write_text(json.dumps(ROWS))
+    doc = json_out(skillbank("score", "--results-dir", str(other / "open.json"), "--out", str(tmp_path / "o.json"), "--json"))
+    assert doc["task_type"] == "" and doc["task_from"] == "general"
+
+
+def test_a_mostly_unparseable_run_says_why(tmp_path):
+    rows = [{"video_id": str(i), "question": "Red? Answer yes or no.", "gt": "yes", "response": "yes"} for i in range(4)]
+    folder = _results(tmp_path, rows, {"task_type": "", "answer_type": "reasoning"})  # short answers read as reasoning
+    proc = skillbank("score", "--results-dir", str(folder))
+    assert proc.returncode == 0
+    assert "4 of 4 answers are unparseable: 4 of 4 replies hold neither </think> nor <answer>" in proc.stderr

@@ -72,11 +72,11 @@ def test_jsonl_and_a_json_file_of_our_fields_score_into_the_current_folder(tmp_p
     engine.mkdir()
     (engine / "preds.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (engine / "preds.json").write_text(json.dumps(rows))
-    for name, layout in (("preds.jsonl", "jsonl file"), ("preds.json", "json file")):
+    for name, layout, written in (("preds.jsonl", "jsonl file", "metrics.json"), ("preds.json", "json file", "metrics.score.json")):
         doc = json_out(skillbank("score", "--results-dir", str(engine / name), "--json", cwd=tmp_path))
         assert doc["source"]["format"] == "skillbank" and doc["source"]["layout"] == layout and doc["source"]["their_verdict"] is None
         assert (doc["total"], doc["correct"], doc["evaluator"]) == (2, 1, "yes_no") and doc["answer_type"] == "short"
-        assert doc["metrics_json"] == str(tmp_path / "metrics.json")
+        assert doc["metrics_json"] == str(tmp_path / written)  # the second keeps the first's metrics.json
     assert not (engine / "metrics.json").exists()
     inside = skillbank("score", "--results-dir", str(engine / "preds.jsonl"), cwd=engine)
     assert inside.returncode == 2 and "--out" in inside.stderr and not (engine / "metrics.json").exists()

@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "skillbank.training.rl_command",
     "skillbank.evaluation.command",
     "skillbank.evaluation.score_command",
+    "skillbank.comparison.command",
     "skillbank.gaps.command",
     "skillbank.reporting.command",
     "skillbank.automl.command",

@@ -15,7 +15,8 @@ fps 2 answered 30% at fps 4). So every model folder skillbank writes (the traini
     task_type            how answers are read ("" general, its_directionality, mcq; RL's custom.task_type)
     chat_template_sha256 sha256 of the folder's chat template (null when it has none)
     steps_trained        optimizer steps of this export (step_N)
-    training_data        {annotation_path, sha256 (skillbank.hashing), records}
+    training_data        {annotation_path, media_path, sha256 (skillbank.hashing), records}: what evaluate
+                         compares the evaluated clips with (training overlap)
 
 Readers (evaluate, inference, prompt search, DEFT, rl) call `read(model)` and `apply(...)`: a setting
 the user set wins, else the recipe's, else the default; a user setting that differs from the
@@ -107,9 +108,10 @@ def _data_summary(path: str, mtime_ns: int, size: int) -> tuple[str, int, str]:
     return digest, len(records), "reasoning" if records and reasoning * 2 > len(records) else "short"
 
 
-def training_data(annotation_path: str | None) -> dict[str, Any]:
-    """{annotation_path, sha256, records} of the training set (sha256 null when the file is not here)."""
-    out: dict[str, Any] = {"annotation_path": annotation_path or None, "sha256": None, "records": None}
+def training_data(annotation_path: str | None, media_path: str | None = None) -> dict[str, Any]:
+    """{annotation_path, media_path, sha256, records} of the training set (sha256 null when the file is
+    not here; media_path: the folder its clips are relative to, null for the annotation file's)."""
+    out: dict[str, Any] = {"annotation_path": annotation_path or None, "media_path": media_path or None, "sha256": None, "records": None}
     if annotation_path and Path(annotation_path).is_file():
         st = Path(annotation_path).stat()
         out["sha256"], out["records"], _ = _data_summary(str(Path(annotation_path).resolve()), st.st_mtime_ns, st.st_size)
@@ -145,7 +147,7 @@ def from_custom(custom: Mapping[str, Any], *, base_model: str, steps: int | None
         "task_type": custom.get("task_type") or "",
         "chat_template_sha256": chat_template_digest(model_dir) or chat_template_digest(base_model),
         "steps_trained": steps,
-        "training_data": training_data(annotation),
+        "training_data": training_data(annotation, data.get("media_path")),
     }
 
 

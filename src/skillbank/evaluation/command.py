@@ -24,8 +24,19 @@ null comes from it, else from the default (user > recipe > default); a set value
 the recipe's is a warning (stderr and metrics.json "warnings"). evaluation.prompt_family
 (auto / cosmos-reason1 / cosmos-reason2) picks the reasoning instruction; one that is not the
 checkpoint's family is a warning. metrics.json also records "vision" (the settings used),
-"settings_from", "recipe", and "ci95" (95% Wilson intervals). Retries stop at the first pass that
-fixes nothing. The summary line names unparseable answers and, for yes/no, precision and recall.
+"settings_from", "recipe", "ci95" (95% Wilson intervals, overall and per family), "small_samples" and
+a warning per set, family or yes/no class under 30 samples (with the n its accuracy would need for a
+lower bound of 0.9), and a diagnosis when more than half the answers are unparseable. With
+evaluation.answer_type set to another format than the recipe's and no system prompt set, that answer
+type's own prompt is sent (generation.system_prompt records it). Retries stop at the first pass that
+fixes nothing. The summary line names unparseable answers and, for yes/no, precision and recall; one
+line per family gives its accuracy with its interval.
+
+Training overlap: the evaluated clips are compared with the training data the model's recipe names
+(the same clip bytes, sha256 cached per file; or the same question and answer about a clip, questions
+asked of several training clips being templates) and metrics.json "training_overlap" lists count and
+every overlapping id, with a warning; when the training data is not on this machine it says so.
+evaluation.exclude_training_overlap = true scores only the clean items.
 
 --run DIR evaluates every safetensors/step_N of a training run (DIR is <output_dir> or
 <output_dir>/<timestamp>; the newest timestamp wins) into results_dir/step_N/ and writes
@@ -119,13 +130,24 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"ok": True, **doc}, indent=2))
     else:
-        from skillbank.evaluation.metrics import summary_line
+        from skillbank.evaluation.metrics import family_lines, summary_line
 
         for warning in doc["warnings"]:
             print(f"warning: {warning}", file=sys.stderr)
         primary = doc["primary_metric"]
         print(f"{summary_line(doc, primary['name'], primary['value'])}; wrote {doc['results_dir']}/metrics.json")
+        for line in family_lines(doc):
+            print(f"  {line}")
+        print(f"  {overlap_line(doc.get('training_overlap') or {})}")
     return 0
+
+
+def overlap_line(block: dict) -> str:
+    """The training-overlap result in one line (checked or why not)."""
+    if not block.get("checked"):
+        return f"training overlap: not checked ({block.get('reason', 'no recipe')})"
+    left = ", left out of the scores" if block.get("excluded") else ""
+    return f"training overlap: {block.get('count', 0)} item(s) share content with {block.get('training_data')}{left}"
 
 
 FLAGS = ("model_path", "video", "prompt", "annotation_path", "media_dir", "system_prompt", "fps", "num_frames", "max_tokens",

@@ -44,9 +44,10 @@ class Reader:
     def fields_read(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys([*self.columns.values(), *([self.verdict] if self.verdict else [])]))
 
-    def select_sql(self, table: str) -> str:
-        """The FIELDS of `table` (a read_json of fields_read, all VARCHAR), in our names."""
-        return ", ".join(f"{_ident(self.columns[f])} AS {f}" if f in self.columns else f"NULL::VARCHAR AS {f}" for f in FIELDS) + f" FROM {table}"
+    def select_sql(self, table: str, extra: str = "") -> str:
+        """The FIELDS of `table` (a read_json of fields_read, all VARCHAR), in our names (and `extra` columns)."""
+        columns = ", ".join(f"{_ident(self.columns[f])} AS {f}" if f in self.columns else f"NULL::VARCHAR AS {f}" for f in FIELDS)
+        return columns + (f", {extra}" if extra else "") + f" FROM {table}"
 
 
 def _ident(name: str) -> str:
@@ -153,6 +154,11 @@ class Source:
     fields_found: list[str] = field(default_factory=list)
 
     @property
+    def choices(self) -> bool:
+        """The rows carry a `choices` list (multiple choice with the options beside the question)."""
+        return CHOICES in self.fields_found and CHOICES not in self.reader.columns.values()
+
+    @property
     def by_skillbank(self) -> bool:
         """Written by `skillbank evaluate`: its results.json, our field set; metrics.json then goes beside it."""
         return self.layout == "results.json" and self.reader.by_skillbank
@@ -168,8 +174,17 @@ class Source:
                 f"WHERE parse_filename(sb_file) NOT IN ({excluded}) AND NOT suffix(sb_file, {_lit(SCORE_SUFFIX)}))")
 
     def query(self) -> str:
-        """The results as answers.FIELDS rows."""
-        return "SELECT " + self.reader.select_sql(self.table_sql(self.reader.fields_read()))
+        """The results as answers.FIELDS rows; a `choices` list is written into its question as options
+        A) ... B) ... (one per line) unless the question lists options already, so the answer rules read them."""
+        if not self.choices:
+            return "SELECT " + self.reader.select_sql(self.table_sql(self.reader.fields_read()))
+        table = self.table_sql(tuple(dict.fromkeys([*self.reader.fields_read(), CHOICES])))
+        rows = "SELECT " + self.reader.select_sql(table, extra=f"{_ident(CHOICES)} AS sb_choices")
+        options = (f"list_aggregate(list_transform(from_json(sb_choices, '[\"VARCHAR\"]'), "
+                   f"lambda c, i: chr((64 + i)::INTEGER) || ') ' || c), 'string_agg', chr(10))")
+        listed = "regexp_matches(coalesce(question, ''), '(?:^|\\s)\\(?[A-Z][).:]\\s')"
+        question = f"CASE WHEN sb_choices IS NULL OR {listed} THEN question ELSE concat_ws(chr(10), question, {options}) END"
+        return f"SELECT * EXCLUDE (sb_choices) REPLACE ({question} AS question) FROM ({rows})"
 
 
 def _lit(text: str) -> str:
@@ -178,6 +193,7 @@ def _lit(text: str) -> str:
 
 # ---- finding and reading the results -----------------------------------------------------------
 
+CHOICES = "choices"  # a results field listing a multiple-choice item's options
 NOT_RESULTS = ("metrics.json", "best_checkpoint.json", "import.json")  # our own documents, never result rows
 SCORE_SUFFIX = "_score.json"  # cosmos-rl's evaluator writes directionality_score.json beside its per-sample files
 LINES = (".jsonl", ".ndjson")
@@ -265,3 +281,63 @@ def guess_answer_type(con: object, source: Source) -> str:
         f"SELECT coalesce(bool_or(contains(response, '<answer>') OR contains(response, '</think>')), false) FROM ({source.query()})"
     ).fetchone()
     return "reasoning" if reasoning else "short"
+
+
+def detect_task(con: object, source: Source, answer_type: str) -> tuple[str, str]:
+    """(task type, why) when none is given: "mcq" when every question lists options (A) ... B) ...,
+    or the row has a `choices` list) and every ground truth names one of them; else "" (yes/no per
+    family whose answers are all yes/no, else exact match)."""
+    from skillbank.scoring import answers
+    from skillbank.evaluation.results import json_errors
+
+    query = source.query()
+    letters = answers.sql_valid_letters("found")
+    with json_errors(source.where, "results"):
+        total, listed = con.execute(  # type: ignore[attr-defined]
+            f"SELECT count(*), count(*) FILTER (WHERE len({letters}) >= 2) FROM "
+            f"(SELECT {answers.sql_option_letters('question')} AS found FROM ({query}))").fetchone()
+        if not total or listed < total:
+            return "", "general: not every question lists options A) B) ..." if listed else "general"
+        counts = con.execute(answers.source_counts_sql(query, "mcq", answer_type)).fetchall()  # type: ignore[attr-defined]
+    if any(c[3] is None for c in counts):
+        return "", "general: every question lists options, but not every ground truth names one"
+    where = "a choices field" if source.choices else "options A) B) ... in every question"
+    return "mcq", f"mcq, detected from {where}"
+
+
+@dataclass
+class Scoring:
+    """How a source is scored and why: task and answer format, each with where it came from."""
+
+    task: str
+    task_from: str  # "--task", "metrics.json", or detect_task's reason
+    answer_type: str
+    answer_from: str  # "--answer-format", "metrics.json", "default", or "guessed from the responses"
+    previous: dict[str, object]  # the metrics.json beside our results.json ({} for other engines' results)
+
+
+def resolve_scoring(con: object, source: Source, task: str | None, answer_type: str | None) -> Scoring:
+    """The task type and answer format of a source: as given, else what the metrics.json beside our
+    results.json recorded, else detected (answer format: reasoning when a response holds <answer> or
+    </think>, for other engines' results; task: detect_task)."""
+    from skillbank.errors import InputError
+    from skillbank.evaluation.results import METRICS, beside, read_metrics
+    from skillbank.scoring.answers import ANSWER_TYPES
+
+    previous = read_metrics(beside(source.pattern, METRICS)) if source.by_skillbank else {}
+    if answer_type:
+        answer, answer_from = answer_type, "--answer-format"
+    elif previous.get("answer_type"):
+        answer, answer_from = str(previous["answer_type"]), "metrics.json"
+    elif source.by_skillbank:
+        answer, answer_from = "short", "default"
+    else:
+        answer, answer_from = guess_answer_type(con, source), "guessed from the responses"
+    if answer not in ANSWER_TYPES:
+        raise InputError(f"unknown answer format {answer!r}", where="--answer-format", fix=f"one of {ANSWER_TYPES}")
+    if task is not None:
+        return Scoring(task, "--task", answer, answer_from, previous)
+    if isinstance(previous.get("task_type"), str):
+        return Scoring(str(previous["task_type"]), "metrics.json", answer, answer_from, previous)
+    detected, why = detect_task(con, source, answer)
+    return Scoring(detected, why, answer, answer_from, previous)

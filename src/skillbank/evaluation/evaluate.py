@@ -22,6 +22,7 @@ from skillbank.data import chat
 from skillbank.data.media import media_root
 from skillbank.data.records import load_records
 from skillbank.errors import InputError
+from skillbank.evaluation import overlap
 from skillbank.evaluation.metrics import check_ground_truths, metric_value, score_results
 from skillbank.specification.evaluate import DEFAULT_FPS, EvaluateSpec
 from skillbank.specification.io import read_spec_file
@@ -91,10 +92,14 @@ def evaluate(
     if records is None:
         records = load_eval_records(spec)
         check_inputs(records, spec)
+    records, overlap_block, cache = _training_overlap(spec, records, settings, cache)
     as_trained = settings.sources.get("dataset.system_prompt") == "recipe"  # the training prompt: asked exactly so, nothing appended
     responses, generation, model_path, elapsed = generate_responses(spec, model_name, records, cache=cache, progress=progress, loaded=loaded,
                                                                     as_trained=as_trained)
+    lengths = generation.pop("lengths", None)
     rows, report = score_results(result_rows(records, responses), spec.task.type, spec.evaluation.answer_type)
+    diagnosis = _unparseable(rows, report, spec, settings, lengths, generation)
+    asked = len(rows) + (overlap_block["count"] if overlap_block["excluded"] else 0)  # the set before any exclusion
     name, value = metric_value(report, spec.metrics.primary)
     document = {
         **report,
@@ -111,7 +116,9 @@ def evaluate(
         "vision": settings.vision,
         "recipe": settings.recipe_path,
         "settings_from": settings.sources,
-        "warnings": [*settings.warnings, *generation.pop("warnings", []), *report.get("warnings", [])],
+        "training_overlap": overlap.public(overlap_block),
+        "warnings": [*settings.warnings, *generation.pop("warnings", []), *overlap.warnings(overlap_block, asked), *diagnosis,
+                     *report.get("warnings", [])],
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     if spec.results.save_individual:
@@ -119,6 +126,40 @@ def evaluate(
     atomic.write_json(out_dir / METRICS, document)
     document["results_dir"] = str(out_dir)
     return document
+
+
+def _training_overlap(spec: EvaluateSpec, records: list[dict[str, Any]], settings: "Settings", cache: Any) -> tuple[list[dict[str, Any]], dict[str, Any], Any]:
+    """The records to evaluate, the training_overlap block (evaluation.overlap) and the prompt cache to use:
+    with evaluation.exclude_training_overlap the overlapping records are left out (and a shared cache,
+    keyed by record position, is not reused)."""
+    block = overlap.check(records, media_root(spec.dataset.media_dir, spec.dataset.annotation_path), settings.recipe,
+                          recipe_source=settings.recipe_path)
+    block["excluded"] = bool(spec.evaluation.exclude_training_overlap and block.get("count"))
+    if spec.evaluation.exclude_training_overlap and not block.get("checked"):
+        block["note"] = f"evaluation.exclude_training_overlap is set but the overlap was not checked ({block['reason']}): every item was scored"
+    if not block["excluded"]:
+        return records, block, cache
+    drop = set(block["indices"])
+    clean = [r for i, r in enumerate(records) if i not in drop]
+    if not clean:
+        raise InputError(f"every one of the {len(records)} evaluated items shares content with the model's training data {block['training_data']}",
+                         where="evaluation.exclude_training_overlap", fix="evaluate on held-out data, or set exclude_training_overlap = false")
+    return clean, block, None
+
+
+def _unparseable(rows: list[dict[str, Any]], report: dict[str, Any], spec: EvaluateSpec, settings: "Settings",
+                 lengths: dict[int, int] | None, generation: dict[str, Any]) -> list[str]:
+    """Why most answers are unparseable, when the replies tell (evaluation.unparseable)."""
+    from skillbank.evaluation.unparseable import THRESHOLD, diagnose, facts
+
+    if not rows or report.get("unparseable", 0) <= THRESHOLD * len(rows):
+        return []
+    bad = [i for i, r in enumerate(rows) if r["answer"] is None]
+    counts = [lengths[i] for i in bad if i in lengths] if lengths else None
+    known = counts if counts is not None and len(counts) == len(bad) else None
+    reply = facts([str(rows[i]["response"] or "") for i in bad], token_counts=known, max_tokens=int(generation["max_tokens"]))
+    trained = (settings.recipe or {}).get("answer_type")
+    return diagnose(len(rows), int(report["unparseable"]), spec.evaluation.answer_type or "short", reply, trained_answer_type=trained)
 
 
 @dataclass
@@ -130,6 +171,7 @@ class Settings:
     sources: dict[str, str]
     recipe_path: str | None
     warnings: list[str]
+    recipe: dict[str, Any] | None = None  # the recipe itself (training overlap reads its training_data)
 
 
 _NAMES = {"fps": "vision.fps", "nframes": "vision.num_frames", "total_pixels": "vision.total_pixels",
@@ -148,13 +190,20 @@ def with_recipe(spec: EvaluateSpec, found: Any) -> tuple[EvaluateSpec, Settings]
     applied = recipe.apply(user, found.recipe if found else None, _DEFAULTS, names=_NAMES,
                            recipe_source=f"the model's recipe ({found.source})" if found else "the model's recipe")
     a = applied.values
+    trained_type = found.recipe.get("answer_type") if found else None
+    if (ds.system_prompt is None and applied.sources.get("system_prompt") == "recipe" and applied.sources.get("answer_type") == "user"
+            and trained_type and a["answer_type"] != trained_type):
+        a["system_prompt"], applied.sources["system_prompt"] = None, "default"  # the recipe's prompt asks for its own answer type
+        applied.warnings.append(f"dataset.system_prompt is unset and evaluation.answer_type {a['answer_type']!r} is not the recipe's "
+                                f"({trained_type!r}): the {a['answer_type']} answer type's own prompt is sent, not the recipe's "
+                                "(metrics.json generation.system_prompt / question_suffix record what was sent)")
     resolved = spec.model_copy(deep=True)
     resolved.vision.fps, resolved.vision.num_frames = a["fps"], a["nframes"]
     resolved.vision.total_pixels, resolved.vision.max_pixels = a["total_pixels"], a["max_pixels"]
     resolved.dataset.system_prompt, resolved.evaluation.answer_type = a["system_prompt"], a["answer_type"]
     vision = {"fps": a["fps"], "num_frames": a["nframes"], "total_pixels": a["total_pixels"], "max_pixels": a["max_pixels"]}
     sources = {_NAMES[k]: source for k, source in applied.sources.items()}
-    return resolved, Settings(vision, sources, found.source if found else None, applied.warnings)
+    return resolved, Settings(vision, sources, found.source if found else None, applied.warnings, found.recipe if found else None)
 
 
 def resolve_settings(spec: EvaluateSpec, model_name: str | None = None) -> tuple[EvaluateSpec, Settings]:
@@ -174,6 +223,7 @@ class _Engine:
     system_prompt: str
     question_suffix: str
     close: Callable[[], None] | None = None
+    lengths: dict[int, int] | None = None  # generated tokens of each record's first answer (max_tokens: cut off), when known
 
 
 def _prompt_builder(spec: EvaluateSpec, processor: Any, model_type: str, *, as_trained: bool = False) -> tuple[Any, str, str, str]:
@@ -208,16 +258,20 @@ def _transformers_engine(spec: EvaluateSpec, model_name: str, records: list[dict
     model_type = str(getattr(loaded.model.config, "model_type", ""))
     builder, system, suffix, family = _prompt_builder(spec, loaded.processor, model_type, as_trained=as_trained)
     calls = 0
+    first: dict[int, int] = {}
 
     def generate(indices: list[int], settings: Any) -> list[str]:
         nonlocal calls
         desc = f"{'evaluate' if calls == 0 else 'retry'} {Path(loaded.path).name}"
+        lengths: list[int] | None = [] if calls == 0 else None  # an answer never fixed by a retry is the first pass's
         calls += 1
-        return generate_answers(loaded.model, loaded.processor, builder, [records[i] for i in indices], device=loaded.device,
-                                batch_size=spec.evaluation.batch_size, settings=settings, cache=cache, keys=indices,
-                                progress=progress, desc=desc)
+        out = generate_answers(loaded.model, loaded.processor, builder, [records[i] for i in indices], device=loaded.device,
+                               batch_size=spec.evaluation.batch_size, settings=settings, cache=cache, keys=indices,
+                               progress=progress, desc=desc, lengths=lengths)
+        first.update(zip(indices, lengths or ()))
+        return out
 
-    return _Engine(generate, loaded.path, model_type, family, system, suffix)
+    return _Engine(generate, loaded.path, model_type, family, system, suffix, lengths=first)
 
 
 def _vllm_engine(spec: EvaluateSpec, model_name: str, records: list[dict[str, Any]], *, progress: bool, as_trained: bool = False) -> _Engine:
@@ -230,7 +284,7 @@ def _vllm_engine(spec: EvaluateSpec, model_name: str, records: list[dict[str, An
     builder, system, suffix, family = _prompt_builder(spec, processor, mtype, as_trained=as_trained)
     engine = VllmEngine(path, processor=processor, builder=builder, records=records, dtype=spec.model.dtype,
                         num_gpus=spec.num_gpus, seed=spec.evaluation.seed, model_type=mtype, progress=progress)
-    return _Engine(engine, path, mtype, family, system, suffix, close=engine.close)
+    return _Engine(engine, path, mtype, family, system, suffix, close=engine.close, lengths=engine.lengths)
 
 
 def generate_responses(spec: EvaluateSpec, model_name: str, records: list[dict[str, Any]], *, cache: Any = None,
@@ -272,7 +326,7 @@ def generate_responses(spec: EvaluateSpec, model_name: str, records: list[dict[s
                   "system_prompt": engine.system_prompt, "question_suffix": engine.question_suffix,
                   "own_system_turns": sum(chat.own_system_prompt(r) is not None for r in records), **g,
                   "seed": spec.evaluation.seed, "retries": passes, "unscorable": len(flagged(responses)),
-                  "warnings": [finding] if finding else []}
+                  "warnings": [finding] if finding else [], "lengths": dict(engine.lengths or {})}
     return responses, generation, engine.path, elapsed
 
 
@@ -369,6 +423,6 @@ def evaluate_run(run: str | Path, spec: EvaluateSpec | None = None, *, progress:
 
 def _scalars(doc: dict[str, Any]) -> dict[str, Any]:
     """The step's metrics without bookkeeping (model paths, timings)."""
-    skip = {"model", "model_path", "annotation_path", "media_dir", "created", "results_dir", "elapsed_s", "samples_per_s", "primary_metric", "generation",
-            "vision", "recipe", "settings_from", "warnings"}
+    skip = {"model", "model_path", "annotation_path", "created", "results_dir", "elapsed_s", "samples_per_s", "primary_metric", "generation",
+            "vision", "recipe", "settings_from", "warnings", "training_overlap", "small_samples", "media_dir"}
     return {k: v for k, v in doc.items() if k not in skip}

@@ -138,6 +138,7 @@ def generate_answers(
     progress: bool = True,
     desc: str = "generating",
     timings: dict[str, float] | None = None,
+    lengths: list[int] | None = None,
 ) -> list[str]:
     """The model's answer to each record's prompt (special tokens dropped, whitespace stripped).
 
@@ -145,6 +146,8 @@ def generate_answers(
     keys: each record's key in `cache` (default: its position; a retry pass passes the record indices).
     timings: when given, seconds of the generating thread are added to it per stage: "wait_prompts"
     (prompts not prepared yet: decoding and the processor are the bound), "collate", "generate", "decode".
+    lengths: when given, each answer's generated tokens before its stop token are appended to it (an
+    answer that never stopped counts settings.max_new_tokens: it was cut off there).
     """
     import torch
     from tqdm import tqdm
@@ -181,10 +184,24 @@ def generate_answers(
             clock.lap("generate")
             new_tokens = out[:, batch["input_ids"].shape[1] :]
             answers += [text.strip() for text in tokenizer.batch_decode(new_tokens, skip_special_tokens=True)]
+            if lengths is not None:
+                lengths += stopped_lengths(new_tokens.tolist(), stop_ids(model, pad_id), settings.max_new_tokens)
             clock.lap("decode")
             bar.update(new_tokens.shape[0])
     bar.close()
     return answers
+
+
+def stop_ids(model: Any, pad_id: int | None) -> set[int]:
+    """The tokens that end an answer: the generation config's eos (one or several) and the padding after it."""
+    eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    ids = set(eos if isinstance(eos, (list, tuple)) else [eos] if eos is not None else [])
+    return ids | ({pad_id} if pad_id is not None else set())
+
+
+def stopped_lengths(rows: list[list[int]], stops: set[int], max_new_tokens: int) -> list[int]:
+    """Tokens each generated row holds before its first stop token; max_new_tokens for a row that never stopped."""
+    return [next((i for i, token in enumerate(row) if token in stops), max_new_tokens) for row in rows]
 
 
 Engine = Callable[[list[int], GenerationSettings], list[str]]  # (record indices, settings) -> responses

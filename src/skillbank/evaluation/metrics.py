@@ -20,13 +20,15 @@ accuracy, correct, total, unparseable and "kinds" (rows per kind). A ratio with 
 
 A report holds the metrics of all rows at the top level, plus "families" / "datasets" maps (metrics
 per `family` / `dataset` value; "(none)" for rows without one) when rows carry those fields, "ci95"
-(95% Wilson score intervals [low, high] of accuracy and, for yes/no, precision and recall) and
-"warnings" (a class with fewer than MIN_CLASS_SAMPLES samples: its numbers are not yet telling).
+(95% Wilson score intervals [low, high] of accuracy and, for yes/no, precision and recall; at the top
+and in every family / dataset block), "small_samples" (the set, families and classes with fewer than
+MIN_CLASS_SAMPLES samples, with the n their accuracy would need for a lower bound of 0.9) and
+"warnings" (one line per small_samples entry: its numbers are not yet telling). The statistics
+themselves live in skillbank.scoring.stats.
 """
 
 from __future__ import annotations
 
-import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,8 +37,10 @@ from typing import Any
 from skillbank.errors import InputError
 from skillbank.scoring import answers
 from skillbank.scoring.answers import DIRECTIONS, NO, TASK_TYPES, UNPARSEABLE, YES
+from skillbank.scoring.stats import n_for_lower_bound, wilson
 
-MIN_CLASS_SAMPLES = 30  # fewer samples of a class than this is a warning in the report
+MIN_CLASS_SAMPLES = 30  # fewer samples in a set, family or class than this is a warning in the report
+LOWER_BOUND_TARGET = 0.9  # small-sample warnings say the n at which the observed accuracy would have this lower bound
 NONE_KEY = "(none)"  # families / datasets key of rows without the field
 _MAPS = {"family": "families", "dataset": "datasets"}
 
@@ -140,18 +144,13 @@ def multiclass_metrics(rows: Sequence[Tally], kind: str) -> dict[str, Any]:
     }
 
 
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval of k successes in n ((0, 1) when n is 0): unlike k/n +- z*se it stays
-    inside [0, 1] and is honest at 0/n and n/n, which small evaluation sets hit often."""
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    centre, half = (p + z * z / (2 * n)) / (1 + z * z / n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def _interval(k: int, n: int) -> list[float]:
     return [round(x, 6) for x in wilson(k, n)]
+
+
+def accuracy_interval(correct: int, total: int) -> list[float]:
+    """The rounded 95% Wilson interval [low, high] of an accuracy (gaps' summary states its families with it)."""
+    return _interval(int(correct), int(total))
 
 
 def intervals(m: Mapping[str, Any]) -> dict[str, list[float]]:
@@ -163,21 +162,89 @@ def intervals(m: Mapping[str, Any]) -> dict[str, list[float]]:
     return out
 
 
-def class_sizes(m: Mapping[str, Any]) -> dict[str, int]:
-    """Samples per class of one metrics block (yes / no, each label, else all rows as one class)."""
+def class_counts(m: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
+    """(right, samples) per class of one metrics block: yes / no, or each label of directions / mcq
+    (right = the class's recall numerator); {} for exact match and mixed blocks."""
     if m.get("evaluator") == "yes_no":
-        return {YES: m["tp"] + m["fn"], NO: m["tn"] + m["fp"]}
+        return {YES: (m["tp"], m["tp"] + m["fn"]), NO: (m["tn"], m["tn"] + m["fp"])}
     if "per_class" in m:
-        return {label: int(c["support"]) for label, c in m["per_class"].items() if c["support"]}
-    return {"all": int(m.get("total", 0))}
+        matrix = m.get("confusion_matrix") or {}
+        return {label: (int(matrix.get(label, {}).get(label, 0)), int(c["support"]))
+                for label, c in m["per_class"].items() if c["support"]}
+    return {}
 
 
-def small_class_warnings(m: Mapping[str, Any]) -> list[str]:
-    small = {label: n for label, n in class_sizes(m).items() if n < MIN_CLASS_SAMPLES}
-    if not small or not m.get("total"):
-        return []
-    shown = ", ".join(f"{label} {n}" for label, n in small.items())
-    return [f"fewer than {MIN_CLASS_SAMPLES} samples per class ({shown}): the metrics are rough; see ci95 for their 95% intervals"]
+def _small(scope: str, name: str | None, cls: str | None, right: int, n: int) -> dict[str, Any]:
+    accuracy = right / n if n else 0.0
+    return {"scope": scope, "name": name, "class": cls, "n": n, "accuracy": round(accuracy, 6), "ci95": _interval(right, n),
+            "n_for_lower_bound_0_9": n_for_lower_bound(accuracy, LOWER_BOUND_TARGET)}
+
+
+def small_samples(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every group with fewer than MIN_CLASS_SAMPLES samples: the whole set, each family (or, without
+    families, each dataset), and each class of a family (of the set when it has no families) that
+    has enough samples itself. Each entry: scope (set / family / dataset / class), name, class, n,
+    accuracy, ci95, n_for_lower_bound_0_9 (the smallest n at which this accuracy would have a Wilson
+    lower bound of 0.9; None when the accuracy is 0.9 or less: no n makes it evidence of 0.9)."""
+    out: list[dict[str, Any]] = []
+    if not report.get("total"):
+        return out
+    groups_key = "families" if report.get("families") else "datasets" if report.get("datasets") else None
+    scope = {"families": "family", "datasets": "dataset"}.get(groups_key or "", "set")
+    blocks = list((report.get(groups_key) or {}).items()) if groups_key else [(None, report)]
+    if groups_key and report["total"] < MIN_CLASS_SAMPLES:
+        out.append(_small("set", None, None, int(report.get("correct", 0)), int(report["total"])))
+    for name, m in blocks:
+        total = int(m.get("total", 0))
+        if total and total < MIN_CLASS_SAMPLES:
+            out.append(_small(scope, name, None, int(m.get("correct", 0)), total))
+        elif total:
+            out += [_small("class", name, cls, right, n) for cls, (right, n) in class_counts(m).items() if n < MIN_CLASS_SAMPLES]
+    return out
+
+
+def _needs(entry: Mapping[str, Any]) -> str:
+    needed = entry["n_for_lower_bound_0_9"]
+    if needed is None:
+        return f"no sample size gives a 95% lower bound of {LOWER_BOUND_TARGET} at accuracy {entry['accuracy']:.3f}"
+    return f"a 95% lower bound of {LOWER_BOUND_TARGET} at this accuracy needs n >= {needed}"
+
+
+def _what(entry: Mapping[str, Any], report: Mapping[str, Any]) -> str:
+    """How a warning names a small_samples entry ("family yes_no (yes 2, no 1)", "family x class no")."""
+    scope, name = entry["scope"], entry["name"]
+    if scope == "class":
+        return f"family {name} class {entry['class']}" if name is not None else f"class {entry['class']}"
+    if scope == "set":
+        grouped = bool(report.get("families") or report.get("datasets"))
+        what, classes = "the whole set", {} if grouped else class_counts(report)
+    else:
+        what, classes = f"{scope} {name}", class_counts((report.get(_MAPS[scope]) or {}).get(name) or {})
+    return what + (" (" + ", ".join(f"{c} {n}" for c, (_, n) in classes.items()) + ")" if classes else "")
+
+
+def sample_warnings(entries: Sequence[Mapping[str, Any]], report: Mapping[str, Any]) -> list[str]:
+    """One warning per small_samples entry: what it is, its n, accuracy (a class: recall), interval, the n it needs."""
+    lines = []
+    for e in entries:
+        low, high = e["ci95"]
+        measured = "recall" if e["scope"] == "class" else "accuracy"
+        lines.append(f"{_what(e, report)}: {e['n']} samples, fewer than {MIN_CLASS_SAMPLES}: {measured} {e['accuracy']:.3f}, "
+                     f"95% CI [{low:.3f}, {high:.3f}]; {_needs(e)}")
+    return lines
+
+
+def family_lines(report: Mapping[str, Any]) -> list[str]:
+    """"family NAME: accuracy A [low, high] (correct/total[, U unparseable])" per family (else per
+    dataset): what evaluate's and score's summaries print under their one-line result."""
+    key = "families" if report.get("families") else "datasets"
+    lines = []
+    for name, m in (report.get(key) or {}).items():
+        low, high = (m.get("ci95") or intervals(m))["accuracy"]
+        extra = f", {m['unparseable']} unparseable" if m.get("unparseable") else ""
+        lines.append(f"{key[:-1] if key == 'datasets' else 'family'} {name}: accuracy {m.get('accuracy', 0.0):.4f} "
+                     f"[{low:.4f}, {high:.4f}] ({m.get('correct', 0)}/{m.get('total', 0)}{extra})")
+    return lines
 
 
 def metrics_of(rows: Sequence[Tally]) -> dict[str, Any]:
@@ -200,15 +267,22 @@ def metrics_of(rows: Sequence[Tally]) -> dict[str, Any]:
 def report_of(rows: Sequence[Tally], answer_type: str) -> dict[str, Any]:
     """All rows' metrics, plus "families" / "datasets" maps when any row carries that field."""
     report = {**metrics_of(rows), "answer_type": answer_type}
-    report["ci95"], report["warnings"] = intervals(report), small_class_warnings(report)
+    report["ci95"] = intervals(report)
     for field in ("family", "dataset"):
         if any(getattr(t, field) is not None for t in rows):
             groups: dict[str, list[Tally]] = defaultdict(list)
             for t in rows:
                 value = getattr(t, field)
                 groups[NONE_KEY if value is None else value].append(t)
-            report[_MAPS[field]] = {k: metrics_of(g) for k, g in sorted(groups.items())}
+            report[_MAPS[field]] = {k: _with_interval(metrics_of(g)) for k, g in sorted(groups.items())}
+    report["small_samples"] = small_samples(report)
+    report["warnings"] = sample_warnings(report["small_samples"], report)
     return report
+
+
+def _with_interval(m: dict[str, Any]) -> dict[str, Any]:
+    m["ci95"] = intervals(m)
+    return m
 
 
 # ---- checks and entry points --------------------------------------------------------------------

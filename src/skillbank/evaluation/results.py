@@ -217,3 +217,30 @@ def write_json(path: str, document: dict[str, Any]) -> None:
 def beside(results_json: str, name: str) -> str:
     """The file `name` in results.json's folder."""
     return posixpath.join(posixpath.dirname(results_json), name) if is_url(results_json) else str(Path(results_json).with_name(name))
+
+
+def write_per_sample(con: Any, source: str, task_type: str, answer_type: str, path: str) -> int:
+    """One JSON line per result row, in file order: id (video_id), question, family, dataset, reference
+    (the ground truth), answer (what the rules read; null when unparseable) and correct. Atomic for a
+    local path. Returns the rows written."""
+    from skillbank import atomic
+
+    scored = answers.score_source(con, source, task_type, answer_type, table="sb_per_sample")
+    query = (f"SELECT video_id AS id, question, family, dataset, gt AS reference, answer, correct "
+             f"FROM ({scored.final}) ORDER BY idx")
+    (count,) = con.execute("SELECT count(*) FROM sb_per_sample").fetchone()
+    if is_url(path):
+        con.execute(f"COPY ({query}) TO {sql_literal(path)} (FORMAT json)")
+    else:
+        with atomic.atomic_path(path) as tmp:
+            con.execute(f"COPY ({query}) TO {sql_literal(str(tmp))} (FORMAT json)")
+    con.execute("DROP TABLE sb_per_sample")
+    return int(count)
+
+
+def reply_facts_sql(source: str) -> str:
+    """Counts over the responses of `source`: rows, those holding neither </think> nor <answer>, those
+    holding <think>, those empty or only whitespace."""
+    return ("SELECT count(*), count(*) FILTER (WHERE NOT contains(coalesce(response, ''), '</think>') "
+            "AND NOT contains(coalesce(response, ''), '<answer>')), count(*) FILTER (WHERE contains(coalesce(response, ''), '<think>')), "
+            f"count(*) FILTER (WHERE regexp_full_match(coalesce(response, ''), '\\s*')) FROM ({source})")

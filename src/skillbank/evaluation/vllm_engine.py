@@ -57,6 +57,7 @@ class VllmEngine:
         self.with_metadata = model_type.startswith("qwen3")  # Qwen3-VL timestamps frames from their metadata
         eos = processor.tokenizer.eos_token_id
         self.stop_token_ids = [eos] if eos is not None else []
+        self.lengths: dict[int, int] = {}  # generated tokens of each record's first answer (a cut-off answer: max_tokens)
         os.environ.setdefault("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1")
         self.llm = self.vllm.LLM(
             model=path, tokenizer=path, dtype=dtype, tensor_parallel_size=max(1, num_gpus), seed=seed,
@@ -82,6 +83,11 @@ class VllmEngine:
                 prompts = list(pool.map(self.prompt, indices[start : start + CHUNK]))
                 outputs = self.llm.generate(prompts, params, use_tqdm=self.progress)
                 answers += [out.outputs[0].text.strip() for out in outputs]
+                for index, out in zip(indices[start : start + CHUNK], outputs):
+                    first = out.outputs[0]
+                    if index not in self.lengths and getattr(first, "finish_reason", None) is not None:
+                        cut = first.finish_reason == "length"  # vLLM's reason for an answer stopped at max_tokens
+                        self.lengths[index] = settings.max_new_tokens if cut else len(getattr(first, "token_ids", ()) or ())
         return answers
 
     def close(self) -> None:

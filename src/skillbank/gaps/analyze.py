@@ -22,7 +22,7 @@ from skillbank import atomic
 from skillbank.data.media import media_root as resolve_media_root
 from skillbank.errors import InputError
 from skillbank.scoring import answers
-from skillbank.evaluation.metrics import NONE_KEY, Tally, check_task_type, metrics_of, raise_bad_truths, tallies
+from skillbank.evaluation.metrics import NONE_KEY, Tally, accuracy_interval, check_task_type, metrics_of, raise_bad_truths, tallies
 from skillbank.evaluation.results import (
     SHOWN,
     connection,
@@ -49,14 +49,16 @@ def summary_path(out: str) -> str:
 
 
 def _breakdown(rows: list[Tally], typed: list[tuple[str | None, str | None, str, int]]) -> dict[str, int]:
-    """total, failures, failures per error type (those the rows' kinds can have), unparseable."""
+    """total, failures, failures per error type (those the rows' kinds can have), unparseable, and ci95
+    (the 95% Wilson interval of the accuracy these counts give, as metrics.json states it)."""
     kinds = {t.kind for t in rows}
     types = (["FP", "FN"] if "yes_no" in kinds else []) + (["mismatch"] if kinds - {"yes_no"} or not kinds else [])
     by_type = Counter()
     for _, _, error_type, n in typed:
         by_type[error_type] += n
-    return {"total": sum(t.n for t in rows), "failures": sum(t.n for t in rows if not t.correct), **{k: by_type[k] for k in types},
-            "unparseable": sum(t.n for t in rows if t.pred is None)}
+    total, failures = sum(t.n for t in rows), sum(t.n for t in rows if not t.correct)
+    return {"total": total, "failures": failures, **{k: by_type[k] for k in types},
+            "unparseable": sum(t.n for t in rows if t.pred is None), "ci95": {"accuracy": accuracy_interval(total - failures, total)}}
 
 
 def _summary(rows: list[Tally], typed: list[tuple[str | None, str | None, str, int]]) -> dict[str, Any]:
@@ -69,6 +71,7 @@ def _summary(rows: list[Tally], typed: list[tuple[str | None, str | None, str, i
         "task": metrics_of(rows)["evaluator"],
         "counts": {k: v for k, v in whole.items() if k in ("FP", "FN", "mismatch")},
         "unparseable": whole["unparseable"],
+        "ci95": whole["ci95"],
     }
     for index, (field, key) in enumerate((("family", "families"), ("dataset", "datasets"))):
         if any(getattr(t, field) is not None for t in rows):

@@ -435,6 +435,29 @@ def _evaluate(spec: Any, ctx: Context) -> None:
     if file:
         data = _scan(ctx, "eval", file, ScanOptions(media, decode_sample=ctx.decode_sample))
         _decode(ctx, [data], None, fps=spec.vision.fps, nframes=spec.vision.num_frames)
+        _evaluate_overlap(spec, file, f)
+
+
+def _evaluate_overlap(spec: Any, file: str, f: Findings) -> None:
+    """annotations.training_overlap: evaluated items that share content with the training data the model's
+    recipe names (skillbank.evaluation.overlap, as evaluate checks it), or that it could not be checked."""
+    from skillbank import recipe
+    from skillbank.data.media import media_root
+    from skillbank.data.records import load_records
+    from skillbank.evaluation import overlap
+
+    found = recipe.read(spec.model.model_name)
+    if found is None or not (found.recipe.get("training_data") or {}).get("annotation_path"):
+        return  # no recipe naming training data: nothing to compare with (metrics.json says so)
+    try:
+        records = load_records(file)
+    except InputError:
+        return  # the record scan reported it
+    block = overlap.check(records, media_root(spec.dataset.media_dir, spec.dataset.annotation_path), found.recipe, recipe_source=found.source)
+    fix = ("evaluate on clips the model did not train on, or set evaluation.exclude_training_overlap = true" if block.get("checked")
+           else "copy the training data to this machine to check, or evaluate knowing it was not checked")
+    for message in overlap.warnings(block, len(records)):
+        f.warning("annotations.training_overlap", message, fix, "dataset.annotation_path")
 
 
 def _evaluate_recipe(spec: Any, f: Findings) -> Any:

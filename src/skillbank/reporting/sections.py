@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from skillbank.errors import InputError
 from skillbank.reporting.inputs import EvalInputs, RunInputs
 
 ALL = "all"
@@ -271,9 +272,12 @@ def overlap_line(ev: EvalInputs) -> str:
     overlap = ev.metrics.get("training_overlap")
     if not isinstance(overlap, dict):
         return f"{ev.label}: training overlap not recorded (metrics.json has no training_overlap)"
+    if overlap.get("checked") is False:  # evaluate recorded why it could not check (no recipe, data not here)
+        return f"{ev.label}: training overlap not checked: {overlap.get('reason') or overlap.get('note') or 'metrics.json gives no reason'}"
     ids = overlap.get("ids") or overlap.get("id") or []
     ids = ids if isinstance(ids, list) else [ids]
-    extra = "; ".join(f"{k}: {v}" for k, v in overlap.items() if k not in ("count", "ids", "id") and isinstance(v, (str, int, float, bool)))
+    extra = "; ".join(f"{k}: {v}" for k, v in overlap.items()
+                      if k not in ("count", "ids", "id", "checked") and isinstance(v, (str, int, float, bool)))
     line = f"{ev.label}: {overlap.get('count', len(ids))} evaluated item(s) overlap the training data"
     return line + (f" ({extra})" if extra else "") + (f": {', '.join(map(str, ids))}" if ids else "")
 
@@ -306,15 +310,15 @@ def comparison(evals: list[EvalInputs]) -> Section:
     s = Section("comparison", "Comparison of the two evaluations", COMPARISON_NEEDS)
     if len(evals) != 2:
         return _missing(s, f"not shown: {len(evals)} --eval folder(s) given, the comparison needs two")
-    # WIRING (issue 28 item 1): skillbank.comparison (compare_dirs, to_markdown) is `skillbank compare`'s,
-    # built on another branch; this is the one place its table enters the report. No statistics here.
-    try:
-        from skillbank.comparison import compare_dirs, to_markdown  # type: ignore[import-not-found]
-    except ImportError:
-        return _missing(s, "not shown: the comparison table comes from `skillbank compare`, which this build does not have yet")
+    from skillbank.comparison.compare import compare_dirs, to_markdown  # `skillbank compare`'s document: no statistics here
+
     a, b = evals
+    try:
+        doc = compare_dirs(str(a.folder), str(b.folder))
+    except InputError as exc:  # e.g. a shared item whose references differ: the rest of the report stands
+        return _missing(s, f"not shown: `skillbank compare` refused the pair: {exc.message}")
     s.parts.append(f"A = {a.label} (`{a.folder}`), B = {b.label} (`{b.folder}`):")
-    s.parts.append(Markdown(to_markdown(compare_dirs(str(a.folder), str(b.folder)))))
+    s.parts.append(Markdown(to_markdown(doc)))
     return s
 
 

@@ -1,0 +1,1 @@
+"""`skillbank compare`: two evaluations of the same items, with paired statistics per family."""

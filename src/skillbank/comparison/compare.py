@@ -1,0 +1,241 @@
+"""Two evaluations of the same items, compared: is model A really better than model B?
+
+Each side is any results `skillbank score` reads (evaluate's results.json, a folder holding one, an
+`evaluate --run` folder, other engines' files), scored with the same answer rules and the same task /
+answer-format resolution as score (skillbank.evaluation.engines.resolve_scoring). The items are joined
+on (video_id, question) in one DuckDB session; a shared item whose reference answers differ (after the
+rules' normalisation) is an InputError naming it, as is an item that appears twice on one side: then
+the two sets are not the same test. Items only on one side are counted and named, never dropped silently.
+
+On the paired items, overall and per family (else per dataset): n, a_correct, b_correct, a_only (A right,
+B wrong), b_only, diff (accuracy A - B), diff_ci95 (Newcombe's paired interval, method 10), p_value
+(exact McNemar, two-sided), p_value_one_sided (H1: A is better), a_ci95 / b_ci95 (Wilson); each family
+also p_adjusted (Holm across the families). The statistics are skillbank.scoring.stats.
+
+Training overlap: each side's metrics.json `training_overlap` (evaluate writes it; computed here from the
+recipe and annotations metrics.json names when an older evaluation lacks it; "not checked" with the
+reason otherwise). When either side's overlapping ids are among the paired items, `clean` repeats the
+overall comparison on the items neither model trained on.
+
+`compare_dirs(a, b)` returns the `skillbank compare --json` document; comparison.markdown renders it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from skillbank.errors import InputError
+from skillbank.scoring import stats
+
+SHOWN = 5  # items named in an error before "..."
+METHODS = {
+    "a_ci95": "Wilson score interval (95%) of each side's accuracy on the paired items",
+    "diff_ci95": "Newcombe 1998 (Stat Med 17:2635) method 10: paired difference of proportions, 95%",
+    "p_value": "exact McNemar test (binomial on the discordant pairs), two-sided",
+    "p_value_one_sided": "exact McNemar test, one-sided, H1: A is more accurate than B",
+    "p_adjusted": "Holm step-down adjustment of the families' two-sided p-values",
+}
+
+
+@dataclass
+class Side:
+    """One side of the comparison: what was read and how it was scored."""
+
+    label: str
+    where: str
+    source: Any  # engines.Source
+    scoring: Any  # engines.Scoring
+    table: str  # the temp table of its scored rows
+
+
+def compare_dirs(a: str | Path, b: str | Path) -> dict[str, Any]:
+    """The comparison document of two evaluations (see the module docstring); InputError on bad input."""
+    from skillbank.evaluation import engines
+    from skillbank.evaluation.results import connection
+
+    located = [(_locate(engines, str(path), label), str(path), label) for path, label in ((a, "A"), (b, "B"))]
+    con = connection(*(source.pattern for source, _, _ in located))
+    sides = [_score(con, engines, source, where, label) for source, where, label in located]
+    _check_pairs(con, *sides)
+    return _document(con, *sides)
+
+
+def _locate(engines: Any, folder: str, label: str) -> Any:
+    try:
+        return engines.locate(folder)
+    except InputError as exc:
+        raise InputError(exc.message, where=f"{label} ({folder})", fix=exc.fix) from None
+
+
+def _score(con: Any, engines: Any, source: Any, where: str, label: str) -> Side:
+    """Identify the side's field set, resolve how it is scored, and score every row into a temp table."""
+    from skillbank.evaluation.metrics import raise_bad_truths
+    from skillbank.evaluation.results import json_errors
+    from skillbank.scoring import answers
+
+    source.fields_found = engines.read_fields(con, source)
+    try:
+        source.reader = engines.detect(set(source.fields_found), source.where)
+    except InputError as exc:
+        raise InputError(exc.message, where=f"{label} ({where})", fix="compare reads the field sets `skillbank score` knows; "
+                         "score the results with --field and --per-sample, or rename their fields") from None
+    scoring = engines.resolve_scoring(con, source, None, None)
+    table = f"cmp_{label.lower()}"
+    with json_errors(source.where, "results"):
+        scored = answers.score_source(con, source.query(), scoring.task, scoring.answer_type, table=f"{table}_scored")
+    raise_bad_truths(scored.bad_truths, scoring.task, where=source.where)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT idx, coalesce(video_id, '') AS video_id, coalesce(question, '') AS question, "
+                f"gt, {answers.sql_normalize('gt')} AS ref, family, dataset, correct FROM ({scored.final})")
+    con.execute(f"DROP TABLE {table}_scored")
+    return Side(label, where, source, scoring, table)
+
+
+def _named(rows: list[tuple[Any, ...]]) -> str:
+    shown = "; ".join(f"video_id {r[0]!r}, question {r[1]!r}" for r in rows[:SHOWN])
+    return shown + ("; ..." if len(rows) > SHOWN else "")
+
+
+def _check_pairs(con: Any, a: Side, b: Side) -> None:
+    """InputError when a side repeats an item or a shared item's references differ (not the same test)."""
+    for side in (a, b):
+        twice = con.execute(f"SELECT video_id, question FROM {side.table} GROUP BY ALL HAVING count(*) > 1 "
+                            f"ORDER BY min(idx) LIMIT {SHOWN + 1}").fetchall()
+        if twice:
+            raise InputError(f"items appear more than once ({_named(twice)}): an item is one (video_id, question)",
+                             where=f"{side.label} ({side.where})", fix="keep one result per item (one evaluation per results file)")
+    differ = con.execute(f"SELECT a.video_id, a.question, a.gt, b.gt FROM {a.table} a JOIN {b.table} b USING (video_id, question) "
+                         f"WHERE a.ref <> b.ref ORDER BY a.idx LIMIT {SHOWN + 1}").fetchall()
+    if differ:
+        first = differ[0]
+        raise InputError(f"the reference answer of a shared item differs: video_id {first[0]!r}, question {first[1]!r} has "
+                         f"{first[2]!r} in A and {first[3]!r} in B" + (f" ({len(differ) - 1}{'+' if len(differ) > SHOWN else ''} more)" if len(differ) > 1 else ""),
+                         where=f"A ({a.where}) vs B ({b.where})",
+                         fix="compare two evaluations of the same annotations (same video_id, question and reference answer)")
+
+
+def _group_column(con: Any) -> str | None:
+    """family when any paired row has one, else dataset when any has one, else None."""
+    (families, datasets) = con.execute("SELECT count(family), count(dataset) FROM cmp_pairs").fetchone()
+    return "family" if families else "dataset" if datasets else None
+
+
+def _round(x: float) -> float:
+    return round(x, 6)
+
+
+def paired(n: int, a_correct: int, b_correct: int, a_only: int, b_only: int) -> dict[str, Any]:
+    """The comparison of n paired items from their counts (stats: Wilson, Newcombe, exact McNemar)."""
+    both = a_correct - a_only
+    neither = n - both - a_only - b_only
+    p_two, p_one = stats.mcnemar_exact(a_only, b_only)
+    r = _round
+    acc_a, acc_b = (a_correct / n, b_correct / n) if n else (0.0, 0.0)
+    return {
+        "n": n, "a_correct": a_correct, "b_correct": b_correct, "a_accuracy": r(acc_a), "b_accuracy": r(acc_b),
+        "a_ci95": [r(x) for x in stats.wilson(a_correct, n)], "b_ci95": [r(x) for x in stats.wilson(b_correct, n)],
+        "a_only": a_only, "b_only": b_only, "diff": r(acc_a - acc_b),
+        "diff_ci95": [r(x) for x in stats.newcombe_paired(both, a_only, b_only, neither)],
+        "p_value": r(p_two), "p_value_one_sided": r(p_one),
+    }
+
+
+_COUNTS = ("count(*), count(*) FILTER (WHERE a_correct), count(*) FILTER (WHERE b_correct), "
+           "count(*) FILTER (WHERE a_correct AND NOT b_correct), count(*) FILTER (WHERE b_correct AND NOT a_correct)")
+
+
+def _document(con: Any, a: Side, b: Side) -> dict[str, Any]:
+    from skillbank.evaluation.metrics import NONE_KEY
+
+    con.execute(f"CREATE OR REPLACE TEMP TABLE cmp_pairs AS SELECT a.idx, a.video_id, a.question, coalesce(a.family, b.family) AS family, "
+                f"coalesce(a.dataset, b.dataset) AS dataset, a.correct AS a_correct, b.correct AS b_correct "
+                f"FROM {a.table} a JOIN {b.table} b USING (video_id, question)")
+    (n,) = con.execute("SELECT count(*) FROM cmp_pairs").fetchone()
+    if not n:
+        raise InputError("A and B share no item (joined on video_id and question): they are evaluations of different sets",
+                         where=f"A ({a.where}) vs B ({b.where})", fix="compare two evaluations of the same annotations")
+    group = _group_column(con)
+    families: dict[str, Any] = {}
+    if group:
+        for name, *counts in con.execute(f"SELECT coalesce({group}, '{NONE_KEY}') AS g, {_COUNTS} FROM cmp_pairs GROUP BY g ORDER BY g").fetchall():
+            families[name] = paired(*counts)
+        for name, adjusted in zip(families, stats.holm([f["p_value"] for f in families.values()])):
+            families[name]["p_adjusted"] = round(adjusted, 6)
+    overlaps = {side.label.lower(): _overlap(con, side) for side in (a, b)}
+    doc = {
+        "a": _side_block(con, a), "b": _side_block(con, b),
+        "paired": n,
+        "overall": paired(*con.execute(f"SELECT {_COUNTS} FROM cmp_pairs").fetchone()),
+        "group_by": group, "families": families,
+        "only_in_a": _only(con, a, b), "only_in_b": _only(con, b, a),
+        "training_overlap": overlaps,
+        "clean": _clean(con, overlaps),
+        "methods": METHODS,
+        "warnings": _warnings(a, b, overlaps),
+    }
+    return doc
+
+
+def _side_block(con: Any, side: Side) -> dict[str, Any]:
+    (items, correct) = con.execute(f"SELECT count(*), count(*) FILTER (WHERE correct) FROM {side.table}").fetchone()
+    previous = side.scoring.previous
+    return {"path": side.where, "results": side.source.pattern if side.source.by_skillbank else side.source.where,
+            "format": side.source.reader.name, "task_type": side.scoring.task, "task_from": side.scoring.task_from,
+            "answer_type": side.scoring.answer_type, "answer_type_from": side.scoring.answer_from,
+            "items": items, "accuracy": round(correct / items, 6) if items else 0.0, "model": previous.get("model")}
+
+
+def _only(con: Any, side: Side, other: Side) -> dict[str, Any]:
+    rows = con.execute(f"SELECT video_id, question FROM {side.table} s ANTI JOIN {other.table} o USING (video_id, question) "
+                       "ORDER BY s.idx").fetchall()
+    return {"count": len(rows), "items": [{"video_id": v, "question": q} for v, q in rows]}
+
+
+def _overlap(con: Any, side: Side) -> dict[str, Any]:
+    """The side's training overlap (evaluation.overlap) and how many of its ids are paired items."""
+    from skillbank.evaluation import overlap
+
+    if not side.source.by_skillbank:
+        block = overlap.not_checked("results skillbank's evaluate did not write: no metrics.json names the model's recipe")
+    elif not side.scoring.previous:
+        block = overlap.not_checked("no metrics.json beside the results")
+    else:
+        block = overlap.from_metrics(dict(side.scoring.previous))
+    ids = [str(i) for i in block.get("ids") or []]
+    con.execute(f"CREATE OR REPLACE TEMP TABLE cmp_overlap_{side.label.lower()} AS SELECT unnest(?::VARCHAR[]) AS video_id", [ids])
+    (in_pairs,) = con.execute(f"SELECT count(*) FROM cmp_pairs WHERE video_id IN (SELECT video_id FROM cmp_overlap_{side.label.lower()})").fetchone()
+    keep = ("checked", "reason", "training_data", "count", "ids", "by_video", "by_question_answer", "excluded", "note")
+    return {**{k: block[k] for k in keep if k in block}, "paired_items": in_pairs}
+
+
+def _clean(con: Any, overlaps: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """The overall comparison on the paired items neither model trained on (None when no paired item overlaps)."""
+    if not any(o.get("paired_items") for o in overlaps.values()):
+        return None
+    row = con.execute(f"SELECT {_COUNTS} FROM cmp_pairs WHERE video_id NOT IN (SELECT video_id FROM cmp_overlap_a) "
+                      "AND video_id NOT IN (SELECT video_id FROM cmp_overlap_b)").fetchone()
+    (n,) = con.execute("SELECT count(*) FROM cmp_pairs").fetchone()
+    excluded = n - row[0]
+    return {**paired(*row), "excluded": excluded} if row[0] else {"n": 0, "excluded": excluded}
+
+
+def _warnings(a: Side, b: Side, overlaps: dict[str, dict[str, Any]]) -> list[str]:
+    out = []
+    if a.scoring.task != b.scoring.task:
+        out.append(f"A is scored as task {a.scoring.task!r} ({a.scoring.task_from}) and B as {b.scoring.task!r} ({b.scoring.task_from}): "
+                   "the same answer can count differently on each side")
+    for label, block in overlaps.items():
+        if block.get("paired_items"):
+            out.append(f"{label.upper()}: {block['paired_items']} paired item(s) share content with its model's training data "
+                       f"({block.get('training_data')}): see `clean` for the comparison without them")
+        elif not block.get("checked") and block.get("training_data"):
+            out.append(f"{label.upper()}: training overlap not checked ({block.get('reason')})")
+    return out
+
+
+def to_markdown(doc: dict[str, Any]) -> str:
+    """The document as a markdown table (comparison.markdown): what `compare --out FILE.md` writes."""
+    from skillbank.comparison.markdown import to_markdown as render
+
+    return render(doc)
