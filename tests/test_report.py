@@ -89,7 +89,7 @@ def test_report_of_a_tiny_run_parses_its_pictures_decode_and_every_section_is_th
     assert doc["accuracy"]["after: eval_trained"]["all"]["ci95"] == trained["ci95"]["accuracy"]  # read, not recomputed
     assert all(i in text for i in failing)  # each failing item named by id
     assert "before: eval_base" in text and "after: eval_trained" in text
-    assert "training overlap not recorded" in text  # the quick demo's metrics.json has no training_overlap
+    assert "eval_trained: 0 evaluated item(s) overlap the training data" in text  # evaluate checked it against the recipe
     assert "skillbank_recipe.json" in text  # the recipe of the run's newest export
 
     markdown = (out / "report.md").read_text()

@@ -155,7 +155,7 @@ def train_spec(req: InitRequest, base_json: Path, base_media: str, records: int,
     one node of this machine's GPUs (CPU: one rank, float32); batches fitted to the base set's
     `records` (as the loop fits each round's; built before anything is written)."""
     from skillbank import recipe
-    from skillbank.runs import steps
+    from skillbank.runs import fitting, steps
     from skillbank.specification.build import build_spec
 
     found = recipe.read(req.model)
@@ -173,8 +173,8 @@ def train_spec(req: InitRequest, base_json: Path, base_media: str, records: int,
     if found and found.recipe.get("system_prompt"):
         sets.append(f"custom.system_prompt={found.recipe['system_prompt']}")
     spec = build_spec(SKILL, "train", sets).spec
-    fits = steps.fit_train_batches(spec, steps.train_count(spec, records))
-    return steps.apply_fits(spec, fits), fits
+    fits = fitting.fit_train_batches(spec, steps.train_count(spec, records))
+    return fitting.apply_fits(spec, fits), fits
 
 
 def eval_config(gpus: int) -> dict[str, Any]:
