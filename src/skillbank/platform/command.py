@@ -146,7 +146,7 @@ def run_submit(args: argparse.Namespace) -> int:
     record, path = submit(
         platform=args.platform, spec_path=args.spec, backend=args.backend, skill=args.skill,
         nodes=args.nodes, gpus_per_node=args.gpus_per_node, options=options, dry_run=args.dry_run, automl=automl_job(args),
-        paths=from_args(args), action=args.action if args.action != "automl" else "train", model_family=args.model_family,
+        paths=from_args(args, recorded_too=args.dry_run or args.platform == "slurm"), action=args.action if args.action != "automl" else "train", model_family=args.model_family,
         resume_from=args.resume_from,
     )
     if args.dry_run:

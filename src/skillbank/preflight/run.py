@@ -74,6 +74,7 @@ def run_preflight(
     findings = Findings(runs_on=runs_on, only=groups)  # type: ignore[arg-type]
     ctx = Context(findings, gpus_per_node, nodes, backend, int(decode_sample or 0) if decode_sample == ALL else max(0, int(decode_sample or 0)), start_check)
     _arguments(ctx, action)
+    paths = paths or _recorded_map(spec_path, spec)
     if paths:
         spec = _local_view(skill, action, spec_path, spec, paths)
         ctx.stats["path_map"] = paths.items()
@@ -116,6 +117,18 @@ def _local_view(skill: str, action: str, spec_path: str | Path | None, spec: dic
     local = paths.local(data, model)
     paths.check_used(local, model)
     return local
+
+
+def _recorded_map(spec_path: str | Path | None, spec: dict | None) -> Any:
+    """The path map the spec records (paths.map), when it applies on this machine; else None."""
+    from skillbank.specification.io import read_spec_file
+    from skillbank.specification.pathmap import recorded
+
+    try:
+        data = spec if spec is not None else read_spec_file(spec_path) if spec_path is not None else None
+    except InputError:
+        return None
+    return recorded(data) or None
 
 
 def _dataset_stats(d: Dataset) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from pydantic import field_validator, model_validator
 
 from skillbank.specification.base import Section
 from skillbank.specification.meta import ModelRefStr, PathStr, param, rule_error
+from skillbank.specification.pathmap import PathsSpec
 
 MIN_MODEL_MAX_LENGTH = 40960
 DEFAULT_TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -179,3 +180,4 @@ class TrainSpec(Section):
     custom: CustomSpec = param(default_factory=CustomSpec, description="Datasets, vision sampling and prompt (cosmos-rl's free `custom` table).")
     redis: str = param("12800", "Port of the redis-server cosmos-rl's controller starts.")
     results_dir: PathStr = param("./results", "Folder for job records and reports.")
+    paths: PathsSpec = param(default_factory=PathsSpec, description="The path map this spec was written with (`skillbank spec --path-map`); applied where its LOCAL folders exist.")
