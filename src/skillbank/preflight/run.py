@@ -25,7 +25,7 @@ from typing import Any
 from skillbank.errors import InputError
 from skillbank.preflight import env_checks, spec_checks
 from skillbank.preflight.cache_checks import check_cache
-from skillbank.preflight.datasets import Dataset, ScanOptions, check_clip, scan
+from skillbank.preflight.datasets import PROBE_ALL, Dataset, ScanOptions, check_clip, scan
 from skillbank.preflight.decode import ALL
 from skillbank.preflight.report import RUNS_ON, Findings, Group, Report, parse_groups
 from skillbank.preflight.vision import TokenTally, VisionBudget, clip_from_record
@@ -33,6 +33,7 @@ from skillbank.training.backends import BACKENDS
 from skillbank.runs import steps
 
 EXPORT_BYTES = 2  # bf16 safetensors
+PROBE_SAMPLE = 64  # train clips whose headers preflight reads for its token tally when the records state no length
 
 
 @dataclass
@@ -43,6 +44,7 @@ class Context:
     backend: str | None
     decode_sample: int
     start_check: bool = False  # rl: sample the start model (training.local.grpo_start)
+    probe_sample: int = 0  # train records whose clip headers are read for the token tally (PROBE_ALL: every one)
     datasets: list[Dataset] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
 
@@ -64,15 +66,18 @@ def run_preflight(
     only: Iterable[str] | None = None,
     paths: Any = None,
     start_check: bool = False,
+    probe_sample: int = PROBE_SAMPLE,
 ) -> Report:
     """`paths` (skillbank.specification.pathmap.PathMap): the spec names the node's paths; they are checked at
-    their LOCAL counterparts here."""
+    their LOCAL counterparts here. `probe_sample`: train records without a stated clip length whose container
+    headers are read for the token tally (K spread over the file; PROBE_ALL every one, as `skillbank plan` does)."""
     started = time.perf_counter()
     if runs_on not in RUNS_ON:
         raise InputError(f"unknown location {runs_on!r}", where="--runs-on", fix=f"use one of: {', '.join(RUNS_ON)}")
     groups = parse_groups(only)
     findings = Findings(runs_on=runs_on, only=groups)  # type: ignore[arg-type]
-    ctx = Context(findings, gpus_per_node, nodes, backend, int(decode_sample or 0) if decode_sample == ALL else max(0, int(decode_sample or 0)), start_check)
+    ctx = Context(findings, gpus_per_node, nodes, backend, int(decode_sample or 0) if decode_sample == ALL else max(0, int(decode_sample or 0)), start_check,
+                  probe_sample=probe_sample)
     _arguments(ctx, action)
     paths = paths or _recorded_map(spec_path, spec)
     if paths:
@@ -197,14 +202,16 @@ def _train(spec: Any, ctx: Context) -> None:
             val = _scan(ctx, "val", val_file, ScanOptions(val_media, keep_keys=True, budget=budget, decode_sample=val_decode))
     train = None
     if train_file:
-        train = _scan(ctx, "train", train_file, ScanOptions(train_media, overlap_with=val, budget=budget, decode_sample=ctx.decode_sample))
+        train = _scan(ctx, "train", train_file, ScanOptions(train_media, overlap_with=val, budget=budget, decode_sample=ctx.decode_sample,
+                                                           probe_sample=ctx.probe_sample))
         if train.complete and train.records:
             spec_checks.steps_per_rank(spec, train.records, val.records if val else None, f, backend=ctx.backend)
             _plan(spec, model, train.records, val, ctx)
+    probed = _probe(ctx, train, budget)
     decoded = _decode(ctx, [train, val], budget)
     for data in (train, val):
         if data is not None:
-            _unknown_lengths(data, budget, decoded.get(data.role, 0), f)
+            _unknown_lengths(data, budget, decoded.get(data.role, 0) + (probed if data is train else 0), f)
     ctx.stats["cache_folders_checked"] = check_cache(spec, patch, media_folders, f)
 
 
@@ -270,10 +277,11 @@ def _decode(ctx: Context, datasets: list[Dataset | None], budget: VisionBudget |
     for data in sampled:
         clips, summary = decode_sample(data.sample, data.file, ctx.findings, fps=fps, nframes=nframes, requested=ctx.decode_sample)
         if budget is not None:
+            probed = {entry[0] for entry in data.probe}
             for index, record, clip in clips:
                 est = check_clip(budget, clip, record, index, f"{data.file}#{index}", ctx.findings, group=data.file)
-                if est is not None and clip_from_record(record) is None:
-                    data.tokens.add(est, clip)  # a record with metadata was counted by the scan
+                if est is not None and clip_from_record(record) is None and index not in probed:
+                    data.tokens.add(est, clip)  # a record with metadata was counted by the scan, a probed one by _probe
         decoded[data.role] = len(clips)
         per_dataset[data.role] = {"file": data.file, "clips": summary.clips, "failed": summary.failed}
         total = summary if total is None else total.merge(summary)
@@ -281,6 +289,16 @@ def _decode(ctx: Context, datasets: list[Dataset | None], budget: VisionBudget |
     ctx.stats["decoded"] = total.clips
     ctx.stats["decode"] = {**total.to_dict(), **({"datasets": per_dataset} if len(per_dataset) > 1 else {})}
     return decoded
+
+
+def _probe(ctx: Context, data: Dataset | None, budget: VisionBudget) -> int:
+    """The scan's kept clips read from their headers into the token tally (preflight.probing); stats["probe"] says how many."""
+    if data is None or not data.probe:
+        return 0
+    from skillbank.preflight.probing import probe_tally
+
+    ctx.stats["probe"], readable = probe_tally(data, budget, ctx.findings, ctx.probe_sample)
+    return readable
 
 
 def _train_disk(spec: Any, model: env_checks.ModelRef, ctx: Context) -> None:
@@ -367,9 +385,10 @@ def _rl(spec: Any, ctx: Context) -> None:
     media = spec_checks.media_folder("custom.train_dataset.media_path", custom.train_dataset.media_path, custom.train_dataset.annotation_path, f)
     if not file:
         return
-    data = _scan(ctx, "train", file, ScanOptions(media, budget=budget, decode_sample=ctx.decode_sample))
+    data = _scan(ctx, "train", file, ScanOptions(media, budget=budget, decode_sample=ctx.decode_sample, probe_sample=ctx.probe_sample))
+    probed = _probe(ctx, data, budget)
     decoded = _decode(ctx, [data], budget)
-    _unknown_lengths(data, budget, decoded.get(data.role, 0), f)
+    _unknown_lengths(data, budget, decoded.get(data.role, 0) + probed, f)
     if data.complete and data.records:
         from skillbank.data.records import load_records
 
