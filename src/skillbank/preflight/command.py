@@ -60,6 +60,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="train / rl: when records state no clip length, read the container headers (no decode; cached by path, size and mtime) "
                              "of about K train clips spread over the file for the token tally (stats.tokens_per_sample; stats.probe says how many); "
                              "all: every clip, as `skillbank plan` does; 0: none (default 64)")
+    parser.add_argument("--trials", type=int, metavar="N",
+                        help="train: the spec is the base spec of an AutoML study of N trials: env.disk checks the study's disk (each trial keeps every "
+                             "epoch's checkpoint; the same figure as `skillbank plan --trials N` and the AutoML dry run's disk_gib); an error when it does not fit")
+    parser.add_argument("--trial-epochs", type=int, metavar="E", help="with --trials: the most epochs a trial trains (a searched train.epoch range's high end; default train.epoch)")
     parser.add_argument("--runs-on", choices=("here", "node"), default="here",
                         help="where the job runs: here (default; env findings are errors) or node (another machine: env findings are 'check on the node')")
     parser.add_argument("--only", action="append", metavar="GROUP",
@@ -98,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
         only=args.only,
         start_check=args.action == "rl" and not args.no_start_check,
         probe_sample=args.probe_sample,
+        trials=args.trials,
+        trial_epochs=args.trial_epochs,
     )
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))

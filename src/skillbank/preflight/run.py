@@ -45,6 +45,7 @@ class Context:
     decode_sample: int
     start_check: bool = False  # rl: sample the start model (training.local.grpo_start)
     probe_sample: int = 0  # train records whose clip headers are read for the token tally (PROBE_ALL: every one)
+    study: tuple[int, int | None] | None = None  # (trials, most epochs per trial) of an AutoML study on this base spec
     datasets: list[Dataset] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
 
@@ -67,17 +68,20 @@ def run_preflight(
     paths: Any = None,
     start_check: bool = False,
     probe_sample: int = PROBE_SAMPLE,
+    trials: int | None = None,
+    trial_epochs: int | None = None,
 ) -> Report:
     """`paths` (skillbank.specification.pathmap.PathMap): the spec names the node's paths; they are checked at
     their LOCAL counterparts here. `probe_sample`: train records without a stated clip length whose container
-    headers are read for the token tally (K spread over the file; PROBE_ALL every one, as `skillbank plan` does)."""
+    headers are read for the token tally (K spread over the file; PROBE_ALL every one, as `skillbank plan` does).
+    `trials` / `trial_epochs`: the spec is an AutoML study's base spec: env.disk checks the study's disk (runs.disk.study_disk)."""
     started = time.perf_counter()
     if runs_on not in RUNS_ON:
         raise InputError(f"unknown location {runs_on!r}", where="--runs-on", fix=f"use one of: {', '.join(RUNS_ON)}")
     groups = parse_groups(only)
     findings = Findings(runs_on=runs_on, only=groups)  # type: ignore[arg-type]
     ctx = Context(findings, gpus_per_node, nodes, backend, int(decode_sample or 0) if decode_sample == ALL else max(0, int(decode_sample or 0)), start_check,
-                  probe_sample=probe_sample)
+                  probe_sample=probe_sample, study=(trials, trial_epochs) if trials else None)
     _arguments(ctx, action)
     paths = paths or _recorded_map(spec_path, spec)
     if paths:
@@ -305,6 +309,15 @@ def _train_disk(spec: Any, model: env_checks.ModelRef, ctx: Context) -> None:
     """env.disk for the checkpoints the run keeps at once (skillbank.runs.steps.disk_need: LoRA,
     max_keep, the steps that decide how many are saved)."""
     params, how = env_checks.model_params(model)
+    if ctx.study is not None:  # an AutoML study: trials x every epoch's checkpoint, one figure with plan --trials and the dry run
+        from skillbank.runs.disk import study_disk
+
+        trials, epochs = ctx.study
+        counted = ctx.stats.get("plan")
+        need = study_disk(spec, params, trials=trials, epochs=epochs, records=counted["train_records"] if counted else None, params_from=how, backend=ctx.backend)
+        if need is not None:
+            ctx.stats["disk"] = env_checks.check_disk("train.output_dir", spec.train.output_dir, need.total_bytes, need.total_bytes, need.detail, ctx.findings)
+        return
     need = steps.disk_need(spec, params, params_from=how, plan=_disk_steps(spec, ctx), backend=ctx.backend)
     if need is not None:
         ctx.stats["disk"] = env_checks.check_disk("train.output_dir", spec.train.output_dir, need.checkpoint_bytes, need.total_bytes, need.detail, ctx.findings)
@@ -335,7 +348,7 @@ def _plan(spec: Any, model: env_checks.ModelRef, train_records: int, val: Datase
 def _output_disk(key: str, output_dir: str, model: env_checks.ModelRef, bytes_per_param: float, ctx: Context) -> None:
     params, how = env_checks.model_params(model)
     need = params * bytes_per_param
-    what = f"the output needs ~{need / env_checks.GB:,.1f} GB ({params / 1e9:.1f}B parameters from {how})"
+    what = f"the output needs ~{need / env_checks.GB:,.1f} GiB ({params / 1e9:.1f}B parameters from {how})"
     ctx.stats["disk"] = env_checks.check_disk(key, output_dir, need, need, what, ctx.findings)
 
 
