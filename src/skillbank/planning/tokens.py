@@ -98,7 +98,7 @@ def from_data(spec: Any, skill: str, action: str, *, decode_sample: int = 0) -> 
         how.append(f"{tally['budget']:,} clip(s) could not be read and count the spec's whole vision budget")
     figures.assumptions.append(f"tokens per sample over {tally['samples']:,} train records: " + "; ".join(how)
                                + f" (bound {tally['bound']}); memory at the longest ({tally['max']:,}), time at the mean ({tally['mean']:,})")
-    figures.tokens = {**tally, "memory_at": tally["max"], "time_at": tally["mean"], "source": source}
+    figures.tokens = {**tally, "memory_at": tally["max"], "time_at": tally["mean"], "source": source, "probe": probe or None}
     return figures
 
 
