@@ -13,8 +13,9 @@ such sample can kill the run. The estimate follows qwen_vl_utils (what the packe
 - text: about one token per 3 characters (conservative for English), plus the chat template.
 
 A clip's length comes from the record (`duration` seconds, or `num_frames` / `frames` with
-`video_fps`) or from decoding it (--decode-sample). Frame size comes from `width` / `height` when
-the record has them; otherwise the pixel budget is the upper bound and 128 tokens per temporal
+`video_fps`), from its container headers (preflight.probing: a sample by default, every clip for
+`skillbank plan`) or from decoding it (--decode-sample). Frame size comes from `width` / `height`
+(or the headers); otherwise the pixel budget is the upper bound and 128 tokens per temporal
 patch the lower bound: past the lower bound is an error, past only the upper one a warning.
 """
 
