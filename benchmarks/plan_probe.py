@@ -1,8 +1,9 @@
 """Benchmark: the default `skillbank plan`'s clip probe vs `skillbank data import`'s, on the same 10,000 clips.
 
 Builds the clips + labels source of benchmarks/data_import.py (`--real` real mp4s that `--clips` clip
-files link to), imports it once to get LLaVA records, and strips the fields the import writes from the
-headers (duration, num_frames, width, height): records as a user brings them, without clip lengths.
+files link to), imports it once to get LLaVA records (train and val together: every clip), and strips
+the fields the import writes from the headers (duration, num_frames, width, height): records as a user
+brings them, without clip lengths.
 Then, each in a fresh subprocess, alternating, `--repeat` times:
 
 - import: `python -m skillbank.cli data import SRC --out OUT` (walking the folder, reading every label
@@ -48,8 +49,9 @@ STRIPPED = ("duration", "num_frames", "frames", "width", "height")
 
 
 def bare_records(out: Path, folder: Path) -> Path:
-    """The imported train records without the clip fields the import read from the headers."""
-    records = json.loads((out / "train" / "annotations.json").read_text(encoding="utf-8"))
+    """The imported records (train and val: every clip the import probed; both splits link the same source
+    folder) without the clip fields the import read from the headers."""
+    records = [r for split in ("train", "val") for r in json.loads((out / split / "annotations.json").read_text(encoding="utf-8"))]
     for record in records:
         for key in STRIPPED:
             record.pop(key, None)
