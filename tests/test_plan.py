@@ -271,3 +271,28 @@ def test_cli_json_in_a_fresh_interpreter(tmp_path, demo_dataset_dir):
     out = json_out(proc)
     assert all(k in out for k in KEYS) and round(out["params"] / 1e9, 2) == 8.29 and out["tokens_per_sample"]["samples"] == 24
     assert out["nodes"] == 2 and out["gpu"] == "h200" and any("MFU 0.3" in a for a in out["assumptions"])
+
+
+def test_submit_to_slurm_uses_the_suggested_time_and_an_automl_job_gates_the_study_disk(tmp_path, demo_dataset_dir, capsys):
+    """submit --platform slurm without --time: the plan's slurm_time (from the gate's own tally); with --time, that one.
+    An AutoML job's first step checks the study's disk (preflight --trials N --trial-epochs E)."""
+    from skillbank.preflight.run import run_preflight
+
+    spec = _spec(tmp_path, demo_dataset_dir, **{"validation.batch_size": 1, "results_dir": str(tmp_path / "results")})
+    code, out, err = run_cli(capsys, "submit", "--platform", "slurm", "--spec", spec, "--dry-run", "--json")
+    assert code == 0, err + out
+    record = json.loads(out)["record"]
+    [line] = [n for n in record["notes"] if n.startswith("--time ")]
+    value = line.split()[1].rstrip(":")
+    assert f"#SBATCH --time={value}" in Path(record["script"]).read_text() and "skillbank plan" in line
+    report = run_preflight(skill=SKILL, action="train", spec_path=spec, runs_on="node")  # the gate's tally: a sample of the clips, said
+    assert report.stats["probe"]["sample"] == 64 and report.stats["probe"]["records"] == 24 and report.stats["tokens_per_sample"]["bound"] == "probed"
+    code, out, _ = run_cli(capsys, "submit", "--platform", "slurm", "--spec", spec, "--dry-run", "--time", "02:00:00", "--json")
+    assert code == 0 and "#SBATCH --time=02:00:00" in Path(json.loads(out)["record"]["script"]).read_text()
+    code, out, err = run_cli(capsys, "submit", "--platform", "slurm", "--action", "automl", "--spec", spec, "--max-trials", "6", "--param", "train.epoch",
+                             "--range", "train.epoch=1:4", "--dry-run", "--json")
+    assert code == 0, err + out
+    record = json.loads(out)["record"]
+    script = Path(record["script"]).read_text()
+    assert "--trials 6 --trial-epochs 4" in script and "#SBATCH --time" not in script
+    assert any("AutoML study" in n for n in record["notes"])

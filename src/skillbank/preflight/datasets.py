@@ -268,10 +268,12 @@ class _Scanner:
         return counted
 
     def _pick_probe(self, batch: list[Any], videos: list[Media], counted: set[int], start: int) -> None:
-        """Keep the records whose clip the token tally will read from its headers (preflight.run): every one
+        """Keep the records whose clip the token tally will read from its headers (preflight.probing): every one
         (PROBE_ALL: `skillbank plan`), or about K spread over the whole file: every step-th record, the step
         doubling (and every other pick dropped) whenever 2K are kept. Work per picked record, not per record."""
         k, probe = self.options.probe_sample, self.data.probe
+        if k != PROBE_ALL and not probe and self._probe_next == 0:
+            self._probe_step = max(1, len(batch) // k)  # the first batch: about K of it
         first = 0 if k == PROBE_ALL else max(0, self._probe_next - start)
         step = 1 if k == PROBE_ALL else self._probe_step
         for offset in range(first, len(batch), step):
@@ -287,8 +289,8 @@ class _Scanner:
             return
         if first < len(batch):
             self._probe_next = start + first + -(-(len(batch) - first) // step) * step
-        if len(probe) >= 2 * k:
-            self.data.probe = probe[::2]
+        while len(self.data.probe) >= 2 * k:
+            self.data.probe = self.data.probe[::2]
             self._probe_step *= 2
             self._probe_next = self.data.probe[-1][0] + self._probe_step
 
