@@ -287,6 +287,13 @@ def test_submit_to_slurm_uses_the_suggested_time_and_an_automl_job_gates_the_stu
     assert f"#SBATCH --time={value}" in Path(record["script"]).read_text() and "skillbank plan" in line
     report = run_preflight(skill=SKILL, action="train", spec_path=spec, runs_on="node")  # the gate's tally: a sample of the clips, said
     assert report.stats["probe"]["sample"] == 64 and report.stats["probe"]["records"] == 24 and report.stats["tokens_per_sample"]["bound"] == "probed"
+    rl = tmp_path / "rl.yaml"
+    assert run_cli(capsys, "spec", "--action", "rl", "--set", "start=nvidia/Cosmos-Reason2-8B", "--set", f"annotation_path={demo_dataset_dir / 'train' / 'annotations.json'}",
+                   "--set", f"output_dir={tmp_path / 'rl-out'}", "--set", f"results_dir={tmp_path / 'results'}", "-o", str(rl))[0] == 0
+    code, out, err = run_cli(capsys, "submit", "--platform", "slurm", "--action", "rl", "--spec", str(rl), "--dry-run", "--json")
+    assert code == 0, err + out
+    record = json.loads(out)["record"]
+    assert any(n.startswith("--time ") for n in record["notes"]) and "#SBATCH --time=" in Path(record["script"]).read_text()
     code, out, _ = run_cli(capsys, "submit", "--platform", "slurm", "--spec", spec, "--dry-run", "--time", "02:00:00", "--json")
     assert code == 0 and "#SBATCH --time=02:00:00" in Path(json.loads(out)["record"]["script"]).read_text()
     code, out, err = run_cli(capsys, "submit", "--platform", "slurm", "--action", "automl", "--spec", spec, "--max-trials", "6", "--param", "train.epoch",

@@ -207,7 +207,7 @@ def suggest_slurm_time(spec: Any, stats: dict[str, Any], *, action: str, nodes: 
     except (KeyError, TypeError, ValueError):
         return None, f"no --time suggested: {config.where} does not state the architecture; pass --time"
     count = known_count(config)
-    if count is None or spec.policy.lora.enable:
+    if count is None or getattr(getattr(spec.policy, "lora", None), "enable", False):  # rl specs have no LoRA
         total, how = model_params(spec.policy.model_name_or_path)
         count = ParamCount(int(total), int(total), 0, 0, 0, how)
     tokens = {**tally, "memory_at": tally["max"], "time_at": tally["mean"]}
