@@ -103,6 +103,7 @@ SPECS = {
     "lora": ({"policy": {"lora": {"enable": True, "r": 32, "lora_alpha": 64.0, "target_modules": ["q_proj", "v_proj"]}}}, None),
     "nframes": ({"custom": {"vision": {"nframes": 16}}}, None),
     "multi_node": ({"policy": {"parallelism": {"dp_shard_size": 8, "dp_replicate_size": 2}}, "validation": {"freq_in_epoch": 2}}, 60),
+    "fused_loss": ({"policy": {"enable_liger_fused_cross_entropy": True}}, None),
 }
 
 
@@ -128,6 +129,9 @@ def test_toml_survives_cosmos_config(cosmos, tmp_path, name):
     assert cfg.train.optm_warmup_steps == pytest.approx(0.03)
     # the timestamp is ours, so cosmos-rl does not append another one: the run folder is known
     assert cfg.train.timestamp == "20250101000000"
+    # plan's fits_with setting: cosmos-rl takes the fused loss only with liger's kernels on (policy/kernel/loss.py)
+    fused = name == "fused_loss"
+    assert (cfg.policy.enable_liger_fused_cross_entropy, cfg.policy.enable_liger_kernel) == (fused, fused)
     assert cfg.train.output_dir == str(tmp_path / "results" / "20250101000000")
     assert cfg.custom["model_family"] == "qwen3_vl"
     assert cfg.custom["train_dataset"]["annotation_path"] == str(tmp_path / "data" / "train.json")

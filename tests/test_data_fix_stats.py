@@ -137,7 +137,11 @@ def test_stats_counts_tokens_as_preflight_does(bank: Bank) -> None:
     assert doc["tokens_per_sample"] == tally.to_dict() and tally.samples == 6
     assert doc["vision"]["patch_size"] == 14 and doc["vision"]["fps"] == 4.0 and doc["vision"]["total_pixels"] == 2_000_000
     assert doc["longest_safe_clip_s"] == round(budget.longest_safe_clip(), 3)
-    assert doc["tokens_per_sample"] == train(spec).stats["tokens_per_sample"]
+    assert doc["tokens_per_sample"] == train(spec, probe_sample=0).stats["tokens_per_sample"]  # the stated lengths (preflight also probes the rest by default)
+    probed = train(spec).stats  # the record that states no length: its clip's headers are read; this bank's file is no mp4
+    t = probed["tokens_per_sample"]
+    assert probed["probe"]["records"] == 1 and probed["probe"]["unreadable"] == 1 and t["samples"] == 7 and t["budget"] == 1 and t["bound"] == "budget"
+    assert t["mean"] == round((tally.total + budget.fill_tokens(text_chars(records[-1]))) / 7, 1)  # an unreadable clip counts the whole vision budget
     assert doc["records"] == 7 and doc["families"] == {"color": 4, "shape": 2, "": 1}
     assert doc["answers"]["color"] == {"distinct": 1, "top": [{"answer": "yes", "records": 4}]}
     assert doc["clips"]["with_length"] == 6 and doc["clips"]["without_length"] == 1

@@ -101,14 +101,20 @@ def test_parse_validate_and_longest_prefix(tmp_path, capsys, monkeypatch):
 def test_every_written_file_names_remote_and_dry_runs_write_only_their_job_folder(laptop, capsys):
     spec = node_spec(capsys, laptop)
     text = spec.read_text()
-    assert str(laptop) not in text and f"{REMOTE}/data/train/annotations.json" in text and f"{REMOTE}/models/cr2" in text
-    assert yaml.safe_load(text)["results_dir"] == f"{REMOTE}/results"
+    written = yaml.safe_load(text)
+    assert written["paths"]["map"] == [f"{laptop}={REMOTE}"]  # the spec records its map, the only LOCAL path it names
+    assert str(laptop) not in text.replace(f"{laptop}={REMOTE}", "") and f"{REMOTE}/data/train/annotations.json" in text and f"{REMOTE}/models/cr2" in text
+    assert written["results_dir"] == f"{REMOTE}/results"
     pmap = ("--path-map", f"{laptop}={REMOTE}")
-    # preflight: the node's spec is checked at LOCAL with the map, and fails without it (nothing there here).
-    code, out, _ = run_cli(capsys, "preflight", "--skill", "tao-finetune-cosmos-reason", "--action", "train", "--spec", str(spec), "--runs-on", "node", *pmap, "--json")
-    report = json.loads(out)
-    assert code == 0 and report["stats"]["records"]["train"] == 24 and report["stats"]["path_map"] == [f"{laptop}={REMOTE}"]
-    code, _, _ = run_cli(capsys, "preflight", "--skill", "tao-finetune-cosmos-reason", "--action", "train", "--spec", str(spec), "--runs-on", "node")
+    # preflight: the node's spec is checked at LOCAL with the map, given as a flag or recorded in the spec
+    for flags in (pmap, ()):
+        code, out, _ = run_cli(capsys, "preflight", "--skill", "tao-finetune-cosmos-reason", "--action", "train", "--spec", str(spec), "--runs-on", "node", *flags, "--json")
+        report = json.loads(out)
+        assert code == 0 and report["stats"]["records"]["train"] == 24 and report["stats"]["path_map"] == [f"{laptop}={REMOTE}"]
+    # without the recorded map (a spec copied to the node reads as written) nothing is there here
+    bare = laptop / "bare.yaml"
+    bare.write_text(yaml.safe_dump({**written, "paths": {"map": []}}))
+    code, _, _ = run_cli(capsys, "preflight", "--skill", "tao-finetune-cosmos-reason", "--action", "train", "--spec", str(bare), "--runs-on", "node")
     assert code == 2
     home, cache = Path(os.environ["HOME"]), Path(os.environ["SKILLBANK_CACHE"])
     # train --dry-run (cosmos-rl): one file, the TOML in the job folder it prints; REMOTE paths in it.
@@ -140,6 +146,35 @@ def test_every_written_file_names_remote_and_dry_runs_write_only_their_job_folde
         assert record["path_map"] == [f"{laptop}={REMOTE}"] and record["outputs"]["train_output_dir"] == f"{REMOTE}/out"
         assert record["preflight"]["check_on_node"], platform  # local too: the environment is checked where command.sh runs
         subprocess.run(["bash", "-n", record["script"]], check=True)
+
+
+def test_the_recorded_map_serves_later_commands_without_the_flag(laptop, capsys):
+    """spec --path-map records paths.map; train --dry-run, submit --dry-run, plan and preflight read the data at LOCAL
+    without the flag; what they render for the node names REMOTE only (no map); a real run here reads LOCAL."""
+    spec = node_spec(capsys, laptop)
+    code, out, err = run_cli(capsys, "submit", "--platform", "slurm", "--spec", str(spec), "--dry-run", "--json")
+    assert code == 0, err + out
+    record = json.loads(out)["record"]
+    assert record["path_map"] == [f"{laptop}={REMOTE}"] and record["outputs"]["train_output_dir"] == f"{REMOTE}/out"
+    copy = yaml.safe_load((Path(record["outputs"]["job_dir"]) / "spec.yaml").read_text())
+    assert copy["paths"]["map"] == [] and copy["custom"]["train_dataset"]["annotation_path"] == f"{REMOTE}/data/train/annotations.json"
+    for path in files_under(Path(record["outputs"]["job_dir"])):
+        assert str(laptop) not in path.read_text(), path.name
+    code, out, err = run_cli(capsys, "train", "--spec", str(spec), "--automl-policy", "off", "--dry-run")
+    assert code == 0, err + out
+    job = next(Path(line.split(": ", 1)[1].split(" (")[0]) for line in out.splitlines() if line.startswith("job folder: "))
+    rendered = files_under(job)
+    assert rendered and REMOTE in "".join(p.read_text() for p in rendered) and str(laptop) not in "".join(p.read_text() for p in rendered)
+    # the spec as this machine reads it (load_spec): the node's paths at LOCAL
+    from skillbank.specification.io import load_spec
+    from skillbank.specification.train import TrainSpec
+
+    here = load_spec(spec, TrainSpec)
+    assert here.custom.train_dataset.annotation_path == f"{laptop}/data/train/annotations.json" and here.results_dir == f"{laptop}/results"
+    # on a machine where no LOCAL exists (the node), the recorded map is not applied: the spec reads as written
+    elsewhere = laptop / "elsewhere.yaml"
+    elsewhere.write_text(spec.read_text().replace(str(laptop), "/nowhere/laptop"))
+    assert load_spec(elsewhere, TrainSpec).custom.train_dataset.annotation_path == f"{REMOTE}/data/train/annotations.json"
 
 
 # --- a job folder copied anywhere ----------------------------------------------------------------

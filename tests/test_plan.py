@@ -1,9 +1,13 @@
-"""`skillbank plan`: meta-device parameter counts of the bundled configs, LoRA, memory per GPU, layouts,
+"""`skillbank plan`: meta-device parameter counts of the bundled configs, LoRA, memory per GPU, layouts at the spec's
+global batch, tokens from the clips (headers probed and cached) or a description, fits_with, the time breakdown, rl specs,
 the preflight disk estimate on the same count, and the CLI (offline: HF_HUB_OFFLINE and an empty HF_HOME)."""
 
 from __future__ import annotations
 
 import json
+import re
+import shutil
+from pathlib import Path
 
 import pytest
 import yaml
@@ -11,8 +15,8 @@ import yaml
 from helpers import SKILL, json_out, skillbank
 from skillbank.planning import params
 
-KEYS = ("params", "trainable_params", "tokens_per_sample", "memory_per_gpu_gib", "memory_breakdown_gib", "step_time_s",
-        "total_time_h", "checkpoint_gib", "disk_gib", "assumptions", "layouts", "recommendation")
+KEYS = ("params", "trainable_params", "tokens_per_sample", "memory_per_gpu_gib", "memory_breakdown_gib", "step_time_s", "fits_with",
+        "time_breakdown_h", "total_time_h", "slurm_time", "checkpoint_gib", "disk_gib", "assumptions", "layouts", "recommendation", "global_batch")
 
 
 @pytest.fixture(autouse=True)
@@ -83,57 +87,219 @@ def test_preflight_disk_estimate_uses_the_counted_parameters(tmp_path, demo_data
     assert disk["params"] == 8_767_123_696 and "meta-device count" in disk["params_from"]
 
 
-def test_plan_memory_parts_layouts_and_recommendation(tmp_path, demo_dataset_dir):
-    from skillbank.planning.plan import Inputs, build_plan
-    from skillbank.specification.io import load_spec
-    from skillbank.specification.registry import spec_model
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    from skillbank import cli
 
-    def plan(gpus: int, **overrides):
-        path = _spec(tmp_path, demo_dataset_dir, **overrides)
-        return build_plan(Inputs(load_spec(path, spec_model(SKILL, "train")), path, SKILL, gpus_per_node=gpus))
+    code = cli.main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
 
-    eight = plan(8)
+
+def plan_json(capsys, *argv: str) -> dict:
+    code, out, err = run_cli(capsys, "plan", *argv, "--json")
+    assert code == 0, err + out
+    return json.loads(out)
+
+
+def test_the_default_plan_of_the_demo_data_fits_the_8b_on_one_node_with_tokens_from_the_clips(tmp_path, demo_dataset_dir, capsys, monkeypatch):
+    """Records without durations: every clip's headers are read (PyAV, no decode), not the vision budget; a second plan reads them from the cache."""
+    monkeypatch.setenv("SKILLBANK_CACHE", str(tmp_path / "cache"))  # a cache of its own: the first plan reads every clip
+    spec = _spec(tmp_path, demo_dataset_dir, **{"train.train_batch_per_replica": 32, "train.train_policy.mini_batch": 2})  # the template's batch
+    first = plan_json(capsys, "--spec", spec)
+    tokens = first["tokens_per_sample"]
+    assert tokens["bound"] == "probed" and tokens["probed"] == tokens["samples"] == 24 and tokens["budget"] == 0
+    assert 300 < tokens["mean"] <= tokens["max"] < 400  # 64x64 2-s clips: 2 temporal patches of 128 tokens + the text
+    assert first["fits"] and first["nodes"] == 1 and first["gpus_per_node"] == 8 and 15 < first["memory_per_gpu_gib"] < 30
+    assert first["fits_with"] == [] and first["recommendation"]["reason"]
+    assert tokens["probe"]["from_cache"] == 0 and tokens["probe"]["read"] == 24
+    again = plan_json(capsys, "--spec", spec)["tokens_per_sample"]
+    assert again["probe"]["from_cache"] == 24 and again["probe"]["read"] == 0 and again["mean"] == tokens["mean"]
+    # the budget stands in only for a clip that cannot be read, and is counted
+    broken = tmp_path / "broken"
+    shutil.copytree(demo_dataset_dir / "train", broken)
+    first_clip = json.loads((broken / "annotations.json").read_text())[0]["video"]
+    (broken / first_clip).write_bytes(b"not an mp4")
+    spec = _spec(tmp_path, demo_dataset_dir, **{"custom.train_dataset.annotation_path": str(broken / "annotations.json"), "custom.train_dataset.media_path": str(broken)})
+    tokens = plan_json(capsys, "--spec", spec)["tokens_per_sample"]
+    assert tokens["budget"] == 1 and tokens["probed"] == 23 and tokens["bound"] == "budget" and tokens["max"] > 30_000
+
+
+def test_plan_memory_parts_layouts_at_the_global_batch_and_the_time_breakdown(tmp_path, demo_dataset_dir, capsys):
+    spec = _spec(tmp_path, demo_dataset_dir)  # batch 1 per rank on 8 ranks: 3 steps per epoch
+    eight = plan_json(capsys, "--spec", spec)
     assert all(k in eight for k in KEYS)
     assert eight["params"] == eight["trainable_params"] == 8_767_123_696
     parts = eight["memory_breakdown_gib"]
     assert set(parts) == {"weights", "gathered_weights", "gradients", "optimizer", "activations", "logits"}
     assert abs(sum(parts.values()) - eight["memory_per_gpu_gib"]) < 0.05
-    # the demo records state no clip length: every sample fills the spec's vision budget, and the plan says so
-    assert eight["tokens_per_sample"]["source"] == "the spec's vision budget (VisionBudget)"
-    assert any("state no clip length" in a for a in eight["assumptions"])
     assert [r["nodes"] for r in eight["layouts"]] == [1, 2, 4]
     assert eight["steps"]["total_steps"] == eight["total_steps"] and eight["steps"]["global_batch"] == eight["global_batch"] == 8
-    assert eight["layouts"][0]["global_batch"] * 4 == eight["layouts"][2]["global_batch"]
-    assert eight["recommendation"]["reason"] and eight["total_time_h"] is not None and eight["disk_gib"] >= eight["checkpoint_gib"] > 0
-    # more shards: less weight / optimizer memory per GPU; checkpointing: fewer activations
-    two = plan(2)
+    # the layouts hold the spec's global batch: 16 and 32 GPUs cannot split 8 records, and say so
+    rows = {r["nodes"]: r for r in eight["layouts"]}
+    assert rows[2]["global_batch"] == 16 and "does not split" in rows[2]["batch_note"] and rows[1]["batch_note"] is None
+    wide = plan_json(capsys, "--spec", spec, "--set", "train.train_batch_per_replica=4", "--set", "mini_batch=2")
+    assert [r["global_batch"] for r in wide["layouts"]] == [32, 32, 32] and [r["train_batch_per_replica"] for r in wide["layouts"]] == [4, 2, 1]
+    assert [r["mini_batch"] for r in wide["layouts"]] == [2, 2, 1] and "mini_batch 2 -> 1" in wide["layouts"][2]["batch_note"]
+    assert wide["layouts"][2]["allreduce_s"] > wide["layouts"][1]["allreduce_s"] > 0 == wide["layouts"][0]["allreduce_s"]
+    fixed = plan_json(capsys, "--spec", spec, "--set", "train.train_batch_per_replica=4", "--set", "mini_batch=2", "--per-gpu-batch", "fixed")
+    assert [r["global_batch"] for r in fixed["layouts"]] == [32, 64, 128]
+    # time: compute + startup (launch, the hub download, the read) + checkpoint writes + validation = the total; every bandwidth overridable
+    t = eight["time_breakdown_h"]
+    assert set(t) == {"compute", "startup", "checkpoint", "validation", "total"} and t["total"] == eight["total_time_h"]
+    assert abs(t["compute"] + t["startup"] + t["checkpoint"] + t["validation"] - t["total"]) < 0.002 and t["startup"] > t["compute"] and t["checkpoint"] > 0
+    slow = plan_json(capsys, "--spec", spec, "--write-gibps", "0.5", "--download-gibps", "0.125")["time_breakdown_h"]
+    assert slow["checkpoint"] == pytest.approx(2 * t["checkpoint"], rel=0.02) and slow["startup"] > t["startup"]
+    assert re.fullmatch(r"\d\d:\d\d:00", eight["slurm_time"]["value"]) and eight["slurm_time"]["hours"] >= eight["total_time_h"] * 1.25
+    assert any("--write-gibps" in a for a in eight["assumptions"]) and eight["units"].startswith("GiB")
+    # more shards: less weight / optimizer memory per GPU; checkpointing: fewer activations; LoRA
+    two = plan_json(capsys, "--spec", spec, "--gpus-per-node", "2")
     assert two["memory_breakdown_gib"]["optimizer"] == pytest.approx(4 * parts["optimizer"], rel=0.01)
-    assert two["memory_per_gpu_gib"] > eight["memory_per_gpu_gib"]
     assert eight["activations_gib"]["with_checkpointing"] < eight["activations_gib"]["without_checkpointing"]
-    lora = plan(8, **{"policy.lora.enable": True, "policy.model_gradient_checkpointing": False})
+    lora = plan_json(capsys, "--spec", spec, "--set", "policy.lora.enable=true", "--set", "policy.model_gradient_checkpointing=false")
     assert lora["trainable_params"] == lora["lora_params"] < lora["params"] / 100
-    assert lora["memory_breakdown_gib"]["optimizer"] < 0.1
+    assert lora["memory_breakdown_gib"]["optimizer"] < 0.1 and lora["checkpoint_gib"] < eight["checkpoint_gib"]
     assert lora["memory_breakdown_gib"]["activations"] == eight["activations_gib"]["without_checkpointing"]
-    assert lora["checkpoint_gib"] < eight["checkpoint_gib"]
-    # an AutoML study: each of the trials keeps every epoch's checkpoint
-    path = _spec(tmp_path, demo_dataset_dir, **{"train.epoch": 2, "train.ckpt.max_keep": 1})
-    study = build_plan(Inputs(load_spec(path, spec_model(SKILL, "train")), path, SKILL, gpus_per_node=8, trials=5))
-    assert study["disk"]["trials"] == 5 and study["disk"]["kept"] == 2
+
+
+def test_a_described_dataset_agrees_with_the_same_clips_stated_in_records(tmp_path, demo_dataset_dir, capsys):
+    """--records/--clip-seconds/--resolution: the template (no --spec), tokens within 5% of the same clips stated in records."""
+    described = plan_json(capsys, "--records", "50000", "--clip-seconds", "10", "--resolution", "1280x720", "--set", "fps=4")
+    t = described["tokens_per_sample"]
+    assert t["source"].startswith("the described clips") and described["model"] == "hf_model://nvidia/Cosmos-Reason2-8B"
+    assert described["train_records"] == 45_000 and described["total_steps"] == 3 * (45_000 // 8 // 32)  # the template: 10% split off, global batch 256, 3 epochs
+    records = json.loads((demo_dataset_dir / "train" / "annotations.json").read_text())
+    for r in records:
+        r.update(duration=10.0, num_frames=300, video_fps=30.0, width=1280, height=720)
+        r["conversations"][0]["value"] += " Think about the whole clip, the objects in it, how they move and what they do, then answer." * 5
+    stated = tmp_path / "stated.json"
+    stated.write_text(json.dumps(records))
+    spec = _spec(tmp_path, demo_dataset_dir, **{"custom.train_dataset.annotation_path": str(stated), "custom.vision.fps": 4.0})
+    from_records = plan_json(capsys, "--spec", spec)["tokens_per_sample"]
+    assert from_records["bound"] == "exact" and from_records["probed"] == 0
+    assert abs(t["mean"] - from_records["mean"]) <= 0.05 * from_records["mean"]
+    same = plan_json(capsys, "--records", "24", "--clip-seconds", "10", "--resolution", "720p", "--spec", spec)["tokens_per_sample"]
+    assert same["mean"] == t["mean"]  # --spec with a description: the spec's settings, the described data
+    # fits_with: the described 720p set does not fit with mini_batch 2; every setting listed is planned again and fits
+    assert not described["fits"] and described["fits_with"]
+    usable = 79.6 * 0.9
+    for fix in described["fits_with"]:
+        assert fix["fits"] and fix["memory_per_gpu_gib"] <= usable
+    offered = {s for fix in described["fits_with"] for s in fix["set"]}
+    assert {"train.train_policy.mini_batch=1", "policy.enable_liger_fused_cross_entropy=true"} <= offered
+    again = plan_json(capsys, "--records", "50000", "--clip-seconds", "10", "--resolution", "1280x720", "--set", "fps=4",
+                      "--set", "policy.enable_liger_fused_cross_entropy=true")
+    fused = next(f for f in described["fits_with"] if f["set"] == ["policy.enable_liger_fused_cross_entropy=true"])
+    assert again["fits"] and again["memory_per_gpu_gib"] == fused["memory_per_gpu_gib"] and again["memory_breakdown_gib"]["logits"] < 5
+    assert "fits_with" in described["recommendation"]["reason"]
+
+
+def test_an_rl_spec_is_planned_policy_and_rollout(tmp_path, demo_dataset_dir, capsys):
+    spec = tmp_path / "rl.yaml"
+    code, _, err = run_cli(capsys, "spec", "--action", "rl", "--set", "start=nvidia/Cosmos-Reason2-8B", "--set",
+                           f"annotation_path={demo_dataset_dir / 'train' / 'annotations.json'}", "--set", f"output_dir={tmp_path / 'rl-out'}", "-o", str(spec))
+    assert code == 0, err
+    rl = plan_json(capsys, "--spec", str(spec))
+    assert rl["action"] == "rl" and rl["gpus"] == rl["policy"]["gpus"] + rl["rollout"]["gpus"] == 8
+    assert rl["tokens_per_sample"]["bound"] == "probed" and rl["tokens_per_sample"]["sequence_max"] == rl["tokens_per_sample"]["max"] + 2048
+    assert set(rl["rollout"]["memory_breakdown_gib"]) == {"weights", "kv_cache", "overhead"} and rl["rollout"]["fits"] and rl["policy"]["fits"]
+    assert "reference_weights" in rl["policy"]["memory_breakdown_gib"]  # kl_beta 0.01: the reference model is loaded
+    st = rl["step_time_s"]
+    assert st["rollout"] > 0 and st["policy"] > 0 and st["total"] == pytest.approx(st["rollout"] + st["policy"], abs=0.02)
+    assert rl["prompts"] == 24 and rl["total_steps"] == 24 * 8 // rl_batch(spec) and rl["time_breakdown_h"]["total"] == rl["total_time_h"]
+    longer = plan_json(capsys, "--spec", str(spec), "--set", "rollout.max_response_length=8192")
+    assert longer["rollout"]["memory_breakdown_gib"]["kv_cache"] == pytest.approx(
+        rl["rollout"]["memory_breakdown_gib"]["kv_cache"] * (longer["tokens_per_sample"]["sequence_max"] / rl["tokens_per_sample"]["sequence_max"]), rel=0.01)
+    assert longer["step_time_s"]["rollout"] > st["rollout"]
+    code, out, _ = run_cli(capsys, "plan", "--spec", str(spec))
+    assert code == 0 and "rollout: 4 GPU(s) in 2 vLLM engine(s)" in out
+
+
+def rl_batch(spec) -> int:
+    return yaml.safe_load(spec.read_text())["train"]["train_batch_per_replica"]
+
+
+def test_an_automl_study_has_one_disk_figure(tmp_path, demo_dataset_dir, capsys):
+    """plan --trials, the AutoML dry run's disk_gib and the gate's env.disk (preflight --trials) are the same figure."""
+    from skillbank.preflight.run import run_preflight
+
+    spec = _spec(tmp_path, demo_dataset_dir, **{"train.epoch": 2, "train.ckpt.max_keep": 1, "validation.batch_size": 1})
+    study = plan_json(capsys, "--spec", spec, "--trials", "5")
+    assert study["disk"]["trials"] == 5 and study["disk"]["kept"] == 2 and "AutoML study" in study["disk"]["detail"]
     assert study["disk_gib"] == pytest.approx(study["checkpoint_gib"] * 2 * 5, rel=0.01)
+    code, out, err = run_cli(capsys, "automl", "--skill", SKILL, "--spec", spec, "--max-trials", "5", "--param", "train.optm_lr", "--dry-run", "--json",
+                             "--out", str(tmp_path / "study"))
+    assert code == 0, err + out
+    dry = json.loads(out)
+    assert dry["disk_gib"] == study["disk_gib"] and dry["disk"]["kept_per_trial"] == 2
+    gate = run_preflight(skill=SKILL, action="train", spec_path=spec, runs_on="node", trials=5, trial_epochs=2, probe_sample=0)
+    assert gate.stats["disk"]["need_gb"] == round(study["disk_gib"], 1)
+    searched = json.loads(run_cli(capsys, "automl", "--skill", SKILL, "--spec", spec, "--max-trials", "5", "--param", "train.epoch",
+                                  "--range", "train.epoch=1:4", "--dry-run", "--json", "--out", str(tmp_path / "study2"))[1])
+    assert searched["disk"]["kept_per_trial"] == 4  # a searched train.epoch: its high end
 
 
-def test_cli_json_and_input_errors(tmp_path, demo_dataset_dir):
+def test_cli_paths_text_and_input_errors(tmp_path, demo_dataset_dir, capsys, monkeypatch):
+    # a spec that names the node's paths: read at LOCAL through --path-map, or the map the spec records
+    local = _spec(tmp_path, demo_dataset_dir)
+    remote_root = "/cluster/data"
+    node = yaml.safe_load(Path(local).read_text())
+    for key in ("train_dataset", "val_dataset"):
+        for field in ("annotation_path", "media_path"):
+            node["custom"][key][field] = node["custom"][key][field].replace(str(demo_dataset_dir), remote_root)
+    node_file = tmp_path / "node.yaml"
+    node_file.write_text(yaml.safe_dump(node))
+    here = plan_json(capsys, "--spec", local)["tokens_per_sample"]
+    flagged = plan_json(capsys, "--spec", str(node_file), "--path-map", f"{demo_dataset_dir}={remote_root}")["tokens_per_sample"]
+    node_file.write_text(yaml.safe_dump({**node, "paths": {"map": [f"{demo_dataset_dir}={remote_root}"]}}))
+    recorded = plan_json(capsys, "--spec", str(node_file))["tokens_per_sample"]
+    assert here["mean"] == flagged["mean"] == recorded["mean"] and recorded["samples"] == 24
+    code, out, _ = run_cli(capsys, "plan", "--spec", local, "--gpu", "h200", "--nodes", "2")
+    assert code == 0 and "recommendation:" in out and "time:" in out and "GiB per GPU" in out
+    for argv, where in ((["--json"], "--spec"), (["--spec", local, "--gpu", "v100", "--json"], "--gpu"), (["--records", "10", "--json"], "--clip-seconds"),
+                        (["--records", "10", "--clip-seconds", "5", "--resolution", "wide", "--json"], "--resolution"),
+                        (["--spec", local, "--set", "mini_batch=0", "--json"], "train.train_policy.mini_batch"),
+                        (["--spec", str(tmp_path / "nope.yaml"), "--json"], str(tmp_path / "nope.yaml"))):
+        code, out, err = run_cli(capsys, "plan", *argv)
+        assert code == 2 and json.loads(out)["error"]["where"].endswith(where) and "Traceback" not in err, argv
+
+
+def test_cli_json_in_a_fresh_interpreter(tmp_path, demo_dataset_dir):
     spec = _spec(tmp_path, demo_dataset_dir, **{"policy.model_name_or_path": "nvidia/Cosmos-Reason1-7B"})
     env = {"HF_HOME": str(tmp_path / "hf-home"), "HF_HUB_OFFLINE": "1"}
     proc = skillbank("plan", "--spec", spec, "--gpu", "h200", "--nodes", "2", "--decode-sample", "3", "--json", env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     out = json_out(proc)
-    tokens = out["tokens_per_sample"]  # measured by preflight's scan of the decoded clips (stats.tokens_per_sample)
-    assert tokens["source"].startswith("preflight") and tokens["samples"] == 3 and tokens["memory_at"] == tokens["max"]
-    assert all(k in out for k in KEYS) and round(out["params"] / 1e9, 2) == 8.29
+    assert all(k in out for k in KEYS) and round(out["params"] / 1e9, 2) == 8.29 and out["tokens_per_sample"]["samples"] == 24
     assert out["nodes"] == 2 and out["gpu"] == "h200" and any("MFU 0.3" in a for a in out["assumptions"])
-    assert skillbank("plan", "--json", env=env).returncode == 2  # --spec is required
-    bad = skillbank("plan", "--spec", spec, "--gpu", "v100", "--json", env=env)
-    assert bad.returncode == 2 and json_out(bad)["error"]["where"] == "--gpu"
-    missing = skillbank("plan", "--spec", str(tmp_path / "nope.yaml"), "--json", env=env)
-    assert missing.returncode == 2 and not missing.stderr.count("Traceback")
+
+
+def test_submit_to_slurm_uses_the_suggested_time_and_an_automl_job_gates_the_study_disk(tmp_path, demo_dataset_dir, capsys):
+    """submit --platform slurm without --time: the plan's slurm_time (from the gate's own tally); with --time, that one.
+    An AutoML job's first step checks the study's disk (preflight --trials N --trial-epochs E)."""
+    from skillbank.preflight.run import run_preflight
+
+    spec = _spec(tmp_path, demo_dataset_dir, **{"validation.batch_size": 1, "results_dir": str(tmp_path / "results")})
+    code, out, err = run_cli(capsys, "submit", "--platform", "slurm", "--spec", spec, "--dry-run", "--json")
+    assert code == 0, err + out
+    record = json.loads(out)["record"]
+    [line] = [n for n in record["notes"] if n.startswith("--time ")]
+    value = line.split()[1].rstrip(":")
+    assert f"#SBATCH --time={value}" in Path(record["script"]).read_text() and "skillbank plan" in line
+    report = run_preflight(skill=SKILL, action="train", spec_path=spec, runs_on="node")  # the gate's tally: a sample of the clips, said
+    assert report.stats["probe"]["sample"] == 64 and report.stats["probe"]["records"] == 24 and report.stats["tokens_per_sample"]["bound"] == "probed"
+    rl = tmp_path / "rl.yaml"
+    assert run_cli(capsys, "spec", "--action", "rl", "--set", "start=nvidia/Cosmos-Reason2-8B", "--set", f"annotation_path={demo_dataset_dir / 'train' / 'annotations.json'}",
+                   "--set", f"output_dir={tmp_path / 'rl-out'}", "--set", f"results_dir={tmp_path / 'results'}", "-o", str(rl))[0] == 0
+    code, out, err = run_cli(capsys, "submit", "--platform", "slurm", "--action", "rl", "--spec", str(rl), "--dry-run", "--json")
+    assert code == 0, err + out
+    record = json.loads(out)["record"]
+    assert any(n.startswith("--time ") for n in record["notes"]) and "#SBATCH --time=" in Path(record["script"]).read_text()
+    code, out, _ = run_cli(capsys, "submit", "--platform", "slurm", "--spec", spec, "--dry-run", "--time", "02:00:00", "--json")
+    assert code == 0 and "#SBATCH --time=02:00:00" in Path(json.loads(out)["record"]["script"]).read_text()
+    code, out, err = run_cli(capsys, "submit", "--platform", "slurm", "--action", "automl", "--spec", spec, "--max-trials", "6", "--param", "train.epoch",
+                             "--range", "train.epoch=1:4", "--dry-run", "--json")
+    assert code == 0, err + out
+    record = json.loads(out)["record"]
+    script = Path(record["script"]).read_text()
+    assert "--trials 6 --trial-epochs 4" in script and "#SBATCH --time" not in script
+    assert any("AutoML study" in n for n in record["notes"])

@@ -46,7 +46,7 @@ def search_fingerprint(args: argparse.Namespace, space) -> dict[str, Any]:
             "seed": args.seed, "baseline": not args.no_baseline, "space": [p.describe() for p in space.params]}
 
 
-def preflight_gate(args: argparse.Namespace) -> dict[str, Any]:
+def preflight_gate(args: argparse.Namespace, epochs: int | None = None) -> dict[str, Any]:
     """The base spec passes preflight for the trials' backend, or InputError (exit 2) naming the
     findings: a study on a spec that fails would only fail or prune every trial. Trials run on this
     machine, so its environment is checked too; a dry run lists environment findings instead
@@ -54,7 +54,8 @@ def preflight_gate(args: argparse.Namespace) -> dict[str, Any]:
     from skillbank.preflight.run import run_preflight
 
     runs_on = "node" if args.dry_run else "here"
-    report = run_preflight(skill=args.skill, action="train", spec_path=args.spec, backend=args.backend, runs_on=runs_on)
+    report = run_preflight(skill=args.skill, action="train", spec_path=args.spec, backend=args.backend, runs_on=runs_on,
+                           trials=args.max_trials, trial_epochs=epochs)  # env.disk: the study's disk (runs.disk.study_disk)
     report.require_ok(skill=args.skill, action="train", spec_path=args.spec, outcome="no study was created, no trial started")
     return report.summary()
 
@@ -119,6 +120,17 @@ def study_plan(args: argparse.Namespace, settings, space, out_dir: Path, base: d
     }
 
 
+def study_disk_fields(args: argparse.Namespace, model: Any, base: dict[str, Any], epochs: int) -> dict[str, Any]:
+    """disk_gib of the dry run: runs.disk.study_disk, the figure `skillbank plan --trials` and the job's gate use."""
+    from skillbank.planning.params import model_params
+    from skillbank.runs.disk import study_disk_doc
+
+    spec = model.model_validate(base)
+    params, how = model_params(spec.policy.model_name_or_path)
+    doc = study_disk_doc(spec, params, trials=args.max_trials, epochs=epochs, params_from=how)
+    return {"disk_gib": doc["disk_gib"], "disk": doc}
+
+
 def plan_lines(plan: dict[str, Any]) -> list[str]:
     metric = plan["metric"]
     exists = {True: "exists", False: "not created yet", None: "not checked"}[plan["storage_exists"]]
@@ -133,6 +145,7 @@ def plan_lines(plan: dict[str, Any]) -> list[str]:
         *(f"  search     : {p['describe']}" for p in plan["search_space"]),
         *(f"  skip       : {key}: {why}" for key, why in plan["skipped"].items()),
         f"  preflight  : {plan['preflight'].get('errors', 0)} error(s), {plan['preflight'].get('warnings', 0)} warning(s)",
+        *([f"  disk       : {plan['disk_gib']:,.1f} GiB at most ({plan['disk']['detail']})"] if "disk_gib" in plan else []),
         f"  start      : {plan['commands']['start']}",
         f"  resume     : {plan['commands']['resume']}",
         *(f"  note       : {n}" for n in plan["notes"]),
@@ -147,6 +160,7 @@ def _epochs(plan: dict[str, Any]) -> str:
 def run_automl(args: argparse.Namespace) -> int:
     from skillbank.automl.control import study_location
     from skillbank.automl.space import build_space, load_schema
+    from skillbank.runs.disk import trial_epochs
     from skillbank.skillinfo import schema_path
     from skillbank.specification.io import load_spec
     from skillbank.specification.registry import spec_model
@@ -167,9 +181,11 @@ def run_automl(args: argparse.Namespace) -> int:
     settings.search = search_fingerprint(args, space)
     if settings.algorithm in ("hyperband", "asha") and "train.epoch" in space.keys():
         settings.max_epochs = int(max(p.high for p in space.params if p.key == "train.epoch"))
-    preflight = preflight_gate(args)
+    epochs = trial_epochs(int(base["train"]["epoch"]), [(p.key, p.high) for p in space.params if p.high is not None])
+    preflight = preflight_gate(args, epochs)
     if args.dry_run:
         plan = study_plan(args, settings, space, out_dir, base, preflight)
+        plan.update(study_disk_fields(args, model, base, epochs))
         if args.json:
             print(json.dumps(plan, indent=2))
         else:

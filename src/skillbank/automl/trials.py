@@ -21,12 +21,11 @@ from typing import Any
 from skillbank import procs
 from skillbank.automl.study import TrialFailed, TrialOutcome
 from skillbank.errors import InputError
+from skillbank.runs.disk import TRIAL_CKPT  # every trial saves and exports each epoch, keeping all (runs.disk sizes the study's disk)
 from skillbank.specification.io import write_spec
 
 POLL_S = 0.5
 LOSS_METRICS = ("val_loss", "loss")  # read from the trainer's metrics.jsonl; any other metric from evaluating the export
-# Every trial saves and exports each epoch, keeping all: the study evaluates each epoch's export.
-TRIAL_CKPT = {"enable_checkpoint": True, "export_safetensors": True, "save_freq_in_epoch": 1, "max_keep": -1}
 
 
 def trial_spec(spec: dict[str, Any]) -> dict[str, Any]:

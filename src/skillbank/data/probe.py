@@ -154,3 +154,48 @@ class ProbePool:
 
     def __exit__(self, *exc: object) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+# ---- cached: a second plan pays nothing for clips it has seen ------------------------------------
+
+INLINE = 16  # up to this many clips are probed in this process
+CACHE_KIND = "probe"  # skillbank.filecache table: {"video_fps", "duration", "num_frames", "width", "height"} or {"error": why}
+
+
+@dataclass(frozen=True)
+class CachedProbe:
+    """What `probe_cached` found: each path's header (or why it could not be read) and where it came from."""
+
+    results: dict[str, ClipInfo | str]
+    cached: int  # read from the file cache
+    probed: int  # opened with PyAV now
+
+    @property
+    def failed(self) -> int:
+        return sum(1 for v in self.results.values() if isinstance(v, str))
+
+
+def _from_cache(value: dict) -> ClipInfo | str:
+    if "error" in value:
+        return str(value["error"])
+    return ClipInfo(float(value["video_fps"]), float(value["duration"]), int(value["num_frames"]), int(value["width"]), int(value["height"]))
+
+
+def probe_cached(paths: Iterable[str], *, workers: int | None = None, progress: bool | None = None) -> CachedProbe:
+    """probe_header of each distinct path, read from skillbank.filecache (keyed by path, size and mtime)
+    when it was probed before, else on worker processes (probe_many) and recorded. A file that does not
+    exist is not cached (its reason is returned); a file PyAV cannot read is, with its reason."""
+    from skillbank.filecache import FileCache
+
+    distinct = list(dict.fromkeys(paths))
+    with FileCache(CACHE_KIND) as cache:
+        hits = cache.get_many(distinct)
+        results: dict[str, ClipInfo | str] = {p: _from_cache(v) for p, v in hits.items()}
+        missing = [p for p in distinct if p not in results]
+        if missing:
+            inline = len(missing) <= INLINE  # a few headers cost less than starting worker processes
+            found = [_one(p) for p in missing] if inline else probe_many(missing, workers=workers, progress=progress)
+            fresh = dict(zip(missing, found))
+            cache.put_many({p: v.fields() if isinstance(v, ClipInfo) else {"error": v} for p, v in fresh.items()})
+            results.update(fresh)
+    return CachedProbe(results, len(hits), len(missing))

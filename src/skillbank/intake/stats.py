@@ -103,11 +103,10 @@ def _fps(record: dict[str, Any]) -> float | None:
 
 def _probe(records: list[dict[str, Any]], wanted: list[int], root: str) -> tuple[dict[int, Clip], list[dict[str, Any]]]:
     """Clips of the `wanted` records from their container headers; the failures (record, id, video, reason)."""
-    from skillbank.data.probe import probe_many
+    from skillbank.data.probe import probe_cached
 
     paths = {i: os.path.normpath(os.path.join(root, _video(records[i]) or "")) for i in wanted}
-    distinct = list(dict.fromkeys(paths.values()))
-    infos = dict(zip(distinct, probe_many(distinct)))
+    infos = probe_cached(paths.values()).results  # cached by path, size and mtime: plan and preflight read the same
     clips, failed = {}, []
     for i, path in paths.items():
         info = infos[path]

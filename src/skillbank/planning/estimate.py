@@ -6,7 +6,10 @@ dp_shard_size x tp x pp GPUs; gradients in fp32 and AdamW's two fp32 moments for
 parameters, sharded alike; the gathered param_dtype copies FSDP keeps while computing (the root
 unit: embeddings, lm_head, mergers, for the whole forward; the current and the prefetched block);
 activations saved for backward per sample of a mini batch; the logits (vocab x tokens: the
-param_dtype logits, their fp32 upcast, log-softmax and gradient: 16 bytes per vocab entry and token).
+param_dtype logits, their fp32 upcast, log-softmax and gradient: 16 bytes per vocab entry and token),
+or with policy.enable_liger_fused_cross_entropy liger-kernel's fused loss, which never holds them:
+the gradient of the hidden states (tokens x H) and of lm_head (vocab x H) in param_dtype, and one chunk
+of next_pow2(tokens / ceil(vocab / H)) tokens' logits and their gradient (liger's FusedLinearCrossEntropy).
 
 Activations per decoder layer and token are the tensors autograd saves (counted from the Qwen
 layers' code and checked by benchmarks/plan_memory.py): two RMSNorms (fp32 input + normalized +
@@ -20,6 +23,7 @@ Step time is FLOPs over the GPUs' dense peak at a stated MFU.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,13 +47,14 @@ class Gpu:
     name: str
     memory_gib: float  # what nvidia-smi reports
     bf16_tflops: float  # dense peak
+    hbm_gibps: float  # memory bandwidth (what bounds a decode step of the rollout engine)
     source: str
 
 
 GPUS: dict[str, Gpu] = {
-    "h100-80gb": Gpu("h100-80gb", 79.6, 989.0, "NVIDIA H100 SXM datasheet: 989 dense bf16 TFLOPS, 80 GB HBM3 (81,559 MiB usable)"),
-    "a100-80gb": Gpu("a100-80gb", 80.0, 312.0, "NVIDIA A100 80GB datasheet: 312 dense bf16 TFLOPS, 80 GB HBM2e"),
-    "h200": Gpu("h200", 140.4, 989.0, "NVIDIA H200 SXM datasheet: 989 dense bf16 TFLOPS, 141 GB HBM3e"),
+    "h100-80gb": Gpu("h100-80gb", 79.6, 989.0, 3120.0, "NVIDIA H100 SXM datasheet: 989 dense bf16 TFLOPS, 80 GB HBM3 (81,559 MiB usable), 3.35 TB/s"),
+    "a100-80gb": Gpu("a100-80gb", 80.0, 312.0, 1898.0, "NVIDIA A100 80GB SXM datasheet: 312 dense bf16 TFLOPS, 80 GB HBM2e, 2.04 TB/s"),
+    "h200": Gpu("h200", 140.4, 989.0, 4470.0, "NVIDIA H200 SXM datasheet: 989 dense bf16 TFLOPS, 141 GB HBM3e, 4.8 TB/s"),
 }
 
 
@@ -128,15 +133,24 @@ def activation_bytes(arch: Arch, tokens: Tokens, b: int, checkpointing: bool) ->
     return tokens.per_sample * arch.layers * text_layer + patches * arch.vision_depth * vision_block + outside
 
 
-def checkpoint_extra(arch: Arch, tokens: Tokens, b: int) -> float:
-    """Bytes the recomputed layer (or vision block) holds per sample: it peaks after the logits are freed."""
+def checkpoint_extra(arch: Arch, tokens: Tokens, b: int, freed: float | None = None) -> float:
+    """Bytes the recomputed layer (or vision block) holds per sample: it peaks after the loss's memory
+    (`freed`: the logits, per sample, unless given) is freed."""
     vision_block = vision_block_bytes(arch, b) if arch.vision_depth else 0.0
     one = max(tokens.per_sample * layer_bytes(arch, b), tokens.vision * arch.merge**2 * vision_block)
-    return max(0.0, one - logits_bytes(arch, tokens))
+    return max(0.0, one - (logits_bytes(arch, tokens) if freed is None else freed))
 
 
 def logits_bytes(arch: Arch, tokens: Tokens) -> float:
     return tokens.per_sample * arch.vocab * LOGIT_BYTES
+
+
+def fused_loss_bytes(arch: Arch, rows: float, b: int) -> float:
+    """liger-kernel's FusedLinearCrossEntropy over `rows` tokens (a mini batch on one rank): the gradients of
+    the hidden states and of lm_head in param_dtype, one chunk of logits and its gradient, fp32 losses."""
+    inc = -(-arch.vocab // arch.hidden)
+    chunk = min(rows, 2 ** math.ceil(math.log2(max(1.0, rows / inc))))
+    return rows * arch.hidden * b + arch.vocab * arch.hidden * b + 2 * chunk * arch.vocab * b + 4 * rows
 
 
 @dataclass(frozen=True)
@@ -152,16 +166,18 @@ class Memory:
 
 
 def memory(arch: Arch, *, total: int, trainable: int, adapters: int, largest_unit: int, root: int, shard: int,
-           b: int, tokens: Tokens, mini_batch: int, checkpointing: bool, sequence_split: int = 1) -> Memory:
+           b: int, tokens: Tokens, mini_batch: int, checkpointing: bool, sequence_split: int = 1, fused_loss: bool = False) -> Memory:
     """Per-GPU bytes of one rank of a replica sharded over `shard` GPUs; `sequence_split` (tp x cp)
-    GPUs share one sample's activations and logits."""
+    GPUs share one sample's activations and logits; `fused_loss`: liger's fused lm_head + cross-entropy."""
+    logits = fused_loss_bytes(arch, mini_batch * tokens.per_sample, b) if fused_loss else mini_batch * logits_bytes(arch, tokens) / sequence_split
     return Memory({
         "weights": (total + adapters) * MASTER_BYTES / shard,
         "gathered_weights": (root + 2 * largest_unit) * b,  # FSDP2 all-gathers even on one GPU
         "gradients": trainable * GRAD_BYTES / shard,
         "optimizer": trainable * ADAM_BYTES / shard,
-        "activations": mini_batch * (activation_bytes(arch, tokens, b, checkpointing) + (checkpoint_extra(arch, tokens, b) if checkpointing else 0.0)) / sequence_split,
-        "logits": mini_batch * logits_bytes(arch, tokens) / sequence_split,
+        "activations": mini_batch * (activation_bytes(arch, tokens, b, checkpointing)
+                                     + (checkpoint_extra(arch, tokens, b, logits / mini_batch if fused_loss else None) if checkpointing else 0.0)) / sequence_split,
+        "logits": logits,
     })
 
 
@@ -171,8 +187,12 @@ def flops_per_sample(arch: Arch, params: int, tokens: Tokens, *, lora: bool, che
     per_param = 4 if lora else 6
     attention = 6 * arch.layers * tokens.per_sample**2 * arch.heads * arch.head_dim
     dense = per_param * params * tokens.per_sample
-    forward = (2 * params * tokens.per_sample + attention / 3)
-    return dense + attention + (forward if checkpointing else 0.0)
+    return dense + attention + (forward_flops(arch, params, tokens) if checkpointing else 0.0)
+
+
+def forward_flops(arch: Arch, params: float, tokens: Tokens) -> float:
+    """One forward pass of a sample (validation, a reference model, a rollout's prefill): 2 x params x tokens + causal attention."""
+    return 2 * params * tokens.per_sample + 2 * arch.layers * tokens.per_sample**2 * arch.heads * arch.head_dim
 
 
 def step_seconds(flops_per_rank_step: float, gpu: Gpu, mfu: float) -> float:

@@ -107,7 +107,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shm-size", default="16g", help="docker: --shm-size of the container (default 16g)")
     p.add_argument("--partition", default=None, help="slurm: partition")
     p.add_argument("--account", default=None, help="slurm: account")
-    p.add_argument("--time", default=None, metavar="HH:MM:SS", help="slurm: time limit")
+    p.add_argument("--time", default=None, metavar="HH:MM:SS",
+                   help="slurm: time limit (default: `skillbank plan`'s suggested time for a train or rl job: its total + 25%% + 15 min on h100-80gb at MFU 0.3, "
+                        "said in the record's notes; none for a CPU job or an AutoML study)")
     p.add_argument("--resume-from", metavar="CHECKPOINT", default=None,
                    help="train: the job starts from this checkpoint (`skillbank train --resume-from`: a step_N[/policy] or run folder, "
                    "complete by cosmos-rl's markers; checked here when this machine has it, else on the node); a requeued attempt "
@@ -204,7 +206,7 @@ def run_submit(args: argparse.Namespace) -> int:
     record, path = submit(
         platform=args.platform, spec_path=args.spec, backend=args.backend, skill=args.skill,
         nodes=args.nodes, gpus_per_node=args.gpus_per_node, options=options, dry_run=args.dry_run, automl=automl_job(args),
-        paths=from_args(args), action=args.action if args.action != "automl" else "train", model_family=args.model_family,
+        paths=from_args(args, recorded_too=args.dry_run or args.platform == "slurm"), action=args.action if args.action != "automl" else "train", model_family=args.model_family,
         resume_from=args.resume_from,
     )
     if args.dry_run:

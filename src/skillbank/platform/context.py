@@ -67,6 +67,7 @@ class AutomlJob:
     params: tuple[str, ...] = ()
     ranges: tuple[tuple[str, tuple[float, float]], ...] = ()
     choices: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    trial_epochs: int | None = None  # the most epochs a trial trains (runs.disk.trial_epochs): the gate checks the study's disk
 
     def argv(self) -> list[str]:
         out = ["--algorithm", self.algorithm, "--max-trials", str(self.max_trials), "--metric", self.metric]
@@ -102,6 +103,7 @@ class JobContext:
     paths: PathMap = field(default_factory=PathMap)
     model_family: str | None = None  # rl: --model-family, for a checkpoint only the node has
     spec_data: dict | None = None  # the spec file's own keys, node's view (what the copy holds under a path map)
+    preflight_stats: dict = field(default_factory=dict)  # the gate's stats (token tally, record counts): what the suggested --time is planned from
 
     @property
     def study_dir(self) -> Path | None:
@@ -198,7 +200,15 @@ class JobContext:
             python or self.python, *PREFLIGHT_COMMAND, "--skill", self.skill, "--action", "rl" if self.action == "rl" else "train", "--spec", self.spec_arg(in_script),
             "--only", "env", "--runs-on", "here", "--backend", self.backend,
             *([] if self.cpu_only else ["--gpus-per-node", str(self.gpus_per_node)]),
+            *self.study_disk_args(),
         ]
+
+    def study_disk_args(self) -> list[str]:
+        """An automl job's gate checks the study's disk (trials x every epoch's checkpoint), as plan --trials and the dry run state it."""
+        if self.automl is None:
+            return []
+        epochs = ["--trial-epochs", str(self.automl.trial_epochs)] if self.automl.trial_epochs else []
+        return ["--trials", str(self.automl.max_trials), *epochs]
 
     def dataset_dirs(self) -> list[Path]:
         """Folders the job reads data from: each annotation file's folder and each media folder."""

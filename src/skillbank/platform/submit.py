@@ -72,18 +72,24 @@ def preflight_gate(ctx: JobContext, *, gpus_per_node: int | None, dry_run: bool 
         print("warning: skillbank.preflight.run is not available: submitting without preflight", file=sys.stderr)
         return {"ran": False, "reason": "skillbank.preflight.run.run_preflight not available"}
     action = "rl" if ctx.action == "rl" else "train"
+    study = {"trials": ctx.automl.max_trials, "trial_epochs": ctx.automl.trial_epochs} if ctx.automl else {}  # env.disk: the study's disk
     report = run(
         skill=ctx.skill, action=action, spec_path=str(ctx.spec_path),
         gpus_per_node=gpus_per_node, nodes=ctx.nodes, backend=ctx.backend, runs_on=runs_on(ctx.platform, dry_run),
-        **({"paths": ctx.paths} if ctx.paths else {}),
+        **({"paths": ctx.paths} if ctx.paths else {}), **study,
     )
     report.require_ok(skill=ctx.skill, action=action, spec_path=ctx.spec_path, outcome="nothing was submitted")
+    ctx.preflight_stats = report.stats
     return {"ran": True, **report.summary()}
 
 
-def check_study(automl: AutomlJob, skill: str, spec: Any) -> None:
+def check_study(automl: AutomlJob, skill: str, spec: Any) -> AutomlJob:
     """What `skillbank automl` would refuse on the node, refused here (exit 2, nothing submitted): an
-    unknown metric, a search key or range the skill's train schema does not allow."""
+    unknown metric, a search key or range the skill's train schema does not allow. Returns the job with
+    the most epochs a trial trains (for the study's disk)."""
+    from dataclasses import replace
+
+    from skillbank.runs.disk import trial_epochs
     from typing import get_args
 
     from skillbank.automl.space import build_space, load_schema
@@ -95,8 +101,9 @@ def check_study(automl: AutomlJob, skill: str, spec: Any) -> None:
     if automl.metric not in metrics:
         raise InputError(f"unknown metric {automl.metric!r}", where="--metric", fix=f"use one of: {', '.join(metrics)}")
     schema = load_schema(schema_path(skill, "train"))
-    build_space(schema, spec.model_dump(mode="json"), params=list(automl.params) or None,
-                ranges=dict(automl.ranges), choices={k: list(v) for k, v in automl.choices})
+    space = build_space(schema, spec.model_dump(mode="json"), params=list(automl.params) or None,
+                        ranges=dict(automl.ranges), choices={k: list(v) for k, v in automl.choices})
+    return replace(automl, trial_epochs=trial_epochs(spec.train.epoch, [(p.key, p.high) for p in space.params if p.high is not None]))
 
 
 def _preflight_gpus(platform: str, flag: int | None, ctx: JobContext, dry_run: bool = False) -> int | None:
@@ -147,6 +154,22 @@ def _resume_from(ctx: JobContext, path: str | None) -> list[str]:
     return [f"starts from checkpoint {ctx.resume_from}"]
 
 
+def _planned_time(ctx: JobContext) -> str:
+    """No --time on Slurm: `skillbank plan`'s suggested time (the total with a margin) from the gate's token tally
+    and record counts; a CPU job or an AutoML study gets none (the partition's default applies). Returns the note."""
+    if ctx.cpu_only or ctx.automl is not None:
+        what = "a CPU job" if ctx.cpu_only else "an AutoML study (its trials' time depends on pruning; a requeued study resumes)"
+        return f"no --time given or suggested for {what}: the partition's default time limit applies"
+    from dataclasses import replace
+
+    from skillbank.planning.plan import suggest_slurm_time
+
+    value, why = suggest_slurm_time(ctx.spec_here(), ctx.preflight_stats, action=ctx.action, nodes=ctx.nodes, gpus_per_node=ctx.gpus_per_node)
+    if value:
+        ctx.options = replace(ctx.options, time=value)
+    return why
+
+
 def submit(
     *,
     platform: str,
@@ -178,7 +201,7 @@ def submit(
                          fix="add --dry-run and run the job folder's command.sh where the REMOTE paths exist, or drop --path-map")
     spec, spec_data, path_notes = node_spec(spec_path, skill, paths, "rl" if action == "rl" else "train")
     if automl is not None:
-        check_study(automl, skill, spec)
+        automl = check_study(automl, skill, spec)
     ctx = build_context(
         platform=platform, backend=backend, skill=skill, spec_path=spec_path, spec=spec,  # type: ignore[arg-type]
         nodes=nodes, gpus_per_node=gpus_per_node, options=options or Options(), automl=automl,
@@ -186,6 +209,8 @@ def submit(
     )
     notes = _resume_from(ctx, resume_from)
     pre = preflight_gate(ctx, gpus_per_node=_preflight_gpus(platform, gpus_per_node, ctx, dry_run), dry_run=dry_run)
+    if platform == "slurm" and not ctx.options.time:
+        notes.append(_planned_time(ctx))
     if not dry_run:
         module.require_engine()
     sha = copy_spec(ctx)

@@ -17,6 +17,10 @@ against the machine, training steps per rank, every record of every annotations 
 media files, the token budget of video samples, redis-server, GPUs, the model and HF_TOKEN, free
 disk and stale example caches. Exit 0 when there is no error (warnings allowed), 2 when there is one.
 
+Token tally (train, rl): records that state their clip's length count it; when they do not, the
+headers of about --probe-sample clips are read (PyAV, no decode, cached), and stats.probe says how many;
+a clip that cannot be read counts the spec's whole vision budget (tokens_per_sample.budget counts them).
+
 For train, the plan is printed first (stats.plan under --json): train records after the validation
 split, records per data-parallel rank (padded to ceil(records / ranks) as cosmos-rl does), the
 global batch (train_batch_per_replica is per data-parallel rank), optimizer steps per epoch (the
@@ -52,6 +56,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="decode videos with PyAV and report what was measured: failures, clip lengths, frames sampled at the spec's fps / nframes. "
                              "K: K random videos of the train set (evaluate / inference / rl: of their one dataset); the validation set is not decoded. "
                              "all: every video of every dataset the action reads, custom.val_dataset included (default 0: none)")
+    parser.add_argument("--probe-sample", type=_decode_count, default=64, metavar="K|all",
+                        help="train / rl: when records state no clip length, read the container headers (no decode; cached by path, size and mtime) "
+                             "of about K train clips spread over the file for the token tally (stats.tokens_per_sample; stats.probe says how many); "
+                             "all: every clip, as `skillbank plan` does; 0: none (default 64)")
+    parser.add_argument("--trials", type=int, metavar="N",
+                        help="train: the spec is the base spec of an AutoML study of N trials: env.disk checks the study's disk (each trial keeps every "
+                             "epoch's checkpoint; the same figure as `skillbank plan --trials N` and the AutoML dry run's disk_gib); an error when it does not fit")
+    parser.add_argument("--trial-epochs", type=int, metavar="E", help="with --trials: the most epochs a trial trains (a searched train.epoch range's high end; default train.epoch)")
     parser.add_argument("--runs-on", choices=("here", "node"), default="here",
                         help="where the job runs: here (default; env findings are errors) or node (another machine: env findings are 'check on the node')")
     parser.add_argument("--only", action="append", metavar="GROUP",
@@ -89,6 +101,9 @@ def run(args: argparse.Namespace) -> int:
         runs_on=args.runs_on,
         only=args.only,
         start_check=args.action == "rl" and not args.no_start_check,
+        probe_sample=args.probe_sample,
+        trials=args.trials,
+        trial_epochs=args.trial_epochs,
     )
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
@@ -97,6 +112,9 @@ def run(args: argparse.Namespace) -> int:
             from skillbank.runs.steps import plan_lines
 
             print("\n".join(plan_lines(report.stats["plan"])))
+        line = tokens_line(report.stats)
+        if line:
+            print(line)
         print(render_table(report))
         check = report.stats.get("start_check")
         if check:
@@ -112,6 +130,19 @@ def start_check_line(check: dict) -> str:
         return f"start check: skipped ({check['skipped']})"
     return (f"start check: {check['flat_groups']} of {check['groups']} prompt groups ({check['flat_share']:.0%}) scored all alike over "
             f"{check['samples_per_group']} samples each; mean reward {check['reward_mean']:g} ({check['seconds']:g} s)")
+
+
+def tokens_line(stats: dict) -> str | None:
+    """Tokens per sample and where they came from (stated lengths, headers probed, the vision budget)."""
+    t = stats.get("tokens_per_sample")
+    if not t:
+        return None
+    probe = stats.get("probe")
+    which = "every one" if probe and probe["sample"] == "all" else f"a sample of about {probe['sample']}" if probe else ""
+    read = (f"; headers of {probe['clips']:,} clip(s) of {probe['records']:,} record(s) probed ({which}, {probe['from_cache']:,} from the cache)"
+            if probe else "")
+    budget = f"; {t['budget']:,} unreadable clip(s) counted at the vision budget" if t["budget"] else ""
+    return f"tokens per sample: mean {t['mean']:,}, max {t['max']:,} over {t['samples']:,} sample(s), {t['bound']}{read}{budget}"
 
 
 def main(argv: list[str] | None = None) -> int:

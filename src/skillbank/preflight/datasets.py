@@ -42,6 +42,10 @@ class Dataset:
     with_meta: int = 0
     tokens: TokenTally = field(default_factory=TokenTally)  # tokens per sample of the clips whose length is known
     folders_listed: int = 0  # media folders read (one os.scandir each, however many records)
+    probe: list[tuple[int, str, int, Any]] = field(default_factory=list)  # (index, video path as written, text chars, id): clips to probe
+
+
+PROBE_ALL = -1  # ScanOptions.probe_sample: every record without a full clip description
 
 
 @dataclass
@@ -52,6 +56,7 @@ class ScanOptions:
     budget: VisionBudget | None = None
     decode_sample: int = 0
     seed: int = 0
+    probe_sample: int = 0  # records without a full clip description kept for the header probe: K spread over the file, PROBE_ALL every one
 
 
 @contextmanager
@@ -104,6 +109,7 @@ class _Scanner:
         self._sample_seen = 0
         self._next_pick = 0
         self._w = 1.0
+        self._probe_next, self._probe_step = 0, 1
 
     # -- per batch -----------------------------------------------------------------------------
     def batch(self, batch: list[Any]) -> None:
@@ -119,8 +125,11 @@ class _Scanner:
             self._overlap(cols, start)
         if self.options.keep_keys and cols.questions is not None:
             self._keep_keys(cols, start)
+        counted: set[int] = set()
         if cols.meta and self.options.budget is not None:
-            self._budget(batch, cols.meta, start)
+            counted = self._budget(batch, cols.meta, start)
+        if self.options.probe_sample and cols.videos is not None and self.options.budget is not None:
+            self._pick_probe(batch, cols.videos, counted, start)
         if self.options.decode_sample and cols.videos is not None:
             self._sample(batch, cols.videos, start)
 
@@ -239,17 +248,51 @@ class _Scanner:
             if key[0] is not None and key[1] is not None:
                 keys.setdefault(key, start + offset)
 
-    def _budget(self, batch: list[Any], meta: list[tuple[int, dict[str, Any]]], start: int) -> None:
+    def _budget(self, batch: list[Any], meta: list[tuple[int, dict[str, Any]]], start: int) -> set[int]:
+        """Count the records that state their clip's length; returns their offsets. With every clip probed
+        (PROBE_ALL), a record without frame size is left to the probe, which reads it exactly."""
         budget = self.options.budget
         assert budget is not None
+        counted: set[int] = set()
         for offset, record in meta:
             clip = clip_from_record(record)
             if clip is None:
                 continue
             self.data.with_meta += 1
+            if clip.width is None and self.options.probe_sample == PROBE_ALL:
+                continue
+            counted.add(offset)
             est = check_clip(budget, clip, record, start + offset, self._where(start + offset), self.findings, group=self.data.file)
             if est is not None:
                 self.data.tokens.add(est, clip)
+        return counted
+
+    def _pick_probe(self, batch: list[Any], videos: list[Media], counted: set[int], start: int) -> None:
+        """Keep the records whose clip the token tally will read from its headers (preflight.probing): every one
+        (PROBE_ALL: `skillbank plan`), or about K spread over the whole file: every step-th record, the step
+        doubling (and every other pick dropped) whenever 2K are kept. Work per picked record, not per record."""
+        k, probe = self.options.probe_sample, self.data.probe
+        if k != PROBE_ALL and not probe and self._probe_next == 0:
+            self._probe_step = max(1, len(batch) // k)  # the first batch: about K of it
+        first = 0 if k == PROBE_ALL else max(0, self._probe_next - start)
+        step = 1 if k == PROBE_ALL else self._probe_step
+        for offset in range(first, len(batch), step):
+            value = videos[offset]
+            if value is None or offset in counted:
+                continue
+            path = value[0] if type(value) is tuple else value
+            if path in self.media_bad or not self.root_ok:
+                continue
+            record = batch[offset]
+            probe.append((start + offset, path, text_chars(record), record.get("id")))
+        if k == PROBE_ALL:
+            return
+        if first < len(batch):
+            self._probe_next = start + first + -(-(len(batch) - first) // step) * step
+        while len(self.data.probe) >= 2 * k:
+            self.data.probe = self.data.probe[::2]
+            self._probe_step *= 2
+            self._probe_next = self.data.probe[-1][0] + self._probe_step
 
     def _sample(self, batch: list[Any], videos: list[Media], start: int) -> None:
         """Reservoir sampling (algorithm L): K uniformly random video records in one pass (all of them when K < 0)."""
@@ -322,12 +365,13 @@ def _label(index: int, rid: Any) -> str:
 
 
 def check_clip(
-    budget: VisionBudget, clip: Any, record: dict[str, Any], index: int, where: str, findings: Findings, *, group: str = ""
+    budget: VisionBudget, clip: Any, record: dict[str, Any], index: int, where: str, findings: Findings, *, group: str = "", chars: int | None = None
 ) -> Estimate | None:
-    """The vision.budget finding of one clip whose length is known; its token estimate (None when it cannot be sampled)."""
+    """The vision.budget finding of one clip whose length is known; its token estimate (None when it cannot be sampled).
+    `chars`: the record's text characters when the record itself is no longer held (a probed clip)."""
     label = f"record {index} (id {record.get('id')!r})"
     try:
-        est = budget.estimate(clip, text_chars(record))
+        est = budget.estimate(clip, text_chars(record) if chars is None else chars)
     except ValueError as exc:
         findings.error(
             "vision.budget",

@@ -25,7 +25,7 @@ from skillbank.preflight.report import Findings
 
 GATED = re.compile(r"^nvidia/cosmos-reason", re.IGNORECASE)
 TOKEN_VARS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
-GB = 1024**3
+GB = 1024**3  # GiB (the JSON keys *_gb hold GiB)
 
 Kind = Literal["model", "adapter", "checkpoint"]
 MARKERS: dict[str, tuple[str, ...]] = {"model": ("config.json",), "adapter": ("adapter_config.json", "config.json"), "checkpoint": ()}
@@ -233,9 +233,11 @@ def check_disk(key: str, output_dir: str, need_one: float, need_all: float, what
     folder = nearest_existing(output_dir or ".")
     free = shutil.disk_usage(folder).free
     stats = {"free_gb": round(free / GB, 1), "need_gb": round(need_all / GB, 1)}
-    detail = f"{free / GB:,.1f} GB free at {folder}; {what}"
+    detail = f"{free / GB:,.1f} GiB free at {folder}; {what}"
     if free < need_one:
-        findings.error("env.disk", f"not enough disk for one checkpoint: {detail}", f"free space or point {key} at a larger disk", key)
+        what_fits = "the study's checkpoints" if need_one == need_all else "one checkpoint"  # a study needs them all: the gate must not pass a disk it fills
+        findings.error("env.disk", f"not enough disk for {what_fits}: {detail}", f"free space or point {key} at a larger disk"
+                       + (" (a study: fewer --max-trials, a narrower train.epoch range)" if need_one == need_all else ""), key)
     elif free < need_all:
         findings.warning("env.disk", f"not enough disk for every kept checkpoint: {detail}", f"free space, lower train.ckpt.max_keep, or point {key} at a larger disk", key)
     return stats

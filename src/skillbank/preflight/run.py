@@ -25,7 +25,7 @@ from typing import Any
 from skillbank.errors import InputError
 from skillbank.preflight import env_checks, spec_checks
 from skillbank.preflight.cache_checks import check_cache
-from skillbank.preflight.datasets import Dataset, ScanOptions, check_clip, scan
+from skillbank.preflight.datasets import PROBE_ALL, Dataset, ScanOptions, check_clip, scan
 from skillbank.preflight.decode import ALL
 from skillbank.preflight.report import RUNS_ON, Findings, Group, Report, parse_groups
 from skillbank.preflight.vision import TokenTally, VisionBudget, clip_from_record
@@ -33,6 +33,7 @@ from skillbank.training.backends import BACKENDS
 from skillbank.runs import steps
 
 EXPORT_BYTES = 2  # bf16 safetensors
+PROBE_SAMPLE = 64  # train clips whose headers preflight reads for its token tally when the records state no length
 
 
 @dataclass
@@ -43,6 +44,8 @@ class Context:
     backend: str | None
     decode_sample: int
     start_check: bool = False  # rl: sample the start model (training.local.grpo_start)
+    probe_sample: int = 0  # train records whose clip headers are read for the token tally (PROBE_ALL: every one)
+    study: tuple[int, int | None] | None = None  # (trials, most epochs per trial) of an AutoML study on this base spec
     datasets: list[Dataset] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
 
@@ -64,16 +67,23 @@ def run_preflight(
     only: Iterable[str] | None = None,
     paths: Any = None,
     start_check: bool = False,
+    probe_sample: int = PROBE_SAMPLE,
+    trials: int | None = None,
+    trial_epochs: int | None = None,
 ) -> Report:
     """`paths` (skillbank.specification.pathmap.PathMap): the spec names the node's paths; they are checked at
-    their LOCAL counterparts here."""
+    their LOCAL counterparts here. `probe_sample`: train records without a stated clip length whose container
+    headers are read for the token tally (K spread over the file; PROBE_ALL every one, as `skillbank plan` does).
+    `trials` / `trial_epochs`: the spec is an AutoML study's base spec: env.disk checks the study's disk (runs.disk.study_disk)."""
     started = time.perf_counter()
     if runs_on not in RUNS_ON:
         raise InputError(f"unknown location {runs_on!r}", where="--runs-on", fix=f"use one of: {', '.join(RUNS_ON)}")
     groups = parse_groups(only)
     findings = Findings(runs_on=runs_on, only=groups)  # type: ignore[arg-type]
-    ctx = Context(findings, gpus_per_node, nodes, backend, int(decode_sample or 0) if decode_sample == ALL else max(0, int(decode_sample or 0)), start_check)
+    ctx = Context(findings, gpus_per_node, nodes, backend, int(decode_sample or 0) if decode_sample == ALL else max(0, int(decode_sample or 0)), start_check,
+                  probe_sample=probe_sample, study=(trials, trial_epochs) if trials else None)
     _arguments(ctx, action)
+    paths = paths or _recorded_map(spec_path, spec)
     if paths:
         spec = _local_view(skill, action, spec_path, spec, paths)
         ctx.stats["path_map"] = paths.items()
@@ -116,6 +126,18 @@ def _local_view(skill: str, action: str, spec_path: str | Path | None, spec: dic
     local = paths.local(data, model)
     paths.check_used(local, model)
     return local
+
+
+def _recorded_map(spec_path: str | Path | None, spec: dict | None) -> Any:
+    """The path map the spec records (paths.map), when it applies on this machine; else None."""
+    from skillbank.specification.io import read_spec_file
+    from skillbank.specification.pathmap import recorded
+
+    try:
+        data = spec if spec is not None else read_spec_file(spec_path) if spec_path is not None else None
+    except InputError:
+        return None
+    return recorded(data) or None
 
 
 def _dataset_stats(d: Dataset) -> dict[str, Any]:
@@ -184,14 +206,16 @@ def _train(spec: Any, ctx: Context) -> None:
             val = _scan(ctx, "val", val_file, ScanOptions(val_media, keep_keys=True, budget=budget, decode_sample=val_decode))
     train = None
     if train_file:
-        train = _scan(ctx, "train", train_file, ScanOptions(train_media, overlap_with=val, budget=budget, decode_sample=ctx.decode_sample))
+        train = _scan(ctx, "train", train_file, ScanOptions(train_media, overlap_with=val, budget=budget, decode_sample=ctx.decode_sample,
+                                                           probe_sample=ctx.probe_sample))
         if train.complete and train.records:
             spec_checks.steps_per_rank(spec, train.records, val.records if val else None, f, backend=ctx.backend)
             _plan(spec, model, train.records, val, ctx)
+    probed = _probe(ctx, train, budget)
     decoded = _decode(ctx, [train, val], budget)
     for data in (train, val):
         if data is not None:
-            _unknown_lengths(data, budget, decoded.get(data.role, 0), f)
+            _unknown_lengths(data, budget, decoded.get(data.role, 0) + (probed if data is train else 0), f)
     ctx.stats["cache_folders_checked"] = check_cache(spec, patch, media_folders, f)
 
 
@@ -257,10 +281,11 @@ def _decode(ctx: Context, datasets: list[Dataset | None], budget: VisionBudget |
     for data in sampled:
         clips, summary = decode_sample(data.sample, data.file, ctx.findings, fps=fps, nframes=nframes, requested=ctx.decode_sample)
         if budget is not None:
+            probed = {entry[0] for entry in data.probe}
             for index, record, clip in clips:
                 est = check_clip(budget, clip, record, index, f"{data.file}#{index}", ctx.findings, group=data.file)
-                if est is not None and clip_from_record(record) is None:
-                    data.tokens.add(est, clip)  # a record with metadata was counted by the scan
+                if est is not None and clip_from_record(record) is None and index not in probed:
+                    data.tokens.add(est, clip)  # a record with metadata was counted by the scan, a probed one by _probe
         decoded[data.role] = len(clips)
         per_dataset[data.role] = {"file": data.file, "clips": summary.clips, "failed": summary.failed}
         total = summary if total is None else total.merge(summary)
@@ -270,10 +295,29 @@ def _decode(ctx: Context, datasets: list[Dataset | None], budget: VisionBudget |
     return decoded
 
 
+def _probe(ctx: Context, data: Dataset | None, budget: VisionBudget) -> int:
+    """The scan's kept clips read from their headers into the token tally (preflight.probing); stats["probe"] says how many."""
+    if data is None or not data.probe:
+        return 0
+    from skillbank.preflight.probing import probe_tally
+
+    ctx.stats["probe"], readable = probe_tally(data, budget, ctx.findings, ctx.probe_sample)
+    return readable
+
+
 def _train_disk(spec: Any, model: env_checks.ModelRef, ctx: Context) -> None:
     """env.disk for the checkpoints the run keeps at once (skillbank.runs.steps.disk_need: LoRA,
     max_keep, the steps that decide how many are saved)."""
     params, how = env_checks.model_params(model)
+    if ctx.study is not None:  # an AutoML study: trials x every epoch's checkpoint, one figure with plan --trials and the dry run
+        from skillbank.runs.disk import study_disk
+
+        trials, epochs = ctx.study
+        counted = ctx.stats.get("plan")
+        need = study_disk(spec, params, trials=trials, epochs=epochs, records=counted["train_records"] if counted else None, params_from=how, backend=ctx.backend)
+        if need is not None:
+            ctx.stats["disk"] = env_checks.check_disk("train.output_dir", spec.train.output_dir, need.total_bytes, need.total_bytes, need.detail, ctx.findings)
+        return
     need = steps.disk_need(spec, params, params_from=how, plan=_disk_steps(spec, ctx), backend=ctx.backend)
     if need is not None:
         ctx.stats["disk"] = env_checks.check_disk("train.output_dir", spec.train.output_dir, need.checkpoint_bytes, need.total_bytes, need.detail, ctx.findings)
@@ -304,7 +348,7 @@ def _plan(spec: Any, model: env_checks.ModelRef, train_records: int, val: Datase
 def _output_disk(key: str, output_dir: str, model: env_checks.ModelRef, bytes_per_param: float, ctx: Context) -> None:
     params, how = env_checks.model_params(model)
     need = params * bytes_per_param
-    what = f"the output needs ~{need / env_checks.GB:,.1f} GB ({params / 1e9:.1f}B parameters from {how})"
+    what = f"the output needs ~{need / env_checks.GB:,.1f} GiB ({params / 1e9:.1f}B parameters from {how})"
     ctx.stats["disk"] = env_checks.check_disk(key, output_dir, need, need, what, ctx.findings)
 
 
@@ -354,9 +398,10 @@ def _rl(spec: Any, ctx: Context) -> None:
     media = spec_checks.media_folder("custom.train_dataset.media_path", custom.train_dataset.media_path, custom.train_dataset.annotation_path, f)
     if not file:
         return
-    data = _scan(ctx, "train", file, ScanOptions(media, budget=budget, decode_sample=ctx.decode_sample))
+    data = _scan(ctx, "train", file, ScanOptions(media, budget=budget, decode_sample=ctx.decode_sample, probe_sample=ctx.probe_sample))
+    probed = _probe(ctx, data, budget)
     decoded = _decode(ctx, [data], budget)
-    _unknown_lengths(data, budget, decoded.get(data.role, 0), f)
+    _unknown_lengths(data, budget, decoded.get(data.role, 0) + probed, f)
     if data.complete and data.records:
         from skillbank.data.records import load_records
 

@@ -13,8 +13,9 @@ such sample can kill the run. The estimate follows qwen_vl_utils (what the packe
 - text: about one token per 3 characters (conservative for English), plus the chat template.
 
 A clip's length comes from the record (`duration` seconds, or `num_frames` / `frames` with
-`video_fps`) or from decoding it (--decode-sample). Frame size comes from `width` / `height` when
-the record has them; otherwise the pixel budget is the upper bound and 128 tokens per temporal
+`video_fps`), from its container headers (preflight.probing: a sample by default, every clip for
+`skillbank plan`) or from decoding it (--decode-sample). Frame size comes from `width` / `height`
+(or the headers); otherwise the pixel budget is the upper bound and 128 tokens per temporal
 patch the lower bound: past the lower bound is an error, past only the upper one a warning.
 """
 
@@ -101,6 +102,10 @@ class VisionBudget:
     def text_tokens(self, chars: int) -> int:
         return math.ceil((chars + len(self.system_prompt)) / CHARS_PER_TOKEN) + TEMPLATE_TOKENS
 
+    def fill_tokens(self, text_chars: int) -> int:
+        """Tokens of a sample whose clip fills the whole pixel budget (a clip that cannot be read), capped by model_max_length."""
+        return min(self.model_max_length, self.total_pixels // self.pixels_per_token + self.text_tokens(text_chars))
+
     def estimate(self, clip: Clip, text_chars: int) -> Estimate:
         """Raises ValueError when qwen_vl_utils cannot sample the clip (nframes > its frames)."""
         frames = num_sampled_frames(clip.total_frames, clip.video_fps, fps=self.fps, nframes=self.nframes)
@@ -138,8 +143,11 @@ class TokenTally:
     """Tokens per sample over the records whose clip length is known: what preflight reports
     (stats.tokens_per_sample), `skillbank data stats` shows and `skillbank plan` sizes memory and time with.
 
-    Each sample counts its upper estimate (exact when the record states width / height or the clip was
-    decoded); `bound` says which: "exact" when every counted sample was exact, else "upper".
+    Each sample counts its upper estimate (exact when the record states width / height, or the clip's
+    container headers were read (`probed`), or it was decoded); a clip that could not be read counts the
+    spec's whole vision budget (`budget`). `bound` says which: "budget" when any sample fell back to the
+    budget, "upper" when a record states a length but no frame size, "probed" when the headers of some
+    clips were read (the rest exact), "exact" when every record states it all.
     """
 
     samples: int = 0
@@ -148,16 +156,26 @@ class TokenTally:
     min: int = 0
     exact: int = 0
     longest_clip_s: float = 0.0
+    probed: int = 0  # samples whose clip length and size came from the container headers (data.probe)
+    budget: int = 0  # samples whose clip could not be read: the spec's vision budget stands in
 
-    def add(self, est: Estimate, clip: Clip | None = None) -> None:
-        tokens = est.high
+    def add(self, est: Estimate, clip: Clip | None = None, *, probed: bool = False) -> None:
+        self._count(est.high, exact=est.low == est.high)
+        self.probed += probed
+        if clip is not None:
+            self.longest_clip_s = max(self.longest_clip_s, clip.duration)
+
+    def add_budget(self, tokens: int) -> None:
+        """A sample whose clip could not be read: it counts the vision budget's tokens."""
+        self._count(tokens, exact=False)
+        self.budget += 1
+
+    def _count(self, tokens: int, *, exact: bool) -> None:
         self.min = tokens if not self.samples else min(self.min, tokens)
         self.samples += 1
         self.total += tokens
         self.max = max(self.max, tokens)
-        self.exact += est.low == est.high
-        if clip is not None:
-            self.longest_clip_s = max(self.longest_clip_s, clip.duration)
+        self.exact += exact
 
     def merge(self, other: "TokenTally") -> "TokenTally":
         if not other.samples:
@@ -171,14 +189,24 @@ class TokenTally:
             min(self.min, other.min),
             self.exact + other.exact,
             max(self.longest_clip_s, other.longest_clip_s),
+            self.probed + other.probed,
+            self.budget + other.budget,
         )
 
     @property
     def mean(self) -> float:
         return self.total / self.samples if self.samples else 0.0
 
+    @property
+    def bound(self) -> str:
+        if self.budget:
+            return "budget"
+        if self.exact < self.samples:
+            return "upper"
+        return "probed" if self.probed else "exact"
+
     def to_dict(self) -> dict[str, Any] | None:
-        """None when no sample's length was known (no duration / num_frames and nothing decoded)."""
+        """None when no sample's length was known (no duration / num_frames and nothing probed or decoded)."""
         if not self.samples:
             return None
         return {
@@ -186,7 +214,9 @@ class TokenTally:
             "mean": round(self.mean, 1),
             "min": self.min,
             "max": self.max,
-            "bound": "exact" if self.exact == self.samples else "upper",
+            "bound": self.bound,
+            "probed": self.probed,
+            "budget": self.budget,
             "longest_clip_s": round(self.longest_clip_s, 3),
         }
 

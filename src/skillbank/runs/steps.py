@@ -25,7 +25,7 @@ from skillbank.errors import InputError
 
 DATALOADER_DROP_LAST = True  # what the TOML writes as train.train_policy.dataloader_drop_last
 FEW_STEPS_PER_EPOCH = 4  # fewer optimizer steps per epoch than this: the run barely trains (a preflight warning)
-GB = 1024**3
+GB = 1024**3  # GiB: every disk figure (JSON keys *_gb included) is in GiB, as `skillbank plan` shows them
 MASTER_BYTES = 4  # cosmos-rl keeps fp32 master weights (train.master_dtype): what a checkpoint's model state holds
 ADAM_BYTES = 8  # two fp32 moments per trained parameter
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
@@ -393,8 +393,8 @@ def disk_need(spec: Any, params: float, *, params_from: str = "", trials: int = 
         what = f"full fine-tuning: fp32 weights, Adam moments, plus the {spec.train.param_dtype} export"
     study = f" x {trials} trials" if trials > 1 else ""
     detail = (
-        f"{what}: a checkpoint needs ~{one / GB:,.1f} GB ({params / 1e9:.2f}B parameters from {params_from or 'the model'}), "
-        f"{ckpts.kept} kept ({ckpts.rule}){study}: ~{one * ckpts.kept * trials / GB:,.1f} GB"
+        f"{what}: a checkpoint needs ~{one / GB:,.1f} GiB ({params / 1e9:.2f}B parameters from {params_from or 'the model'}), "
+        f"{ckpts.kept} kept ({ckpts.rule}){study}: ~{one * ckpts.kept * trials / GB:,.1f} GiB"
     )
     return DiskNeed(params, params_from, one, ckpts.kept, trials, what, detail)
 
@@ -446,6 +446,6 @@ def plan_lines(plan: dict[str, Any]) -> list[str]:
     d = p.get("disk")
     if d:
         study = f" x {d['trials']} trials" if d["trials"] > 1 else ""
-        lines.append(f"  disk: ~{d['checkpoint_gb']:,.1f} GB per checkpoint ({d['what']}; {d['params'] / 1e9:.2f}B parameters from {d['params_from']}), "
-                     f"~{d['total_gb']:,.1f} GB for {d['kept']} kept{study}")
+        lines.append(f"  disk: ~{d['checkpoint_gb']:,.1f} GiB per checkpoint ({d['what']}; {d['params'] / 1e9:.2f}B parameters from {d['params_from']}), "
+                     f"~{d['total_gb']:,.1f} GiB for {d['kept']} kept{study}")
     return lines

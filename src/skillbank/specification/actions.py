@@ -6,6 +6,7 @@ from typing import Literal
 
 from skillbank.specification.base import Section
 from skillbank.specification.meta import ModelRefStr, PathStr, param
+from skillbank.specification.pathmap import PathsSpec
 
 
 class InferenceSpec(Section):
@@ -25,6 +26,7 @@ class InferenceSpec(Section):
     temperature: float = param(0.0, "0 is greedy.", ge=0, le=2)
     batch_size: int = param(8, "Batch size of batch mode.", ge=1)
     results_dir: PathStr = param("./results/inference", "Where batch mode writes results.json.")
+    paths: PathsSpec = param(default_factory=PathsSpec, description="The path map this spec was written with (`skillbank spec --path-map`); applied where its LOCAL folders exist.")
 
 
 
@@ -38,6 +40,7 @@ class QuantizeSpec(Section):
     num_calibration_samples: int = param(64, "Calibration samples.", ge=1)
     ignore: list[str] = param(default_factory=lambda: ["lm_head", "re:.*visual.*"], description="Modules left unquantized (the vision tower and lm_head by default).")
     output_dir: PathStr = param("./results/quantize", "Writes the quantized HF folder here.")
+    paths: PathsSpec = param(default_factory=PathsSpec, description="The path map this spec was written with (`skillbank spec --path-map`); applied where its LOCAL folders exist.")
 
 
 class ExportSpec(Section):
@@ -48,3 +51,4 @@ class ExportSpec(Section):
     merge_lora: bool = param(True, "Merge the LoRA adapter into the base weights.")
     dtype: Literal["bfloat16", "float16", "float32"] = param("bfloat16", "dtype of the exported weights.")
     output_dir: PathStr = param("./results/export", "Writes a Hugging Face safetensors folder with the processor and a manifest of file hashes.")
+    paths: PathsSpec = param(default_factory=PathsSpec, description="The path map this spec was written with (`skillbank spec --path-map`); applied where its LOCAL folders exist.")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,7 +85,7 @@ def infer_action(skill: str, data: dict[str, Any], *, where: str) -> str:
     file validates against)."""
     models = spec_models(skill)
     keys = _paths(data)
-    fits = [a for a, m in models.items() if all(find_field(m, k) is not None for k in keys)]
+    fits = [a for a, m in models.items() if all(_names_a_field(m, k) for k in keys)]
     if len(fits) > 1:
         valid = [a for a in fits if _validates(models[a], data)]
         fits = valid if len(valid) == 1 else fits
@@ -92,6 +93,16 @@ def infer_action(skill: str, data: dict[str, Any], *, where: str) -> str:
         return fits[0]
     what = f"it fits the {' and the '.join(fits)} specs alike" if fits else f"its keys match no spec of {skill} ({', '.join(models)})"
     raise InputError(f"cannot tell the action of this spec: {what}", where=where, fix=f"pass --action ({', '.join(fits or models)})")
+
+
+def _names_a_field(model: type[BaseModel], key: str) -> bool:
+    """The key is a field, or lies inside a field whose value is a mapping (rl's train.train_policy.reward_function.exact_match)."""
+    parts = key.split(".")
+    for end in range(len(parts), 0, -1):
+        found = find_field(model, ".".join(parts[:end]))
+        if found is not None:
+            return end == len(parts) or typing.get_origin(found[2].annotation) is dict
+    return False
 
 
 def _validates(model: type[BaseModel], data: dict[str, Any]) -> bool:

@@ -41,7 +41,10 @@ with --json); without a recipe the template stays, with a note.
 Plan here, run there: --path-map LOCAL=REMOTE (repeatable) writes every path key the spec names under
 LOCAL as REMOTE (relative paths are made absolute first), while the dataset root and the plan's record
 count are read at LOCAL here; --dataset-root may be given as LOCAL or REMOTE, the folder must exist
-at LOCAL. Paths under no LOCAL are written as given, with a note.
+at LOCAL. Paths under no LOCAL are written as given, with a note. The spec records its map under
+paths.map: every later command that reads it where a LOCAL folder exists (preflight, plan, train
+--dry-run, rl, submit, evaluate, spec --from) reads the data at LOCAL without the flag; job folders
+and TOMLs rendered for the node name REMOTE only, without the map.
 
 Batches fitted to the data (train, rl): a batch you did not set (by --set, a shorthand, or in the
 --from file) is lowered to fit when the records are counted: the template's value is the ceiling.
@@ -226,6 +229,8 @@ def _for_the_node(built: Any, paths: Any, *, source: str | None) -> tuple[Any, l
     paths.check_used(local, model)
     built.spec = validate(model, local, source=source or "spec")
     remote, notes = paths.remote(local, model)
+    if "paths" in model.model_fields:  # the spec records its map: later commands read it at LOCAL without the flag
+        remote["paths"] = {"map": paths.items()}
     return validate(model, remote, source=source or "spec"), [*built.notes, *notes]
 
 

@@ -10,6 +10,7 @@ from pydantic import model_validator
 from skillbank.scoring.answers import ANSWER_TYPES, TASK_TYPES  # the answer rules own both (a light module: duckdb loads inside its queries)
 from skillbank.specification.base import Section
 from skillbank.specification.meta import ModelRefStr, PathStr, param, rule_error
+from skillbank.specification.pathmap import PathsSpec
 
 
 # Default prompts (dataset.system_prompt null), per evaluation.answer_type and, for reasoning, per model
@@ -148,6 +149,7 @@ class EvaluateSpec(Section):
     results: ResultsSpec = param(default_factory=ResultsSpec, description="What to write.")
     num_gpus: int = param(1, "GPUs for evaluation (0 runs on CPU; the vLLM engine uses them as tensor parallel size).", ge=0)
     results_dir: PathStr = param("./results/evaluate", "Writes results.json and metrics.json here.")
+    paths: PathsSpec = param(default_factory=PathsSpec, description="The path map this spec was written with (`skillbank spec --path-map`); applied where its LOCAL folders exist.")
 
     @model_validator(mode="after")
     def _vllm_runs_whole_models(self) -> "EvaluateSpec":

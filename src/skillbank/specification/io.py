@@ -33,7 +33,11 @@ def read_spec_file(path: str | Path) -> dict[str, Any]:
 
 
 def load_spec(path: str | Path, model: type[BaseModel]) -> BaseModel:
-    return validate(model, read_spec_file(path), source=str(path))
+    """The validated spec as this machine reads it: a map the spec records (paths.map, written by
+    `skillbank spec --path-map`) moves the node's paths to their LOCAL side (skillbank.specification.pathmap)."""
+    from skillbank.specification.pathmap import local_view
+
+    return validate(model, local_view(read_spec_file(path), model), source=str(path))
 
 
 def spec_with_flags(model: type[BaseModel], path: str | Path | None, values: dict[str, Any]) -> BaseModel:
@@ -43,7 +47,9 @@ def spec_with_flags(model: type[BaseModel], path: str | Path | None, values: dic
     error, naming the same key, as a wrong value in the file."""
     from skillbank.specification.overrides import apply_overrides
 
-    data = read_spec_file(path) if path else {}
+    from skillbank.specification.pathmap import local_view
+
+    data = local_view(read_spec_file(path), model) if path else {}
     apply_overrides(model, data, {key: value for key, value in values.items() if value is not None})
     return validate(model, data, source=str(path) if path else "command line")
 

@@ -12,6 +12,11 @@ as the node sees them (REMOTE). One map serves spec, preflight, train --dry-run,
   so a spec written for the node is checked against this machine's files;
 - `check_used` makes each LOCAL earn its place: it exists here, or is a prefix of a path the spec
   names (an output folder not created yet).
+- a spec written with a map records it (`paths.map`, `PathsSpec`): `recorded` reads it back, and every
+  command that reads the spec on this machine applies it (`load_spec` gives the LOCAL view; `from_args`
+  adds it to the flags of the commands that render for the node), so later commands need no flags. It
+  applies only where one of its LOCAL folders exists: on the node itself the spec is read as written.
+  The node's view (`remote`) carries no map: job folders and TOMLs name REMOTE only.
 Light imports only: agent-facing commands parse maps.
 """
 
@@ -24,12 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, field_validator
 
 from skillbank import modelref
 from skillbank.errors import InputError
+from skillbank.specification.base import Section
 from skillbank.specification.keys import submodel
-from skillbank.specification.meta import SpecPath
+from skillbank.specification.meta import SpecPath, param
 
 FLAG = "--path-map"
 HELP = ("LOCAL=REMOTE (repeatable): data and models are checked at LOCAL on this machine, every file written for the job "
@@ -85,6 +91,17 @@ class PathMap:
         """The map as the flags spell it (what job records keep)."""
         return [f"{local}={remote}" for local, remote in self.pairs]
 
+    def applies_here(self) -> bool:
+        """One of its LOCAL folders exists on this machine (on the node, where none does, a recorded map is not applied)."""
+        return any(Path(local).exists() for local, _ in self.pairs)
+
+    def with_flags(self, items: Iterable[str]) -> PathMap:
+        """This (recorded) map with the flags' pairs added; a flag's LOCAL replaces the recorded REMOTE of that LOCAL."""
+        given = PathMap.parse(items, cwd=self.cwd)
+        mine = dict(self.pairs)
+        mine.update(given.pairs)
+        return PathMap(tuple(mine.items()), self.cwd)
+
     # --- one path --------------------------------------------------------------------------------
 
     def _swap(self, path: str, *, to_remote: bool) -> str | None:
@@ -124,7 +141,8 @@ class PathMap:
     # --- a spec ----------------------------------------------------------------------------------
 
     def remote(self, data: dict[str, Any], model: type[BaseModel]) -> tuple[dict[str, Any], list[str]]:
-        """The spec dict with every path key as the node sees it, and notes on the paths no LOCAL covers."""
+        """The spec dict with every path key as the node sees it, and notes on the paths no LOCAL covers.
+        The node's view records no map (its LOCAL side means nothing there): paths.map is emptied."""
         notes: list[str] = []
 
         def move(key: str, value: str) -> str:
@@ -133,7 +151,10 @@ class PathMap:
                 notes.append(f"{key} {value!r} lies under no {FLAG} LOCAL: written as is (the node must have it there)")
             return out
 
-        return self._rewrite(data, model, move), notes
+        out = self._rewrite(data, model, move)
+        if isinstance(out.get(SECTION), dict):
+            out[SECTION]["map"] = []
+        return out, notes
 
     def local(self, data: dict[str, Any], model: type[BaseModel]) -> dict[str, Any]:
         """The spec dict with every path under a REMOTE moved to its LOCAL (what preflight checks here)."""
@@ -198,6 +219,58 @@ def path_keys(model: type[BaseModel], prefix: str = "") -> list[tuple[str, bool]
     return out
 
 
-def from_args(args: Any) -> PathMap:
-    """The map of a command's --path-map flags (empty when the command has none)."""
-    return PathMap.parse(getattr(args, "path_map", None) or ())
+def from_args(args: Any, *, recorded_too: bool = True) -> PathMap:
+    """The map of a command's --path-map flags, with the map its spec file records (`args.spec`, or
+    `args.from_file` of `skillbank spec`) when that applies here and `recorded_too`; empty when there is none."""
+    flags = getattr(args, "path_map", None) or ()
+    spec_file = getattr(args, "spec", None) or getattr(args, "from_file", None)
+    if not recorded_too or not spec_file:
+        return PathMap.parse(flags)
+    from skillbank.specification.io import read_spec_file
+
+    try:
+        data = read_spec_file(spec_file)
+    except InputError:
+        return PathMap.parse(flags)  # the command reports the unreadable spec itself
+    return recorded(data).with_flags(flags)
+
+
+# --- the map a spec records ------------------------------------------------------------------------
+
+SECTION = "paths"
+
+
+class PathsSpec(Section):
+    map: list[str] = param(
+        default_factory=list,
+        description="LOCAL=REMOTE pairs `skillbank spec --path-map` recorded: the spec names the node's paths (REMOTE); every command that "
+        "reads it on a machine where a LOCAL folder exists reads the data at LOCAL (spec, preflight, plan, train --dry-run, rl, submit, "
+        "evaluate), so later commands need no --path-map. Job folders and TOMLs rendered for the node name REMOTE only and carry no map.",
+    )
+
+    @field_validator("map")
+    @classmethod
+    def _pairs_parse(cls, value: list[str]) -> list[str]:
+        try:
+            return PathMap.parse(value).items()
+        except InputError as exc:
+            raise ValueError(exc.message) from None
+
+
+def recorded(data: dict[str, Any] | None) -> PathMap:
+    """The map a spec dict records under paths.map, when it applies on this machine (else empty)."""
+    section = (data or {}).get(SECTION)
+    items = section.get("map") if isinstance(section, dict) else None
+    if not items or not isinstance(items, list):
+        return PathMap()
+    try:
+        found = PathMap.parse([str(i) for i in items])
+    except InputError:
+        return PathMap()  # the spec's validation names the bad entry
+    return found if found.applies_here() else PathMap()
+
+
+def local_view(data: dict[str, Any], model: type[BaseModel]) -> dict[str, Any]:
+    """A spec dict read on this machine: paths under a REMOTE of its recorded map moved to LOCAL (unchanged without one)."""
+    found = recorded(data)
+    return found.local(data, model) if found else data

@@ -18,6 +18,7 @@ from pydantic import model_validator
 from skillbank.scoring.answers import ANSWER_TYPES, TASK_TYPES  # the answer rules own both (a light module)
 from skillbank.specification.base import Section
 from skillbank.specification.meta import ModelRefStr, PathStr, param, rule_error
+from skillbank.specification.pathmap import PathsSpec
 from skillbank.specification.train import MIN_MODEL_MAX_LENGTH, DatasetPathsSpec, LoggingSpec, VisionSpec
 
 # exact_match: skillbank's answer rules (skillbank.scoring.answers, the evaluator's), on the extracted
@@ -156,6 +157,7 @@ class RlSpec(Section):
     custom: RlCustomSpec = param(default_factory=RlCustomSpec, description="Prompts, vision sampling, answer format (cosmos-rl's free `custom` table).")
     redis: str = param("12800", "Port of the redis-server cosmos-rl's controller starts.")
     results_dir: PathStr = param("./results", "Folder for job records and reports.")
+    paths: PathsSpec = param(default_factory=PathsSpec, description="The path map this spec was written with (`skillbank spec --path-map`); applied where its LOCAL folders exist.")
 
     @model_validator(mode="after")
     def _batch_splits_over_ranks_and_mini_batches(self) -> "RlSpec":

@@ -13,6 +13,7 @@ from pydantic import field_validator, model_validator
 
 from skillbank.specification.base import Section
 from skillbank.specification.meta import ModelRefStr, PathStr, param, rule_error
+from skillbank.specification.pathmap import PathsSpec
 
 MIN_MODEL_MAX_LENGTH = 40960
 DEFAULT_TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -138,8 +139,23 @@ class PolicySpec(Section):
     )
     model_max_length: int = param(MIN_MODEL_MAX_LENGTH, "Max tokens per sample. Below 40960 video samples truncate and break vision-token alignment.", ge=MIN_MODEL_MAX_LENGTH, popular=True)
     model_gradient_checkpointing: bool = param(True, "Recompute activations in backward to save memory.")
+    enable_liger_fused_cross_entropy: bool = param(
+        False,
+        "Fuse lm_head and the cross-entropy (liger-kernel's FusedLinearCrossEntropy, cosmos-rl backend): the loss is computed in chunks and the full "
+        "vocab x tokens logits are never held, the largest part of memory on long video samples. Needs liger-kernel on the GPU node; the TOML also sets "
+        "policy.enable_liger_kernel (liger's RMSNorm / SwiGLU / RoPE kernels). Not with tp_size or cp_size > 1 (cosmos-rl falls back to the unfused loss). "
+        "The local backend computes the plain loss.",
+    )
     parallelism: ParallelismSpec = param(default_factory=ParallelismSpec, description="Parallelism; GPUs per replica = tp*cp*pp*dp_shard.")
     lora: LoraSpec = param(default_factory=LoraSpec, description="LoRA; emitted to cosmos-rl only when enable is true.")
+
+    @model_validator(mode="after")
+    def _fused_loss_without_tp_or_cp(self) -> "PolicySpec":
+        par = self.parallelism
+        if self.enable_liger_fused_cross_entropy and (par.tp_size > 1 or par.cp_size > 1):
+            raise rule_error("enable_liger_fused_cross_entropy", f"enable_liger_fused_cross_entropy needs parallelism.tp_size 1 and cp_size 1 (got {par.tp_size} / {par.cp_size}): "
+                             "cosmos-rl falls back to the unfused loss and the memory the plan counted on is not saved; set tp_size=1 and cp_size=1, or turn it off")
+        return self
 
 
 class LoggingSpec(Section):
@@ -179,3 +195,4 @@ class TrainSpec(Section):
     custom: CustomSpec = param(default_factory=CustomSpec, description="Datasets, vision sampling and prompt (cosmos-rl's free `custom` table).")
     redis: str = param("12800", "Port of the redis-server cosmos-rl's controller starts.")
     results_dir: PathStr = param("./results", "Folder for job records and reports.")
+    paths: PathsSpec = param(default_factory=PathsSpec, description="The path map this spec was written with (`skillbank spec --path-map`); applied where its LOCAL folders exist.")

@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
 
     from skillbank.specification.pathmap import from_args
 
-    paths = from_args(args)
+    paths = from_args(args, recorded_too=args.dry_run)  # a real run trains here: the spec's recorded map only moves its paths to LOCAL (load_spec)
     if paths and not args.dry_run:
         raise InputError("--path-map plans for another machine: it goes with --dry-run (this command trains here)", where="--path-map",
                          fix="add --dry-run, or use `skillbank submit --path-map ...` to render the job for the node")

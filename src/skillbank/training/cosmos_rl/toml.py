@@ -107,6 +107,8 @@ def _policy(spec: TrainSpec, model: str) -> dict[str, Any]:
     lora = policy.pop("lora")
     if lora.pop("enable"):
         policy["lora"] = lora
+    if policy.get("enable_liger_fused_cross_entropy"):
+        policy["enable_liger_kernel"] = True  # cosmos-rl uses the fused loss only with liger's kernels on (policy/kernel/loss.py)
     return policy
 
 
