@@ -9,7 +9,6 @@ only) for the memory per GPU of that spec: the figure to compare with the GPU, a
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -64,12 +63,9 @@ def oom_plan(path: Path | None, data: dict[str, Any]) -> dict[str, Any]:
         return {"unavailable": "the run folder keeps no spec or config (spec.json, cosmos_rl.toml, a checkpoint's cosmos_config)"}
     try:
         from skillbank.planning.plan import Inputs, build_plan
-        from skillbank.specification.io import write_spec
 
         spec = train_spec(path, data)
-        with tempfile.TemporaryDirectory(prefix="skillbank-diagnose-") as tmp:
-            spec_path = write_spec(Path(tmp) / "spec.yaml", spec)
-            plan = build_plan(Inputs(spec=spec, spec_path=str(spec_path), skill=SKILL, gpu=PLAN_GPU))
+        plan = build_plan(Inputs(spec=spec, skill=SKILL, gpu=PLAN_GPU, has_data=bool(spec.custom.train_dataset.annotation_path)))
     except Exception as exc:  # noqa: BLE001 - a figure we cannot get must not hide the diagnosis
         message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
         return {"unavailable": f"`skillbank plan` could not size this run's spec: {message}"}
