@@ -117,12 +117,7 @@ class Trainer:
             )
         optim_cls = torch.optim.AdamW if train.optm_name == "AdamW" else torch.optim.Adam
         self.optimizer = optim_cls(self.params, lr=train.optm_lr, betas=tuple(train.optm_betas), weight_decay=train.optm_weight_decay)
-        warmup = schedule.warmup_steps(train.optm_warmup_steps, self.plan.total_steps)
-        total = self.plan.total_steps
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer,
-            lambda step: schedule.lr_factor(step, total_steps=total, warmup=warmup, decay=train.optm_decay_type, min_factor=train.optm_min_lr_factor),
-        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, schedule.lr_lambda(train, self.plan.total_steps))
         self.step = 0
         if resume_from:
             extra = ckpt.load_checkpoint(resume_from, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler, rank=self.d.rank)
