@@ -56,7 +56,7 @@ def test_the_defaults_snapshot_is_the_installed_cosmos_rl(cosmos_config):
     """The agent-facing spec command reads cosmos-rl's defaults from a file: it must be cosmos-rl's."""
     from skillbank.training.cosmos_rl.defaults import read_defaults
 
-    assert read_defaults() == json.loads(DEFAULTS_FILE.read_text()), "regenerate: python -m skillbank.training.cosmos_rl.defaults"
+    assert read_defaults() == json.loads(DEFAULTS_FILE.read_text()), "regenerate: skillbank schemas generate"
 
 
 def test_a_raw_toml_keeps_cosmos_defaults_and_lists_where_the_template_differs(tmp_path):
