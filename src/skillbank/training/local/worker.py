@@ -136,6 +136,16 @@ class Trainer:
 
             tqdm.write(line, file=sys.stderr)
 
+    def _gpu_memory(self) -> dict[str, float]:
+        """Rank 0's peak GPU memory so far, GiB (what `skillbank plan`'s memory_per_gpu_gib predicts:
+        allocated; reserved adds the allocator's cache); nothing on CPU."""
+        import torch
+
+        if self.d.device.type != "cuda":
+            return {}
+        return {"gpu_memory_allocated_gib": torch.cuda.max_memory_allocated(self.d.device) / 2**30,
+                "gpu_memory_reserved_gib": torch.cuda.max_memory_reserved(self.d.device) / 2**30}
+
     def metric(self, row: dict[str, Any]) -> None:
         if self.d.main:
             with open(self.run_dir / layout.METRICS_FILE, "a", encoding="utf-8") as f:
@@ -320,6 +330,7 @@ class Trainer:
                 "samples_per_s": plan.global_batch / elapsed if elapsed > 0 else None,
                 "iteration_time": elapsed,
                 "time": time.time(),
+                **self._gpu_memory(),
             }
             self.log(f"Step: {self.step}/{total}, Loss: {loss:.6f}, Learning rate: {lr:.3e}, grad_norm: {grad_norm:.4f}")
             bar.update(1)
