@@ -48,10 +48,10 @@ class Snapshot:
 SNAPSHOTS = (
     Snapshot("cosmos_rl_defaults", PACKAGE / "specification" / "cosmos_rl_defaults.json", "skillbank.training.cosmos_rl.defaults:snapshot_text",
              needs=("cosmos_rl",), versions=("cosmos-rl", "pydantic"),
-             sources=("specification/*.py", "training/cosmos_rl/defaults.py"), library=("cosmos_rl", "policy/config/**/*.py")),
+             sources=("specification/*.py", "training/cosmos_rl/defaults.py", "generate/snapshots.py"), library=("cosmos_rl", "policy/config/**/*.py")),
     Snapshot("plan_param_counts", PACKAGE / "planning" / "configs" / "counts.json", "skillbank.planning.params:counts_text",
              needs=("torch", "transformers"), versions=("torch", "transformers", "peft"),
-             sources=("planning/params.py", "planning/configs/*.json", "modelref.py")),
+             sources=("planning/params.py", "planning/configs/*.json", "modelref.py", "generate/snapshots.py")),
 )
 
 
@@ -111,18 +111,19 @@ def _compute(snaps: list[Snapshot]) -> dict[str, tuple[str | None, str]]:
         procs = {}
         try:
             for snap in snaps:
-                target = Path(tmp) / snap.name
+                target, log = Path(tmp) / snap.name, Path(tmp) / f"{snap.name}.stderr"
                 argv = [sys.executable, "-m", "skillbank.generate.snapshots", snap.producer, str(target)]
-                procs[snap.name] = (subprocess.Popen(argv, env=_child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True), target)
-            for name, (proc, target) in procs.items():
-                _, err = proc.communicate()
+                with open(log, "w") as err:  # a file, not a pipe: the libraries' chatter never blocks a child
+                    procs[snap.name] = (subprocess.Popen(argv, env=_child_env(), stdout=subprocess.DEVNULL, stderr=err), target, log)
+            for name, (proc, target, log) in procs.items():
+                proc.wait()
                 if proc.returncode == 0 and target.is_file():
                     out[name] = (target.read_text(encoding="utf-8"), "")
                 else:
-                    last = [line for line in err.strip().splitlines() if line.strip()][-1:] or [f"exit {proc.returncode}"]
-                    out[name] = (None, f"its generator failed: {last[0]}")
+                    lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+                    out[name] = (None, f"its generator failed: {(lines or [f'exit {proc.returncode}'])[-1]}")
         finally:
-            for proc, _ in procs.values():
+            for proc, _, _ in procs.values():
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait()
