@@ -375,7 +375,8 @@ def main(argv: list[str] | None = None) -> int:
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
     env = child_env(args.cpu, work / "cache")
-    os.environ["SKILLBANK_CACHE"] = env["SKILLBANK_CACHE"]  # the examples this process caches are the ones the trainer reads
+    # the examples this process caches are the ones the trainer reads; and nothing here asks the hub
+    os.environ.update({k: env[k] for k in ("SKILLBANK_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")})
     check = Check(args.budget_s)
     device = device_info(args.cpu)
     cuda = device["type"] == "cuda"

@@ -20,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "meta-device parameter counts; needs torch and transformers). Where a snapshot's libraries are not importable it is "
         "reported as not checked (nothing fails). A snapshot found fresh is remembered in the skillbank cache "
         "($SKILLBANK_CACHE) with a digest of its inputs (library versions and files, our sources), so a repeated check "
-        "starts no child. With --check, write nothing and exit 2 naming each stale file (CI runs this); "
+        "starts no child (a cold check spends about 15 s of CPU in them). With --check, write nothing and exit 2 naming each stale file (CI runs this); "
         "exit 1 when a snapshot's generator failed.",
     )
     gen.add_argument("--check", action="store_true", help="verify only; exit 2 if anything is stale")
