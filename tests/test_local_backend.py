@@ -48,9 +48,9 @@ def test_lr_schedule_warms_up_then_decays_to_the_floor(decay, mid, end):
     if mid is not None:
         assert factors[warm + (total - warm) // 2] == pytest.approx(mid)
     assert all(a >= b - 1e-12 for a, b in zip(factors[warm:], factors[warm + 1 :]))
-    assert schedule.warmup_steps(0.1, 200) == 20 and schedule.warmup_steps(30, 200) == 30
+    assert schedule.warmup_steps(0.1, 200) == 20 and schedule.warmup_steps(30, 200) == 30 and schedule.warmup_steps(0.05, 30) == 1
     ramp = [schedule.lr_factor(s, total_steps=100, warmup=4, decay="none", min_factor=0) for s in range(5)]
-    assert ramp == [0.25, 0.5, 0.75, 1.0, 1.0]
+    assert ramp == pytest.approx([0.0, 1 / 3, 2 / 3, 1.0, 1.0])  # cosmos-rl's ramp from 0 (tests/test_lr_schedule.py)
 
 
 def test_step_plan_drops_partial_batches():

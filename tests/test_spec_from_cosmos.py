@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from skillbank.specification import cosmos_keys
 from skillbank.specification.cosmos_config import DEFAULTS_FILE
+from skillbank.specification.overrides import get_dotted
 
 from helpers import json_out, skillbank
 
@@ -54,7 +56,7 @@ def test_the_defaults_snapshot_is_the_installed_cosmos_rl(cosmos_config):
     """The agent-facing spec command reads cosmos-rl's defaults from a file: it must be cosmos-rl's."""
     from skillbank.training.cosmos_rl.defaults import read_defaults
 
-    assert read_defaults() == json.loads(DEFAULTS_FILE.read_text()), "regenerate: python -m skillbank.training.cosmos_rl.defaults"
+    assert read_defaults() == json.loads(DEFAULTS_FILE.read_text()), "regenerate: skillbank schemas generate"
 
 
 def test_a_raw_toml_keeps_cosmos_defaults_and_lists_where_the_template_differs(tmp_path):
@@ -89,7 +91,7 @@ def test_a_raw_toml_without_model_max_length_is_refused_with_cosmos_default_name
 
 def test_a_checkpoints_cosmos_config_round_trips_through_the_toml_we_write(cosmos_config, tmp_path):
     """A run's cosmos_config (cosmos-rl's whole config, JSON) -> spec -> our TOML -> cosmos-rl's Config:
-    every setting of the spec's keys comes back as the run had it."""
+    every key the table (specification/cosmos_keys.py) copies comes back as the run had it."""
     import tomllib
 
     from skillbank.specification.train import TrainSpec
@@ -117,13 +119,11 @@ def test_a_checkpoints_cosmos_config_round_trips_through_the_toml_we_write(cosmo
     run_dir = tmp_path / "outputs" / "20250101000000"
     toml = build_toml(spec, model="nvidia/Cosmos-Reason2-2B", family=family_of("nvidia/Cosmos-Reason2-2B"), run_dir=run_dir, run_id=run_dir.name, resume=False).data
     again = cosmos_config.from_dict(copy.deepcopy(toml)).model_dump(mode="json")
-    for key in ("train.optm_lr", "train.epoch", "train.train_batch_per_replica", "train.train_policy.mini_batch", "train.ckpt.save_freq",
-                "train.ckpt.enable_checkpoint", "policy.parallelism.tp_size", "policy.parallelism.dp_shard_size", "policy.model_max_length",
-                "policy.lora.r", "policy.lora.lora_alpha", "train.optm_warmup_steps", "train.optm_betas"):
-        first, second = ran, again
-        for part in key.split("."):
-            first, second = first[part], second[part]
-        assert first == second, key
+    differ = {key: (get_dotted(ran, key), get_dotted(again, key)) for key in cosmos_keys.keys_of(cosmos_keys.SAME) + ["train.optm_warmup_steps"]
+              if get_dotted(ran, key) != get_dotted(again, key)}
+    filled = {key for key, (first, _) in differ.items() if first is None}  # cosmos-rl leaves it unset: the notes name the value the spec takes
+    assert filled <= {"train.seed", "train.optm_decay_type", "validation.batch_size", "policy.lora.target_modules"}
+    assert not {key: pair for key, pair in differ.items() if key not in filled}
 
 
 def test_skill_specs_stay_skill_specs_and_other_policies_are_refused(tmp_path):

@@ -173,17 +173,28 @@ def weights_bytes(folder: Path) -> int:
     return 0
 
 
-def write_counts() -> dict[str, Any]:
-    """Recount the bundled configs on the meta device into counts.json (run after adding one)."""
-    from skillbank import atomic
-
+def count_rows() -> dict[str, Any]:
+    """The bundled configs recounted on the meta device: counts.json's rows."""
     rows = {}
     for repo in bundled_repos():
         config = find_config_bundled(repo)
         count = count_on_meta(config)
         rows[repo] = {"signature": signature(config.data), "total": count.total, "largest_unit": count.largest_unit, "root": count.root}
-    atomic.write_text(COUNTS_FILE, json.dumps(rows, indent=2, sort_keys=True) + "\n")
     return rows
+
+
+def counts_text() -> str:
+    """counts.json's text (`skillbank schemas generate` writes it and `--check` compares it; run it after adding a config)."""
+    return json.dumps(count_rows(), indent=2, sort_keys=True) + "\n"
+
+
+def write_counts() -> dict[str, Any]:
+    """Recount the bundled configs on the meta device into counts.json (`skillbank schemas generate` does it too)."""
+    from skillbank import atomic
+
+    text = counts_text()
+    atomic.write_text(COUNTS_FILE, text)
+    return json.loads(text)
 
 
 def find_config_bundled(repo: str) -> ModelConfig:

@@ -6,8 +6,10 @@ is what the run used (tp_size 2, enable_checkpoint false, model_max_length 4096,
 skill template's value behind the user's back; each place where the template would differ is listed,
 so the agent can choose. Keys only cosmos-rl knows (compile, timestamp, resume, ...) are named and left
 out; keys only the skill has (results_dir, validation.freq_in_epoch) take the template's value.
+Which cosmos-rl key is read into which spec key is the writer's table, read backwards
+(skillbank.specification.cosmos_keys, with the published recipes' spellings of the dataset keys).
 cosmos-rl's defaults come from `cosmos_rl_defaults.json` beside this file (no cosmos_rl import here;
-`python -m skillbank.training.cosmos_rl.defaults` regenerates it).
+`skillbank schemas generate` regenerates it).
 """
 
 from __future__ import annotations
@@ -20,18 +22,13 @@ from typing import Any
 from pydantic import BaseModel
 
 from skillbank.errors import InputError
-from skillbank.specification.keys import find_field, iter_fields
+from skillbank.specification import cosmos_keys
+from skillbank.specification.keys import iter_fields
 from skillbank.specification.overrides import get_dotted, set_dotted
 
 DEFAULTS_FILE = Path(__file__).with_name("cosmos_rl_defaults.json")
 FORMATS = ("auto", "skillbank", "cosmos-rl")
 
-# where the skill spells a cosmos-rl key (or a dataset-script custom key) differently
-RENAMED = {
-    "custom.dataset.annotation_path": "custom.train_dataset.annotation_path",
-    "custom.dataset.media_path": "custom.train_dataset.media_path",
-    "custom.dataset.system_prompt": "custom.system_prompt",
-}
 # cosmos-rl defaults of None that mean a value the skill spells out
 NONE_MEANS = {"train.optm_decay_type": "none"}
 # config keys that only cosmos-rl has, whose presence says "this is a cosmos-rl config"
@@ -86,10 +83,10 @@ def from_cosmos(model: type[BaseModel], config: dict[str, Any], template: dict[s
     data: dict[str, Any] = {}
     unknown: list[str] = []
     for key, value in leaves.items():
-        if value is None:
-            continue  # cosmos-rl's null is its default behaviour: treated as left out (below)
-        target = RENAMED.get(key, key)
-        if find_field(model, target) is None:
+        if value is None or value == {}:
+            continue  # cosmos-rl's null is its default behaviour: treated as left out (below); an empty [policy.lora] is lora_on
+        target = cosmos_keys.spec_key(key)
+        if target is None:
             unknown.append(key)
             continue
         set_dotted(data, target, value)

@@ -82,7 +82,7 @@ class RlTrainSection(Section):
     optm_name: Literal["AdamW", "Adam"] = param("AdamW", "Optimizer.")
     optm_lr: float = param(1e-6, "Peak learning rate. GRPO wants it small (1e-6); SFT's 1e-5 destabilises it.", gt=0, le=1e-3, automl="enabled", search=(1e-7, 1e-5), log=True, popular=True)
     optm_weight_decay: float = param(0.01, "Decoupled weight decay.", ge=0, le=1)
-    optm_warmup_steps: float = param(0.03, "Linear warm-up: a fraction of total steps when < 1, else a step count (cosmos-rl defaults to 20 steps).", ge=0)
+    optm_warmup_steps: float = param(0.03, "Linear warm-up from 0 to optm_lr (cosmos-rl's ramp: the first step runs at 0): a fraction of total steps (rounded down) when < 1, else a step count (cosmos-rl defaults to 20 steps).", ge=0)
     optm_grad_norm_clip: float = param(1.0, "Clip the global gradient norm to this value.", gt=0)
     param_dtype: Literal["bfloat16", "float16", "float32"] = param("bfloat16", "Compute dtype of forward/backward.")
     ckpt: RlCheckpointSpec = param(default_factory=RlCheckpointSpec, description="Checkpointing.")

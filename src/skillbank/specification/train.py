@@ -80,7 +80,7 @@ class TrainSection(Section):
     optm_lr: float = param(1e-5, "Peak learning rate.", gt=0, le=1, automl="default", search=(1e-6, 1e-3), log=True, popular=True)
     optm_betas: tuple[float, float] = param((0.9, 0.999), "Adam betas.")
     optm_weight_decay: float = param(0.01, "Decoupled weight decay.", ge=0, le=1, automl="enabled", search=(0.0, 0.1))
-    optm_warmup_steps: float = param(0.03, "Linear warm-up: a fraction of total steps when < 1, else a step count.", ge=0, automl="enabled", search=(0.0, 0.2))
+    optm_warmup_steps: float = param(0.03, "Linear warm-up from 0 to optm_lr (cosmos-rl's ramp: the first step runs at 0): a fraction of total steps (rounded down) when < 1, else a step count.", ge=0, automl="enabled", search=(0.0, 0.2))
     optm_decay_type: Literal["linear", "sqrt", "cosine", "none"] = param("cosine", "Learning-rate decay after warm-up.", automl="default", option_weights=[0.1, 0.1, 0.4, 0.4])
     optm_min_lr_factor: float = param(0.0, "Floor of the decayed learning rate, as a fraction of optm_lr.", ge=0, le=1)
     optm_grad_norm_clip: float = param(1.0, "Clip the global gradient norm to this value.", gt=0, automl="enabled", search=(0.1, 5.0))

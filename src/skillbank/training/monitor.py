@@ -28,6 +28,8 @@ SCALARS: dict[str, str] = {
     "iteration_time": "train/iteration_time",
     "epoch": "train/epoch",
     "val_loss": "val/avg_loss",
+    "gpu_memory_allocated_gib": "memory/max_allocated_gib",
+    "gpu_memory_reserved_gib": "memory/max_reserved_gib",
 }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import cache
 from pathlib import Path
 
 import yaml
@@ -126,7 +127,32 @@ def registry() -> list[str]:
 def generated() -> list[str]:
     from skillbank.generate.bank import all_outputs, stale
 
-    return [f"{_rel(p)}: stale (run `skillbank schemas generate`)" for p in stale(all_outputs())]
+    found = [f"{_rel(p)}: stale (run `skillbank schemas generate`)" for p in stale(all_outputs())]
+    for status in snapshot_statuses():
+        if status.state == "stale":
+            found.append(f"{_package_rel(status.snapshot.path)}: stale (run `skillbank schemas generate`)")
+        elif status.state == "failed":
+            found.append(f"{_package_rel(status.snapshot.path)}: not checked, {status.why}")
+    return found
+
+
+@cache
+def snapshot_statuses() -> list:
+    """The generated snapshots that need cosmos-rl or torch, checked in child processes (skillbank.generate.snapshots)."""
+    from skillbank.generate import snapshots
+
+    return snapshots.run(write=False)
+
+
+def not_checked() -> list[str]:
+    """Generated files this machine cannot check (their libraries are not importable here)."""
+    return [f"{_package_rel(s.snapshot.path)}: not checked ({s.why})" for s in snapshot_statuses() if s.state == "not_checked"]
+
+
+def _package_rel(path: Path) -> str:
+    from skillbank.generate.snapshots import shown
+
+    return shown(path)
 
 
 CHECKS = {"frontmatter": frontmatter, "links": links, "depth": depth, "manifests": manifests, "registry": registry, "generated": generated}

@@ -2,9 +2,11 @@
 
 cosmos-rl ignores unknown keys and has defaults that surprise (tp_size 2, enable_checkpoint false,
 a missing train_policy table meaning GRPO, compile true, an output_dir that grows a timestamp), so
-every such value is written explicitly. Keys that exist only in our spec are translated
-(validation.freq_in_epoch -> validation.freq in steps; policy.lora.enable -> the table's presence)
-or dropped (results_dir); `custom` carries what the dataset script needs.
+every such value is written explicitly. Which spec key goes to which cosmos-rl key is one table,
+skillbank.specification.cosmos_keys: its SAME and WRITTEN rows are copied to their keys, then the
+WRITTEN values are set here, OTHER keys translated (validation.freq_in_epoch -> validation.freq in
+steps; policy.lora.enable -> the table's presence), SKILL keys dropped (results_dir); `custom`
+carries what the dataset script needs.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import tomli_w
 from skillbank import atomic
 from skillbank.data.media import media_root
 from skillbank.data.video import PIXEL_BUDGET_SHARE, default_total_pixels
+from skillbank.specification import cosmos_keys
 from skillbank.specification.io import drop_none as _drop_none
 from skillbank.specification.train import TrainSpec
 from skillbank.training import upload
@@ -51,7 +54,7 @@ def build_toml(spec: TrainSpec, *, model: str, family: ModelFamily, run_dir: Pat
     plan = steps.step_plan(spec, count.train)
     validation = _validation(spec, plan, notes)
     data: dict[str, Any] = {
-        "redis": spec.redis,
+        "redis": cosmos_keys.cosmos_tree(spec.model_dump(mode="json"), "redis"),
         "train": train,
         "policy": policy,
         "validation": validation,
@@ -71,7 +74,7 @@ def write_toml(path: str | Path, data: dict[str, Any]) -> Path:
 
 
 def _train(spec: TrainSpec, *, run_dir: Path, run_id: str, resume: bool | str) -> dict[str, Any]:
-    train = spec.train.model_dump(mode="json")
+    train = cosmos_keys.cosmos_tree(spec.model_dump(mode="json"), "train")
     # cosmos-rl appends a timestamp to output_dir unless train.timestamp is set: fix both, so the
     # run folder is known before launch. resume scans the sibling run folders of this one.
     train["output_dir"] = str(run_dir)
@@ -101,12 +104,11 @@ def _warmup(value: float) -> float | int:
 
 
 def _policy(spec: TrainSpec, model: str) -> dict[str, Any]:
-    policy = spec.policy.model_dump(mode="json")
+    policy = cosmos_keys.cosmos_tree(spec.model_dump(mode="json"), "policy")
     policy["model_name_or_path"] = model
     policy["parallelism"]["n_init_replicas"] = 1
-    lora = policy.pop("lora")
-    if lora.pop("enable"):
-        policy["lora"] = lora
+    if not spec.policy.lora.enable:
+        del policy["lora"]  # cosmos-rl trains LoRA whenever the table exists
     if policy.get("enable_liger_fused_cross_entropy"):
         policy["enable_liger_kernel"] = True  # cosmos-rl uses the fused loss only with liger's kernels on (policy/kernel/loss.py)
     return policy
@@ -129,11 +131,11 @@ def _validation(spec: TrainSpec, plan: steps.StepPlan, notes: list[str]) -> dict
         )
     elif val.enable:
         notes.append(f"validation.freq_in_epoch {val.freq_in_epoch} -> validation.freq {freq} steps ({per_epoch} steps per epoch)")
-    return {"enable": val.enable, "freq": freq, "batch_size": val.batch_size}
+    return {**cosmos_keys.cosmos_tree(spec.model_dump(mode="json"), "validation"), "freq": freq}
 
 
 def _logging(spec: TrainSpec, notes: list[str]) -> dict[str, Any]:
-    logging = spec.logging.model_dump(mode="json")
+    logging = cosmos_keys.cosmos_tree(spec.model_dump(mode="json"), "logging")  # an rl spec's logging has the same keys
     if "console" not in logging["logger"]:
         logging["logger"] = ["console", *logging["logger"]]
         notes.append('logging.logger: added "console" (progress and failures are read from its lines)')

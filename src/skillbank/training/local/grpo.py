@@ -15,7 +15,7 @@ One policy step, as cosmos-rl's GRPO worker does it with its defaults:
    loss_scaling) and the gradients accumulated, and one optimizer step per policy step
    (cosmos-rl's default mu_iterations 1: the ratio is 1 when the gradient is taken; the clip and the
    ratio are kept so the objective is cosmos-rl's term for term).
-Learning rate: linear warm-up (optm_warmup_steps), then constant. The gradient norm is clipped to
+Learning rate: cosmos-rl's linear warm-up from 0 (optm_warmup_steps; training/local/schedule.py), then constant. The gradient norm is clipped to
 optm_grad_norm_clip.
 
 Checkpoints and exports are the SFT local backend's (checkpoints/step_N/policy with rank-0 files and
@@ -234,10 +234,7 @@ class GrpoTrainer(GrpoSampler):
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         optim_cls = torch.optim.AdamW if train.optm_name == "AdamW" else torch.optim.Adam
         self.optimizer = optim_cls(self.params, lr=train.optm_lr, weight_decay=train.optm_weight_decay)
-        warmup = schedule.warmup_steps(train.optm_warmup_steps, self.plan.total_steps)
-        total = self.plan.total_steps
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda s: schedule.lr_factor(s, total_steps=total, warmup=warmup, decay="none", min_factor=0.0))
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, schedule.lr_lambda(train, self.plan.total_steps))
         self.step = 0
         self.resumed = resume_from is not None
         if resume_from:

@@ -117,12 +117,7 @@ class Trainer:
             )
         optim_cls = torch.optim.AdamW if train.optm_name == "AdamW" else torch.optim.Adam
         self.optimizer = optim_cls(self.params, lr=train.optm_lr, betas=tuple(train.optm_betas), weight_decay=train.optm_weight_decay)
-        warmup = schedule.warmup_steps(train.optm_warmup_steps, self.plan.total_steps)
-        total = self.plan.total_steps
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer,
-            lambda step: schedule.lr_factor(step, total_steps=total, warmup=warmup, decay=train.optm_decay_type, min_factor=train.optm_min_lr_factor),
-        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, schedule.lr_lambda(train, self.plan.total_steps))
         self.step = 0
         if resume_from:
             extra = ckpt.load_checkpoint(resume_from, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler, rank=self.d.rank)
@@ -140,6 +135,16 @@ class Trainer:
             from tqdm import tqdm
 
             tqdm.write(line, file=sys.stderr)
+
+    def _gpu_memory(self) -> dict[str, float]:
+        """Rank 0's peak GPU memory so far, GiB (what `skillbank plan`'s memory_per_gpu_gib predicts:
+        allocated; reserved adds the allocator's cache); nothing on CPU."""
+        import torch
+
+        if self.d.device.type != "cuda":
+            return {}
+        return {"gpu_memory_allocated_gib": torch.cuda.max_memory_allocated(self.d.device) / 2**30,
+                "gpu_memory_reserved_gib": torch.cuda.max_memory_reserved(self.d.device) / 2**30}
 
     def metric(self, row: dict[str, Any]) -> None:
         if self.d.main:
@@ -325,6 +330,7 @@ class Trainer:
                 "samples_per_s": plan.global_batch / elapsed if elapsed > 0 else None,
                 "iteration_time": elapsed,
                 "time": time.time(),
+                **self._gpu_memory(),
             }
             self.log(f"Step: {self.step}/{total}, Loss: {loss:.6f}, Learning rate: {lr:.3e}, grad_norm: {grad_norm:.4f}")
             bar.update(1)
