@@ -291,3 +291,16 @@ def test_collate_pads_right(processor, tiny_model_dir, demo_dataset_dir, records
     assert (batch["labels"][short, min(lengths):] == -100).all()
     assert (batch["attention_mask"][short, min(lengths):] == 0).all()
     assert batch["video_grid_thw"].shape == (2, 3) and batch["second_per_grid_ts"].shape == (2,)
+
+
+def test_qwen3_vl_frames_keep_the_per_frame_budget(tiny_qwen3_model_dir, demo_dataset_dir, records):
+    """Qwen3-VL's video processor bounds t x h x w together: the builder gives it the clip's budget, so each
+    64x64 frame stays 64x64 (grid 4x4 of 16-px patches), as plan and preflight count it; a per-frame budget
+    given as is shrank every frame by the frame count (grid 2x2)."""
+    from transformers import AutoProcessor
+
+    processor = AutoProcessor.from_pretrained(tiny_qwen3_model_dir)
+    build = builder_for(processor, tiny_qwen3_model_dir, demo_dataset_dir, nframes=8, total_pixels=8 * 64 * 64 * 2)
+    assert 64 * 64 <= build.frame_pixels(8) < 8 * 64 * 64  # one frame fits its budget; eight would not fit one frame's
+    grid = build.model_inputs(records[0])["video_grid_thw"][0].tolist()
+    assert grid == [4, 4, 4]

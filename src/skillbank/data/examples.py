@@ -25,7 +25,8 @@ from typing import Any
 
 from skillbank.data import chat, video
 
-CACHE_FORMAT = 2  # 2: a record's own system turn replaces the run's system prompt (examples cached by 1 skipped it)
+CACHE_FORMAT = 3  # 2: a record's own system turn replaces the run's system prompt (examples cached by 1 skipped it);
+# 3: Qwen3-VL frames at the per-frame budget (format 2 shrank them by the frame count)
 CACHE_KEY_FILE = "cache_key.json"
 IGNORE_INDEX = -100
 PROCESSOR_FILES = (
@@ -95,6 +96,25 @@ def processor_fingerprint(model_path: str | os.PathLike[str]) -> str:
             digest.update(name.encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+def _budget_is_per_clip(processor: Any) -> bool:
+    """Whether the video processor reads `size` as pixels of the whole clip (t x h x w), not of one frame.
+
+    Qwen3-VL's video processor (Cosmos-Reason2) resizes with smart_resize(num_frames, h, w, ...): its
+    shortest/longest_edge bound all frames together, so a per-frame budget given as is shrinks every frame
+    by the frame count (16 frames of 448x448 became 128x128). Qwen2-VL / Qwen2.5-VL's read it per frame.
+    The budget is scaled where the processor's module resizes by frame count."""
+    import inspect
+    import sys
+
+    video_processor = getattr(processor, "video_processor", None)
+    module = sys.modules.get(type(video_processor).__module__) if video_processor is not None else None
+    resize = getattr(module, "smart_resize", None)
+    try:
+        return resize is not None and "num_frames" in inspect.signature(resize).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def cache_key_fields(vision: VisionSettings, *, model_path: str | os.PathLike[str], system_prompt: str) -> dict[str, Any]:
@@ -277,7 +297,8 @@ class ExampleBuilder:
         )
         text = self.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation)
         metadata = VideoMetadata(total_num_frames=total, fps=fps, duration=total / fps, frames_indices=indices)
-        size = {"shortest_edge": self.min_pixels, "longest_edge": self.frame_pixels(len(indices))}
+        per_clip = len(indices) if _budget_is_per_clip(self.processor) else 1
+        size = {"shortest_edge": self.min_pixels * per_clip, "longest_edge": self.frame_pixels(len(indices)) * per_clip}
         return text, frames, metadata, {"do_sample_frames": False, "fps": len(indices) / total * fps, "size": size}
 
     def model_inputs(self, record: dict[str, Any], *, generation: bool = False):
