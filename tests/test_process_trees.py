@@ -133,7 +133,7 @@ SIGNALLED = textwrap.dedent(
     with procs.stop_on_signals(grace_s=5):
         try:
             tree = subprocess.Popen([sys.executable, sys.argv[1], sys.argv[2]])
-            time.sleep(600)
+            procs.wait(tree)  # a safe point: the handler only records the signal
         except KeyboardInterrupt as exc:
             print("interrupted by", exc.signum, flush=True)
             raise SystemExit(128 + exc.signum)

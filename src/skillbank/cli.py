@@ -90,8 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     except RunError as exc:
         _report(exc, as_json)
         return 1
-    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM under skillbank.procs.stop_on_signals
-        print("interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM / SIGINT at a safe point under skillbank.procs.stop_on_signals
+        print(getattr(exc, "message", None) or "interrupted", file=sys.stderr)  # one line: what was stopped
         return 128 + int(getattr(exc, "signum", 2))
 
 
