@@ -74,10 +74,21 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.stop_study or args.dashboard:
-        from skillbank.automl.control import serve_dashboard, stop_study
+    from skillbank.errors import InputError
 
-        return stop_study(args) if args.stop_study else serve_dashboard(args)
+    live = [flag for flag, on in (("--status", args.status), ("--stop-study", args.stop_study),
+                                  ("--delete-study", args.delete_study), ("--dashboard", args.dashboard)) if on]
+    if len(live) > 1:
+        raise InputError(f"{' and '.join(live)} are separate commands", where=live[1], fix="give one of them")
+    if live:
+        from skillbank.automl import control
+
+        return {"--status": control.show_status, "--stop-study": control.stop_study, "--delete-study": control.delete_study,
+                "--dashboard": control.serve_dashboard}[live[0]](args)
+    if args.yes:
+        raise InputError("--yes confirms --delete-study", where="--yes", fix="drop it, or add --delete-study")
+    if not args.spec:
+        raise InputError("a study needs its base spec", where="--spec", fix="pass --spec FILE (from `skillbank spec`)")
     if args.action == "evaluate":
         from skillbank.automl.prompts import run_prompt_search
 
