@@ -104,6 +104,22 @@ def test_a_storage_url_whose_driver_is_missing_is_refused_before_anything(tiny_s
     assert not (tmp_path / "s").exists()
 
 
+def test_the_dry_run_checks_that_the_storage_answers(tiny_spec, pg_server, tmp_path):  # noqa: F811
+    """--dry-run connects (read only) and reports the server's version, whether the study exists, and warns
+    that this unix-socket URL serves one machine; a storage that does not answer is a note, not an error."""
+    url = pg_server.create_db("dry")
+    plan = skillbank("automl", "--spec", str(tiny_spec), "--study", "dry", "--storage", url, "--dry-run", "--json", *SEARCH, timeout=300)
+    assert plan.returncode == 0, plan.stderr
+    doc = json.loads(plan.stdout)
+    check = doc["storage_check"]
+    assert check["answers"] is True and check["server"] == "postgresql" and check["version"].split(".")[0].isdigit()
+    assert check["study_exists"] is False and check["unix_socket"] == str(pg_server.dir)
+    assert any("unix socket" in n for n in doc["notes"]) and trials_of(url, "dry") == []
+    gone = f"postgresql://postgres@/dry?host={tmp_path / 'no-server'}&port=5432"
+    text = skillbank("automl", "--spec", str(tiny_spec), "--study", "dry", "--storage", gone, "--dry-run", *SEARCH, timeout=300)
+    assert text.returncode == 0 and "does NOT answer from here" in text.stdout and "Traceback" not in text.stderr, text.stdout + text.stderr
+
+
 def test_two_workers_share_one_study_and_sigterm_stops_one_worker_only(tiny_spec, pg_server, tmp_path):  # noqa: F811
     """Two real workers, one command: distinct parameters, the baseline once; SIGTERM on worker A fails
     its trial (no process of it left), worker B runs it again and finishes the study."""

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from skillbank.automl import ALGORITHMS, DEFAULT_ALGORITHM, DEFAULT_TRIALS
 from skillbank.training.backends import BACKEND_HELP, BACKENDS, DEFAULT_BACKEND
@@ -39,6 +40,13 @@ def add_search_arguments(p: argparse.ArgumentParser, *, trials_flags: tuple[str,
 DEFAULT_METRIC = "accuracy"
 
 
+def add_storage_argument(p: Any) -> None:
+    """--storage: shared by `skillbank automl` and `skillbank submit --action automl` (a managed worker per machine)."""
+    p.add_argument("--storage", metavar="URL", help="the study's SQLAlchemy URL (default: sqlite:///<study folder>/study.db, one machine); "
+                   "postgresql://USER@HOST:PORT/DB lets workers on many machines share the study (a password goes in ~/.pgpass or "
+                   "PGPASSWORD, not in the URL); a unix-socket URL (?host=/dir) reaches one machine only")
+
+
 def add_metric_argument(p: argparse.ArgumentParser) -> None:
     """--metric: shared by `skillbank automl` and `skillbank submit --action automl`."""
     p.add_argument("--metric", default=DEFAULT_METRIC, help="accuracy (default), f1 or balanced_accuracy (of each epoch's export on the validation set), or val_loss")
@@ -57,8 +65,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_search_arguments(p)
     add_metric_argument(p)
     p.add_argument("--direction", choices=("maximize", "minimize"), help="default: maximize accuracy, minimize val_loss")
-    p.add_argument("--storage", metavar="URL", help="SQLAlchemy URL (default: sqlite:///<study folder>/study.db); "
-                   "postgresql://USER@HOST:PORT/DB lets workers on many machines share the study")
+    add_storage_argument(p)
     p.add_argument("--out", metavar="DIR", help="study folder (default: <results_dir>/automl/<study>)")
     p.add_argument("--workers", type=int, default=1, metavar="K", help="trials at once on this machine (default: %(default)s)")
     p.add_argument("--resume", action="store_true", help="continue an existing study: finished trials are kept, failed ones (and an unfinished baseline) "

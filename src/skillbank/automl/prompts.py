@@ -427,9 +427,9 @@ def _run(args, settings, space, base: dict[str, Any], out_dir: Path, holdout, wa
         study = run_study(settings, space, base, out_dir / "trials", make_eval_runner(session), progress=progress, apply=apply_values)
     finally:
         bar.close()
-    rec = write_outputs(study, settings, session, out_dir, holdout, args, started)
     from skillbank import procs
 
+    rec = write_outputs(study, settings, session, out_dir, holdout, args, started) if procs.stop_signal() is None else {}
     if procs.stop_requested():  # a stop is not a failure: one line, the documented exit code (automl.run.stopped)
         from skillbank.automl.run import stopped
 

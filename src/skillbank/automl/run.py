@@ -239,6 +239,8 @@ def _run_study(args: argparse.Namespace, settings, space, base: dict[str, Any], 
                           progress=progress, apply=apply)
     finally:
         bar.close()
+    if procs.stop_signal() is not None:  # a signalled worker ends at once (Slurm SIGKILLs after KillWait): one line
+        return stopped(args, study, settings, {})
     rec = write_outputs(study, skill=args.skill, algorithm=settings.algorithm, metric=args.metric,
                         storage=settings.storage, out_dir=out_dir)
     if procs.stop_requested():  # a stop is not a failure: one line, the documented exit code
@@ -263,7 +265,8 @@ def _run_study(args: argparse.Namespace, settings, space, base: dict[str, Any], 
 
 def stopped(args: argparse.Namespace, study, settings, rec: dict[str, Any], resume: str | None = None) -> int:
     """How a stopped worker ends: one line naming this worker's stopped trials (and their retries).
-    SIGTERM / SIGINT: Interrupted (the CLI prints the line, exits 128 + the signal); --stop-study: 0."""
+    SIGTERM / SIGINT: Interrupted (the CLI prints the line, exits 128 + the signal), no outputs rewritten
+    (the storage holds the study: --status; the next worker to end rewrites them); --stop-study: 0."""
     from skillbank import procs
     from skillbank.automl.worker import stop_line
 

@@ -120,3 +120,13 @@ def probe(url: str, study_name: str, *, timeout_s: float = 5.0) -> dict:
     finally:
         engine.dispose()
     return out
+
+
+def password_free(url: str, where: str = "--storage") -> None:
+    """InputError when the URL carries a password: it would be written into a job's script and record."""
+    from sqlalchemy.engine import make_url
+
+    if make_url(url).password:
+        raise InputError(f"{redact(url)} carries a password, which the job's script and record would hold", where=where,
+                         fix="drop it from the URL and give it to the driver where the worker runs (~/.pgpass, or PGPASSWORD "
+                             "exported by name), e.g. postgresql://USER@HOST:5432/DB")
