@@ -333,3 +333,26 @@ def test_a_searched_key_with_a_null_base_value_fps_on_an_nframes_spec_runs_to_th
     assert null_base_notes(SKILL, spec, space) == [
         "custom.vision.fps is null in the base spec (custom.vision.nframes=8): the baseline trains with custom.vision.nframes; "
         "the other trials sample custom.vision.fps and clear custom.vision.nframes"]
+
+
+def test_a_worker_with_another_base_spec_is_refused_naming_the_keys_unless_allowed(tmp_path, capsys):
+    """The study stores its base spec (fingerprint.normalized: where a machine writes left out); a worker
+    whose spec differs in another key exits 2 naming it; --allow-spec-change joins with a warning line;
+    a worker whose spec differs only in where it writes joins as is."""
+    from skillbank.automl.fingerprint import normalized
+
+    space = build_space(SCHEMA, base_spec(), params=["train.optm_lr"])
+    first = base_spec()
+    run_study(settings(tmp_path, max_trials=1, base_spec=normalized(first)), space, first, tmp_path / "t", fake_runner)
+    elsewhere = base_spec()
+    elsewhere["results_dir"], elsewhere["train"]["output_dir"] = "/other/machine/results", "/other/machine/out"
+    assert len(run_study(settings(tmp_path, max_trials=2, base_spec=normalized(elsewhere)), space, elsewhere, tmp_path / "t",
+                         fake_runner).get_trials()) == 2
+    other = base_spec()
+    other["train"]["epoch"] = first["train"]["epoch"] + 2
+    with pytest.raises(InputError, match=rf"another base spec.*train.epoch: study {first['train']['epoch']}, this spec {other['train']['epoch']}") as refused:
+        run_study(settings(tmp_path, max_trials=3, base_spec=normalized(other)), space, other, tmp_path / "t", fake_runner)
+    assert refused.value.where == "--spec" and "--allow-spec-change" in refused.value.fix
+    joined = run_study(settings(tmp_path, max_trials=3, base_spec=normalized(other), allow_spec_change=True), space, other,
+                       tmp_path / "t", fake_runner)
+    assert len(joined.get_trials()) == 3 and "joining study 's'" in capsys.readouterr().err

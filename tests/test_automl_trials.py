@@ -136,3 +136,32 @@ def test_sigterm_while_a_trial_is_paused_stops_every_process_of_it(base_spec, tm
             except OSError:
                 pass
         study.kill()
+
+
+def test_stop_study_on_a_real_worker_with_nothing_finished_ends_0_with_one_line(base_spec, tmp_path):
+    """--stop-study while the first trial trains: the worker stops it (no process left) and ends 0 with one
+    line naming the trial, not "run failed: no trial completed", and no traceback."""
+    import subprocess
+
+    from skillbank import procs
+
+    study = subprocess.Popen([sys.executable, "-m", "skillbank.cli", "automl", "--skill", SKILL, "--spec", str(base_spec),
+                              "--backend", "local", "--max-trials", "1", "--param", "train.optm_lr", "--algorithm", "random"],
+                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    pid_file = tmp_path / "automl" / "base" / "trials" / "trial_0000" / procs.PID_FILE
+    try:
+        import time
+
+        deadline = time.monotonic() + 300
+        while not pid_file.is_file():
+            assert study.poll() is None and time.monotonic() < deadline, study.communicate()[0][-3000:]
+            time.sleep(0.2)
+        tree = procs.descendants(study.pid)
+        stop = skillbank("automl", "--spec", str(base_spec), "--stop-study", "--wait", "120")
+        out, _ = study.communicate(timeout=180)
+        assert study.returncode == 0 and "run failed" not in out and "Traceback" not in out, out[-3000:]
+        assert out.strip().splitlines()[-1].startswith("automl: the study was stopped (--stop-study): trial(s) #0 of this worker stopped (FAIL)")
+        assert stop.returncode == 0 and "trial(s) #0 stopped" in stop.stdout, stop.stdout + stop.stderr
+        assert [p.pid for p in tree if procs.alive(p)] == []
+    finally:
+        study.kill()

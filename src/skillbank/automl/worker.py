@@ -127,19 +127,25 @@ def run_trials(study, settings: StudySettings, storage, lock, objective: Callabl
     with lock:
         attempts = [max(0, settings.max_trials - finished_count(study))]
 
+    halt = threading.Event()  # a crash in one thread: the others start no new trial (as Optuna's n_jobs)
+
     def loop() -> None:
-        while not procs.stop_requested():
+        while not procs.stop_requested() and not halt.is_set():
             got = claim(study, settings, storage, lock, attempts)
             if got == DONE:
                 return
             if got == WAIT:
                 if not said:
                     said.append(WAIT)
-                    print(f"automl: the study's {settings.max_trials} trials are finished or running elsewhere: this worker "
-                          "waits for them (a failed one runs again here) and ends with the study", file=sys.stderr, flush=True)
+                    print(f"automl: the study's {settings.max_trials} trials are finished or running: this worker waits "
+                          "for the running ones (a failed one runs again here) and ends with the study", file=sys.stderr, flush=True)
                 procs.STOPPING.wait(CLAIM_POLL_S)
                 continue
-            frozen = run_one(study, got, objective, storage, lock)
+            try:
+                frozen = run_one(study, got, objective, storage, lock)
+            except BaseException:
+                halt.set()
+                raise
             if progress is not None and frozen is not None:
                 progress(frozen)
 
