@@ -150,12 +150,14 @@ def make_pruner(settings: StudySettings):
 
 def _quiet(optuna: Any) -> None:
     """Optuna's warnings about what this module does on purpose (the heartbeat is experimental, and
-    beats outside study.optimize here: automl.worker) say nothing to a user."""
+    beats outside study.optimize here: automl.worker; the baseline may lie outside a narrowed --range)
+    say nothing to a user."""
     import warnings
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
+    warnings.filterwarnings("ignore", message="Fixed parameter .* is out of range")  # the baseline outside a narrowed --range: on purpose
 
 
 def open_study(settings: StudySettings, storage: Any = None) -> tuple[Any, bool]:
