@@ -229,26 +229,31 @@ def stop_requested(study) -> bool:
 
 
 def _storage(url: str, attempts: int = 6):
-    """RDB storage with heartbeats; retried because workers starting together race to create the tables."""
+    """RDB storage with heartbeats. Workers starting together race to create Optuna's tables (on
+    PostgreSQL a losing CREATE fails with DuplicateTable or a unique violation): the tables are created
+    under the storage's own lock (automl.lock, on an engine of its own), and a failure is retried."""
     import time
 
     import optuna
+    import sqlalchemy
     import sqlalchemy.exc
 
+    from skillbank.automl.lock import StudyLock
     from skillbank.automl.storage import check_url
 
     check_url(url)
     _quiet(optuna)
+    engine_kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {"pool_pre_ping": True}
     for attempt in range(attempts):
         try:
-            return optuna.storages.RDBStorage(
-                url,
-                heartbeat_interval=HEARTBEAT_S,
-                grace_period=GRACE_S,
-                heartbeat_stale_trial_callback=retry_stale_once,
-                engine_kwargs={"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {"pool_pre_ping": True},
-            )
-        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError):
+            engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool)
+            try:
+                with StudyLock(url, "skillbank.automl.tables", engine):
+                    return optuna.storages.RDBStorage(url, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S,
+                                                      heartbeat_stale_trial_callback=retry_stale_once, engine_kwargs=engine_kwargs)
+            finally:
+                engine.dispose()
+        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError):
             if attempt == attempts - 1:
                 raise
             time.sleep(0.3 * (attempt + 1))
