@@ -2,15 +2,21 @@
 
 Real `skillbank automl` processes with real trials (the tiny model, 3 train records, one optimizer
 step, the validation loss as the metric: no evaluation pass) share one study: no parameters twice,
-the baseline once, SIGTERM stops one worker only, a SIGKILLed worker leaves no process and its trial
-runs again once (Optuna's heartbeat); --stop-study stops every worker; --dashboard serves the study.
+the baseline once, an exact --max-trials, SIGTERM stops one worker only (one line, no traceback), a
+worker with another base spec is refused, --status lists every trial from a machine with no spec, a
+SIGKILLed worker leaves no process and its trial runs again once (Optuna's heartbeat). Stand-in
+workers (the study machinery of `skillbank automl` with a trainer double: nothing trains) show that two
+workers resuming together retry each failed trial once within an exact budget (the study's PostgreSQL
+advisory lock), and that --stop-study stops every worker; --delete-study and --dashboard reach the study.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -18,6 +24,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 
 from helpers import ROOT, SKILL, skillbank
 from pg_server import pg_server  # noqa: F401 - the fixture
@@ -97,6 +104,22 @@ def test_a_storage_url_whose_driver_is_missing_is_refused_before_anything(tiny_s
     assert not (tmp_path / "s").exists()
 
 
+def test_the_dry_run_checks_that_the_storage_answers(tiny_spec, pg_server, tmp_path):  # noqa: F811
+    """--dry-run connects (read only) and reports the server's version, whether the study exists, and warns
+    that this unix-socket URL serves one machine; a storage that does not answer is a note, not an error."""
+    url = pg_server.create_db("dry")
+    plan = skillbank("automl", "--spec", str(tiny_spec), "--study", "dry", "--storage", url, "--dry-run", "--json", *SEARCH, timeout=300)
+    assert plan.returncode == 0, plan.stderr
+    doc = json.loads(plan.stdout)
+    check = doc["storage_check"]
+    assert check["answers"] is True and check["server"] == "postgresql" and check["version"].split(".")[0].isdigit()
+    assert check["study_exists"] is False and check["unix_socket"] == str(pg_server.dir)
+    assert any("unix socket" in n for n in doc["notes"]) and trials_of(url, "dry") == []
+    gone = f"postgresql://postgres@/dry?host={tmp_path / 'no-server'}&port=5432"
+    text = skillbank("automl", "--spec", str(tiny_spec), "--study", "dry", "--storage", gone, "--dry-run", *SEARCH, timeout=300)
+    assert text.returncode == 0 and "does NOT answer from here" in text.stdout and "Traceback" not in text.stderr, text.stdout + text.stderr
+
+
 def test_two_workers_share_one_study_and_sigterm_stops_one_worker_only(tiny_spec, pg_server, tmp_path):  # noqa: F811
     """Two real workers, one command: distinct parameters, the baseline once; SIGTERM on worker A fails
     its trial (no process of it left), worker B runs it again and finishes the study."""
@@ -115,6 +138,8 @@ def test_two_workers_share_one_study_and_sigterm_stops_one_worker_only(tiny_spec
         assert b.wait(timeout=400) == 0, (tmp_path / "b.log").read_text()[-3000:]
     finally:
         kill_all(a, b)
+    a_out = (tmp_path / "a.log").read_text()
+    assert "Traceback" not in a_out and a_out.strip().splitlines()[-1].startswith("automl: this worker stopped (SIGTERM): trial #"), a_out[-3000:]
     trials = trials_of(url, "two")
     stopped = next(t for t in trials if t.user_attrs.get("trial_dir") == str(trial_dir))
     assert stopped.state.name == "FAIL" and "SIGTERM" in stopped.user_attrs["fail_reason"]
@@ -123,9 +148,31 @@ def test_two_workers_share_one_study_and_sigterm_stops_one_worker_only(tiny_spec
     firsts = [t for t in trials if "retry_of" not in t.user_attrs]  # each drawn once, never twice
     assert len({json.dumps(t.params, sort_keys=True) for t in firsts}) == len(firsts)
     finished = [t for t in trials if t.state.name in ("COMPLETE", "PRUNED")]
-    assert 3 <= len(finished) <= 4  # --max-trials counts the study's finished trials (a worker may overshoot by one)
+    assert len(finished) == 3  # --max-trials holds across workers: a trial is claimed only under the budget
     assert sum(bool(t.user_attrs.get("baseline")) for t in finished) == 1
     assert sum(bool(t.user_attrs.get("baseline")) for t in firsts) == 1
+
+    # --status from a machine with no spec: every trial, the retry counted once, who ran what
+    status = skillbank("automl", "--study", "two", "--storage", url, "--status", "--json")
+    assert status.returncode == 0, status.stderr
+    doc = json.loads(status.stdout)
+    assert doc["counts"] == {"total": 3, "complete": 3, "pruned": 0, "running": 0, "waiting": 0, "failed": 0, "retried": 1, "finished": 3}
+    rows = {r["number"]: r for r in doc["trials"]}
+    assert rows[stopped.number]["worker"].endswith(f":{a.pid}") and rows[retry[0].number]["worker"].endswith(f":{b.pid}")
+    assert rows[retry[0].number]["retry_of"] == stopped.number and set(rows[stopped.number]["params"]) == {"train.optm_lr"}
+    assert doc["best"]["value"] == min(t.value for t in finished) and doc["max_trials"] == 3
+    text = skillbank("automl", "--study", "two", "--storage", url, "--status").stdout
+    assert "3 of 3 finished" in text and "1 stopped or failed trial(s) re-queued, each counted once" in text
+
+    # another base spec joins no study: exit 2 naming the differing key, nothing added
+    other = yaml.safe_load(tiny_spec.read_text())
+    other["train"]["optm_weight_decay"] = 0.5
+    (tmp_path / "other.yaml").write_text(yaml.safe_dump(other))
+    refused = skillbank("automl", "--skill", SKILL, "--spec", str(tmp_path / "other.yaml"), "--study", "two", "--storage", url,
+                        "--max-trials", "3", "--out", str(study_dir), *SEARCH, timeout=300)
+    assert refused.returncode == 2 and "train.optm_weight_decay: study 0.01, this spec 0.5" in refused.stderr, refused.stderr
+    assert "--allow-spec-change" in refused.stderr and "Traceback" not in refused.stderr
+    assert len(trials_of(url, "two")) == len(trials)
 
 
 def test_a_sigkilled_worker_leaves_no_process_and_its_trial_runs_again_once(tiny_spec, pg_server, tmp_path):  # noqa: F811
@@ -162,58 +209,95 @@ def test_a_sigkilled_worker_leaves_no_process_and_its_trial_runs_again_once(tiny
     assert owned_running_trial(study_dir, a.pid) is None
 
 
-STOPPABLE = """
+STAND_IN = """
 import sys, time
 sys.path.insert(0, {tests!r})
 from pathlib import Path
-from test_automl_search import SCHEMA, base_spec
+from test_automl_search import SCHEMA, base_spec, fake_runner
 from skillbank import procs
 from skillbank.automl.space import build_space
 from skillbank.automl.study import StudySettings, TrialFailed, run_study
 
-def runner(trial_dir, spec, report):  # a trainer that runs until told to stop, as the real runner polls
-    while not procs.STOPPING.is_set():
+mode, url, study, max_trials = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+
+def runner(trial_dir, spec, report):  # a trainer double
+    if mode == "fail":
+        raise TrialFailed("training failed (exit 1)")
+    if mode == "ok":
+        time.sleep(0.5)
+        return fake_runner(trial_dir, spec, report)
+    while not procs.stop_requested():  # "stop": runs until told to stop, as the real runner polls
         time.sleep(0.05)
     raise TrialFailed(procs.stop_reason())
 
 space = build_space(SCHEMA, base_spec(), params=["train.optm_lr"])
-st = StudySettings(study_name="s", storage=sys.argv[1], max_trials=3, resume="--resume" in sys.argv)
+st = StudySettings(study_name=study, storage=url, max_trials=max_trials, algorithm="random", resume="--resume" in sys.argv)
 with procs.stop_on_signals():
-    run_study(st, space, base_spec(), Path(sys.argv[2]), runner)
+    run_study(st, space, base_spec(), Path(sys.argv[5]), runner)
 """
 
 
-def test_stop_study_stops_every_worker_and_resume_lifts_it(tiny_spec, pg_server, tmp_path):  # noqa: F811
-    """--stop-study (the CLI) stops two workers' trials (a trainer double: nothing trains here); a new worker
-    is refused until --resume. --dashboard serves the study on 127.0.0.1."""
-    import socket
+def stand_in(tmp_path: Path, mode: str, url: str, study: str, max_trials: int, *extra: str) -> subprocess.Popen:
+    script = tmp_path / "stand_in.py"
+    script.write_text(STAND_IN.format(tests=str(Path(__file__).parent)))
+    return subprocess.Popen([sys.executable, str(script), mode, url, study, str(max_trials), str(tmp_path / "t"), *extra], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
+
+def test_two_workers_resuming_together_retry_each_failure_once_within_an_exact_budget(pg_server, tmp_path):  # noqa: F811
+    """Three failed trials; then two workers started together with --resume: each failed trial runs again
+    exactly once (the re-enqueue happens once, under the study's advisory lock), no parameters run twice,
+    and the study ends with exactly --max-trials finished trials (claims under the same lock)."""
+    url = pg_server.create_db("race")
+    first = stand_in(tmp_path, "fail", url, "race", 3)
+    out, _ = first.communicate(timeout=120)
+    assert first.returncode == 0 and [t.state.name for t in trials_of(url, "race")] == ["FAIL"] * 3, out
+    assert "Traceback" not in out and out.count("failed: training failed (exit 1)") == 3  # an environment failure: one line each
+    workers = [stand_in(tmp_path, "ok", url, "race", 5, "--resume") for _ in range(2)]
+    for w in workers:
+        out, _ = w.communicate(timeout=180)
+        assert w.returncode == 0, out
+    trials = trials_of(url, "race")
+    retries = collections.Counter(t.user_attrs.get("retry_of") for t in trials if "retry_of" in t.user_attrs)
+    assert retries == {0: 1, 1: 1, 2: 1}, retries
+    finished = [t for t in trials if t.state.name in ("COMPLETE", "PRUNED")]
+    assert len(finished) == 5 and len({json.dumps(t.params, sort_keys=True) for t in finished}) == 5
+    assert not [t for t in trials if t.state.name in ("RUNNING", "WAITING")]
+    assert {t.user_attrs["worker"] for t in finished} == {f"{socket.gethostname()}:{w.pid}" for w in workers}
+
+
+def test_stop_study_stops_every_worker_and_resume_lifts_it(tiny_spec, pg_server, tmp_path):  # noqa: F811
+    """--stop-study (the CLI) stops two workers' trials (a trainer double: nothing trains here) and names
+    them in one line; --status shows the stopped study from a machine with no spec; a new worker is
+    refused until --resume. --delete-study asks for --yes. --dashboard serves the study on 127.0.0.1."""
     from skillbank.automl.study import STOP_ATTR, StudySettings, open_study
 
     url = pg_server.create_db("stopped")
-    script = tmp_path / "w.py"
-    script.write_text(STOPPABLE.format(tests=str(Path(__file__).parent)))
-    workers = [subprocess.Popen([sys.executable, str(script), url, str(tmp_path / "t")], cwd=ROOT, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    workers = [stand_in(tmp_path, "stop", url, "s", 3) for _ in range(2)]
     try:
         wait_for(lambda: sum(t.state.name == "RUNNING" for t in trials_of(url, "s")) == 2, 60, "two running trials", workers)
-        stop = skillbank("automl", "--spec", str(tiny_spec), "--study", "s", "--storage", url, "--stop-study", "--json")
+        stop = skillbank("automl", "--spec", str(tiny_spec), "--study", "s", "--storage", url, "--stop-study")
         assert stop.returncode == 0, stop.stderr
-        assert json.loads(stop.stdout)["running_trials"] == 2
+        assert stop.stdout.strip().splitlines() == ["study s: stopped: trial(s) #0, #1 stopped (FAIL; --resume runs them again); "
+                                                    "new workers are refused until one starts with --resume"], stop.stdout
         for w in workers:
             out, _ = w.communicate(timeout=60)
-            assert w.returncode == 0, out
+            assert w.returncode == 0 and "Traceback" not in out, out
         trials = trials_of(url, "s")
         assert [t.state.name for t in trials] == ["FAIL", "FAIL"] and all("--stop-study" in t.user_attrs["fail_reason"] for t in trials)
-        refused = subprocess.run([sys.executable, str(script), url, str(tmp_path / "t")], cwd=ROOT, capture_output=True, text=True, timeout=60)
-        assert refused.returncode != 0 and "was stopped" in refused.stderr
+        status = skillbank("automl", "--study", "s", "--storage", url, "--status")
+        assert status.returncode == 0 and "STOPPED (--resume continues it)" in status.stdout, status.stderr
+        assert "0 of 3 finished" in status.stdout and "2 failed" in status.stdout and "none yet" in status.stdout
+        refused = stand_in(tmp_path, "ok", url, "s", 3)
+        out, _ = refused.communicate(timeout=60)
+        assert refused.returncode != 0 and "was stopped" in out
         study, created = open_study(StudySettings(study_name="s", storage=url, resume=True))  # --resume lifts the stop
         assert not created and study.user_attrs[STOP_ATTR] is False
 
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        dash = subprocess.Popen([sys.executable, "-m", "skillbank.cli", "automl", "--spec", str(tiny_spec), "--study", "s",
+        dash = subprocess.Popen([sys.executable, "-m", "skillbank.cli", "automl", "--study", "s",
                                  "--storage", url, "--dashboard", "--port", str(port)], cwd=ROOT, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
         workers.append(dash)
@@ -228,5 +312,11 @@ def test_stop_study_stops_every_worker_and_resume_lifts_it(tiny_spec, pg_server,
         studies = wait_for(served, 60, "the dashboard", [dash])
         assert [s["study_name"] for s in studies["study_summaries"]] == ["s"]
         assert all(c.laddr.ip == "127.0.0.1" for c in __import__("psutil").Process(dash.pid).net_connections() if c.status == "LISTEN")
+        kill_all(dash)
+
+        unsure = skillbank("automl", "--study", "s", "--storage", url, "--delete-study")
+        assert unsure.returncode == 2 and "add --yes" in unsure.stderr and len(trials_of(url, "s")) == 2
+        deleted = skillbank("automl", "--study", "s", "--storage", url, "--delete-study", "--yes", "--json")
+        assert deleted.returncode == 0 and json.loads(deleted.stdout)["trials"] == 2 and trials_of(url, "s") == []
     finally:
         kill_all(*workers)

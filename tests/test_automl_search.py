@@ -230,13 +230,27 @@ def _states(tmp_path: Path) -> collections.Counter:
 
 
 def test_two_processes_share_one_sqlite_study(tmp_path):
+    """Exactly --max-trials finished trials (claimed under the study's file lock). `skillbank automl --status`
+    (no spec: --out names the study folder, its only study) lists them, who ran each, the best so far."""
+    from helpers import skillbank
+
     workers = [_worker(tmp_path, 0.3, 8, seed) for seed in (1, 2)]
     for w in workers:
         out, _ = w.communicate(timeout=180)
         assert w.returncode == 0, out
     states = _states(tmp_path)
-    assert states["COMPLETE"] + states["PRUNED"] >= 8 and states["COMPLETE"] + states["PRUNED"] <= 9
+    assert states["COMPLETE"] + states["PRUNED"] == 8  # exact: a trial is claimed only under the budget
     assert states["FAIL"] == 0
+    status = skillbank("automl", "--out", str(tmp_path), "--status", "--json")
+    assert status.returncode == 0, status.stderr
+    doc = json.loads(status.stdout)
+    assert doc["study"] == "s" and doc["counts"]["finished"] == doc["counts"]["total"] == 8 and doc["max_trials"] == 8
+    assert {r["worker"].rsplit(":", 1)[1] for r in doc["trials"]} == {str(w.pid) for w in workers}
+    assert doc["trials"][0]["baseline"] and doc["trials"][0]["params"] == {"train.optm_lr": pytest.approx(1e-5)}
+    values = [r["value"] for r in doc["trials"] if r["state"] == "COMPLETE"]
+    assert doc["trials"][-1]["best_so_far"] == max(values) == doc["best"]["value"]  # maximize
+    missing = skillbank("automl", "--out", str(tmp_path / "nowhere"), "--status")
+    assert missing.returncode == 2 and "no study database" in missing.stderr and not (tmp_path / "nowhere").exists()
 
 
 def test_sigkill_then_resume_does_not_rerun_finished_trials(tmp_path):
@@ -287,3 +301,58 @@ def test_a_stopped_worker_starts_no_new_trial_in_any_thread_and_requeues_its_own
     assert 1 <= len(failed) <= 2 and all("this worker was stopped" in trials[n].user_attrs["fail_reason"] for n in failed)
     retries = [t for t in trials if t.number not in failed]
     assert all(t.state.name == "WAITING" for t in retries) and sorted(t.user_attrs["retry_of"] for t in retries) == sorted(failed)
+
+
+def test_a_searched_key_with_a_null_base_value_fps_on_an_nframes_spec_runs_to_the_end(tmp_path):
+    """custom.vision.fps searched on a spec that sets nframes (fps null): the baseline keeps fps null and
+    samples nothing for it (it trains with nframes); every other trial samples fps and clears nframes (the
+    exclusive pair, as `spec --set` does); the real spec model validates each trial's spec."""
+    from skillbank.automl.run import exclusive_apply, null_base_notes
+    from skillbank.automl.sampling import enqueue_values
+    from skillbank.specification.registry import spec_model
+    from skillbank.specification.validation import validate
+
+    model = spec_model(SKILL, "train")
+    spec = base_spec()
+    spec["custom"]["vision"].update(fps=None, nframes=8)
+    space = build_space(SCHEMA, spec, params=["custom.vision.fps", "train.optm_lr"])
+    assert enqueue_values(space, {"custom.vision.fps": None, "train.optm_lr": 1e-5}) == {"train.optm_lr": 1e-5}
+    visions = []
+
+    def check(trial_dir, trial_spec):
+        validate(model, trial_spec, source="test")  # both of fps / nframes set would be an InputError here
+        visions.append(dict(trial_spec["custom"]["vision"]))
+
+    study = run_study(settings(tmp_path, max_trials=4, algorithm="random"), space, spec, tmp_path / "t", fake_runner, check=check,
+                      apply=exclusive_apply(model))
+    trials = study.get_trials()
+    assert [t.state.name for t in trials] == ["COMPLETE"] * 4
+    assert trials[0].user_attrs["baseline"] and trials[0].user_attrs["values"]["custom.vision.fps"] is None
+    assert "custom.vision.fps" not in trials[0].params and visions[0]["nframes"] == 8 and visions[0]["fps"] is None
+    assert all(v["nframes"] is None and 1.0 <= v["fps"] <= 8.0 for v in visions[1:])
+    assert null_base_notes(SKILL, spec, space) == [
+        "custom.vision.fps is null in the base spec (custom.vision.nframes=8): the baseline trains with custom.vision.nframes; "
+        "the other trials sample custom.vision.fps and clear custom.vision.nframes"]
+
+
+def test_a_worker_with_another_base_spec_is_refused_naming_the_keys_unless_allowed(tmp_path, capsys):
+    """The study stores its base spec (fingerprint.normalized: where a machine writes left out); a worker
+    whose spec differs in another key exits 2 naming it; --allow-spec-change joins with a warning line;
+    a worker whose spec differs only in where it writes joins as is."""
+    from skillbank.automl.fingerprint import normalized
+
+    space = build_space(SCHEMA, base_spec(), params=["train.optm_lr"])
+    first = base_spec()
+    run_study(settings(tmp_path, max_trials=1, base_spec=normalized(first)), space, first, tmp_path / "t", fake_runner)
+    elsewhere = base_spec()
+    elsewhere["results_dir"], elsewhere["train"]["output_dir"] = "/other/machine/results", "/other/machine/out"
+    assert len(run_study(settings(tmp_path, max_trials=2, base_spec=normalized(elsewhere)), space, elsewhere, tmp_path / "t",
+                         fake_runner).get_trials()) == 2
+    other = base_spec()
+    other["train"]["epoch"] = first["train"]["epoch"] + 2
+    with pytest.raises(InputError, match=rf"another base spec.*train.epoch: study {first['train']['epoch']}, this spec {other['train']['epoch']}") as refused:
+        run_study(settings(tmp_path, max_trials=3, base_spec=normalized(other)), space, other, tmp_path / "t", fake_runner)
+    assert refused.value.where == "--spec" and "--allow-spec-change" in refused.value.fix
+    joined = run_study(settings(tmp_path, max_trials=3, base_spec=normalized(other), allow_spec_change=True), space, other,
+                       tmp_path / "t", fake_runner)
+    assert len(joined.get_trials()) == 3 and "joining study 's'" in capsys.readouterr().err

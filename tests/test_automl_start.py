@@ -67,6 +67,7 @@ def test_dry_run_on_the_automl_route_prints_the_plan_and_creates_nothing(base_sp
     assert plan["study"] == "narrow" and plan["study_dir"] == str((tmp_path / "results" / "automl" / "narrow").resolve())
     assert [(p["key"], p["low"], p["high"], p["log"]) for p in plan["search_space"]] == [("train.optm_lr", 1e-5, 1e-3, True)]
     assert plan["storage"].startswith("sqlite:///") and plan["storage_exists"] is False
+    assert plan["storage_check"]["checked"] is False and plan["storage_check"]["study_exists"] is False  # not created to look
     start = plan["commands"]["start"]
     assert start.startswith("skillbank automl ") and "--study narrow" in start and "--range train.optm_lr=1e-05:0.001" in start
     assert plan["commands"]["resume"] == start + " --resume"

@@ -116,12 +116,16 @@ def test_sigterm_while_a_trial_is_paused_stops_every_process_of_it(base_spec, tm
             time.sleep(0.05)
             snapshot = procs.descendants(study.pid)
         commands = [" ".join(p.cmdline()) for p in snapshot]
-        assert any("torch.distributed.run" in c for c in commands) and any("skillbank.training.local.worker" in c for c in commands)
+        assert any("skillbank.training.local.torchrun" in c for c in commands) and any("skillbank.training.local.worker" in c for c in commands)
         study.send_signal(signal.SIGTERM)
         out, _ = study.communicate(timeout=120)
         assert study.returncode == 128 + signal.SIGTERM, out[-3000:]
         assert [p.pid for p in snapshot if procs.alive(p)] == [], out[-3000:]
-        assert "--resume" in out
+        # a stop reads as a stop: one line naming the trial and its retry, no traceback here or in the trial's log
+        last = out.strip().splitlines()[-1]
+        assert last.startswith("automl: this worker stopped (SIGTERM): trial #0 stopped and re-queued as #1") and "--resume" in last, out[-3000:]
+        train_log = (tmp_path / "automl" / "base" / "trials" / "trial_0000" / "train.log").read_text()
+        assert "Traceback" not in out and "Exception ignored" not in out and "Traceback" not in train_log, out[-3000:] + train_log[-3000:]
         trials = optuna.load_study(study_name="base", storage=f"sqlite:///{tmp_path / 'automl' / 'base' / 'study.db'}").get_trials()
         assert [t.state.name for t in trials] == ["FAIL", "WAITING"] and "SIGTERM" in trials[0].user_attrs["fail_reason"]
         assert trials[1].user_attrs["retry_of"] == 0  # enqueued again: another worker (or the next start) runs it
@@ -131,4 +135,33 @@ def test_sigterm_while_a_trial_is_paused_stops_every_process_of_it(base_spec, tm
                 os.kill(p.pid, signal.SIGKILL)
             except OSError:
                 pass
+        study.kill()
+
+
+def test_stop_study_on_a_real_worker_with_nothing_finished_ends_0_with_one_line(base_spec, tmp_path):
+    """--stop-study while the first trial trains: the worker stops it (no process left) and ends 0 with one
+    line naming the trial, not "run failed: no trial completed", and no traceback."""
+    import subprocess
+
+    from skillbank import procs
+
+    study = subprocess.Popen([sys.executable, "-m", "skillbank.cli", "automl", "--skill", SKILL, "--spec", str(base_spec),
+                              "--backend", "local", "--max-trials", "1", "--param", "train.optm_lr", "--algorithm", "random"],
+                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    pid_file = tmp_path / "automl" / "base" / "trials" / "trial_0000" / procs.PID_FILE
+    try:
+        import time
+
+        deadline = time.monotonic() + 300
+        while not pid_file.is_file():
+            assert study.poll() is None and time.monotonic() < deadline, study.communicate()[0][-3000:]
+            time.sleep(0.2)
+        tree = procs.descendants(study.pid)
+        stop = skillbank("automl", "--spec", str(base_spec), "--stop-study", "--wait", "120")
+        out, _ = study.communicate(timeout=180)
+        assert study.returncode == 0 and "run failed" not in out and "Traceback" not in out, out[-3000:]
+        assert out.strip().splitlines()[-1].startswith("automl: the study was stopped (--stop-study): trial(s) #0 of this worker stopped (FAIL)")
+        assert stop.returncode == 0 and "trial(s) #0 stopped" in stop.stdout, stop.stdout + stop.stderr
+        assert [p.pid for p in tree if procs.alive(p)] == []
+    finally:
         study.kill()

@@ -183,7 +183,7 @@ def test_dry_run_prints_the_plan_and_launches_nothing(tiny_model_dir, demo_datas
     result = doc["result"]
     assert doc["ok"] and doc["route"]["route"] == "direct" and result["dry_run"]
     assert result["world_size"] == 2 and result["total_steps"] == STEPS and result["train_records"] == 24
-    assert result["argv"][1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    assert result["argv"][1:5] == ["-m", "skillbank.training.local.torchrun", "--standalone", "--nproc_per_node=2"]
     assert "skillbank.training.local.worker" in result["argv"]
     assert not out.exists() and not (tmp_path / "results").exists()
 

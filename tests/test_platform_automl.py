@@ -170,3 +170,52 @@ def _alive(pid: int) -> bool:
         return "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
     except OSError:
         return False
+
+
+def test_a_study_shared_by_jobs_names_its_storage_and_refuses_a_password(tmp_path, capsys):
+    """`submit --action automl --storage URL`: each job is one managed worker of the shared study (local and
+    Slurm render the same `skillbank automl --storage URL --resume`); the record keeps the URL (jobs status
+    reads the study from it); a password in the URL would be written into the script: refused, nothing
+    rendered; a unix-socket URL on Slurm gets a note (the workers on other machines cannot reach it)."""
+    spec = write_spec(tmp_path)
+    url = "postgresql://me@db-host:5432/optuna"
+    for platform in ("local", "slurm"):
+        record = submit_json(capsys, "--platform", platform, "--spec", str(spec), *SEARCH, "--storage", url, "--dry-run")["record"]
+        line = next(ln for ln in Path(record["script"]).read_text().splitlines() if " automl " in ln)
+        args = automl_args(shlex.split(line.split("srun", 1)[-1] if platform == "slurm" else line))
+        assert args.storage == url and args.resume and record["outputs"]["study_storage"] == url
+        assert any("one more worker of the study" in n for n in record["notes"])
+    code, out, _ = run_cli("submit", "--platform", "slurm", "--spec", str(spec), *SEARCH, "--storage", "postgresql://me:s3cret@db/optuna",
+                           "--dry-run", "--json", capsys=capsys)
+    doc = json.loads(out)
+    assert code == 2 and doc["error"]["where"] == "--storage" and "s3cret" not in out and "PGPASSWORD" in doc["error"]["fix"]
+    socket_url = "postgresql://me@/optuna?host=/run/postgresql&port=5432"
+    record = submit_json(capsys, "--platform", "slurm", "--spec", str(spec), *SEARCH, "--storage", socket_url, "--dry-run")["record"]
+    assert any("unix socket" in n and "only workers on that machine" in n for n in record["notes"])
+    code, out, _ = run_cli("submit", "--platform", "slurm", "--spec", str(spec), "--storage", url, "--dry-run", "--json", capsys=capsys)
+    assert code == 2 and json.loads(out)["error"]["where"] == "--storage"  # a study flag on a train job
+
+
+def test_jobs_status_of_an_automl_job_shows_its_study(tmp_path, capsys):
+    """The record, then the study's summary (as `skillbank automl --status`), read from the job's study
+    folder; before the study exists, one line says so (the record still prints)."""
+    import sys as _sys
+
+    _sys.path.insert(0, str(Path(__file__).parent))
+    from test_automl_search import SCHEMA, base_spec, fake_runner
+    from skillbank.automl.space import build_space
+    from skillbank.automl.study import StudySettings, run_study
+
+    record = submit_json(capsys, "--platform", "local", "--spec", str(write_spec(tmp_path)), *SEARCH, "--dry-run")["record"]
+    path = str(tmp_path / "results" / "jobs" / f"{record['id']}.json")
+    code, out, _ = run_cli("jobs", "status", path, "--json", capsys=capsys)
+    assert code == 0 and json.loads(out)["study"]["ok"] is False and "no study database" in json.loads(out)["study"]["error"]
+    study_dir = Path(record["outputs"]["study_dir"])
+    settings = StudySettings(study_name="train", storage=f"sqlite:///{study_dir / 'study.db'}", max_trials=2, algorithm="random")
+    study_dir.mkdir(parents=True)
+    run_study(settings, build_space(SCHEMA, base_spec(), params=["train.optm_lr"]), base_spec(), study_dir / "trials", fake_runner)
+    code, out, _ = run_cli("jobs", "status", path, "--json", capsys=capsys)
+    doc = json.loads(out)["study"]
+    assert code == 0 and doc["study"] == "train" and doc["counts"]["finished"] == 2 and len(doc["trials"]) == 2
+    code, out, _ = run_cli("jobs", "status", path, capsys=capsys)
+    assert "study train (sqlite:///" in out and "2 of 2 finished" in out and "(baseline)" in out

@@ -133,7 +133,7 @@ SIGNALLED = textwrap.dedent(
     with procs.stop_on_signals(grace_s=5):
         try:
             tree = subprocess.Popen([sys.executable, sys.argv[1], sys.argv[2]])
-            time.sleep(600)
+            procs.wait(tree)  # a safe point: the handler only records the signal
         except KeyboardInterrupt as exc:
             print("interrupted by", exc.signum, flush=True)
             raise SystemExit(128 + exc.signum)
@@ -158,6 +158,45 @@ def test_a_signal_stops_every_descendant_of_a_command(tmp_path, sig):
     finally:
         kill_all(pids)
         main.kill()
+
+
+# A signal that arrives while a weakref callback runs (as in SQLAlchemy's _collection_gced): a handler that
+# raised there was swallowed ("Exception ignored in ...") and the stop lost. The handler only records it;
+# the next safe point raises.
+IN_CALLBACK = textwrap.dedent(
+    """\
+    import os, signal, sys, time, weakref
+    from skillbank import procs
+
+    class Thing:
+        pass
+
+    def callback(_ref):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.5)  # the signal's Python handler runs here, inside the callback
+
+    try:
+        with procs.stop_on_signals(grace_s=5):
+            thing = Thing()
+            ref = weakref.ref(thing, callback)
+            del thing  # the callback runs now
+            print("after the callback", flush=True)
+            for _ in range(200):
+                procs.raise_if_stopped()  # a safe point
+                time.sleep(0.05)
+            print("not stopped", flush=True)
+    except KeyboardInterrupt as exc:
+        print("stopped by", exc.signum, flush=True)
+        sys.exit(128 + exc.signum)
+    """
+)
+
+
+def test_a_signal_during_a_weakref_callback_is_not_lost(tmp_path):
+    (tmp_path / "callback.py").write_text(IN_CALLBACK)
+    done = subprocess.run([sys.executable, str(tmp_path / "callback.py")], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 128 + signal.SIGTERM, done.stdout + done.stderr
+    assert done.stdout.split() == "after the callback stopped by 15".split() and "Exception ignored" not in done.stderr
 
 
 # --- the cosmos-rl launch path ------------------------------------------------------------------

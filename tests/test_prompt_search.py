@@ -51,7 +51,7 @@ def test_three_candidates_best_rec_holdout_and_one_model_load(tmp_path, tiny_mod
     validate_best_rec(rec)
     assert json.loads((tmp_path / "study" / "best_rec.json").read_text()) == rec
     assert rec["action"] == "evaluate" and rec["algorithm"] == "grid"  # bayesian over choices only: each once
-    assert rec["trials"] == {"total": 3, "complete": 3, "pruned": 0, "failed": 0, "trial_epochs": 0}
+    assert rec["trials"] == {"total": 3, "complete": 3, "pruned": 0, "failed": 0, "retried": 0, "trial_epochs": 0}
     assert rec["best_params"]["dataset.system_prompt"] in PROMPTS and rec["checkpoint_path"] is None
     assert rec["baseline"]["params"] == {"dataset.system_prompt": PROMPTS[0]} and rec["baseline"]["trial_number"] == 0
     held = rec["holdout"]

@@ -174,7 +174,7 @@ def test_automl_study_requeued_continues_then_cancel_leaves_no_process(slurm, en
     kept = {n: s for n, s in before if s in finished}
     wait_for("trial of the second attempt", lambda: max((n for n, _ in trials()), default=-1) > max(n for n, _ in before), 120, slurm, job,
              every=0.5, log=log)
-    wait_for("training in the second attempt", lambda: any("torch.distributed.run" in cmd for cmd in cmdlines(slurm, job)), 60, slurm, job, log=log)
+    wait_for("training in the second attempt", lambda: any("skillbank.training.local.torchrun" in cmd for cmd in cmdlines(slurm, job)), 60, slurm, job, log=log)
     assert slurm_platform.leftovers(record["id"])  # the job's processes carry its SKILLBANK_JOB_ID
     after = dict(trials())
     assert all(after[n] == state for n, state in kept.items())  # the study kept what the first attempt finished

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import signal
 import sys
 
 from skillbank import __version__
@@ -92,9 +93,13 @@ def main(argv: list[str] | None = None) -> int:
     except RunError as exc:
         _report(exc, as_json)
         return 1
-    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM under skillbank.procs.stop_on_signals
-        print("interrupted", file=sys.stderr)
-        return 128 + int(getattr(exc, "signum", 2))
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM / SIGINT at a safe point under skillbank.procs.stop_on_signals
+        line = getattr(exc, "message", None) or "interrupted"  # one line: what was stopped
+        signum = int(getattr(exc, "signum", 2))
+        if as_json:
+            print(json.dumps({"ok": False, "interrupted": signal.Signals(signum).name, "message": line}, indent=2))
+        print(line, file=sys.stderr)
+        return 128 + signum
 
 
 if __name__ == "__main__":

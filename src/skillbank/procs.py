@@ -6,9 +6,17 @@ os.killpg on the command's group reaches neither a SIGSTOP nor a SIGTERM to them
 orphans of a killed study. Here a tree is a process and its descendants by parent pid, snapshotted
 before each signal (a parent that exits first hands its children to init, out of a later look).
 
-`skillbank train` and `skillbank automl` run inside `stop_on_signals()`: SIGTERM and SIGINT
-signal every descendant at once and raise `Interrupted` (a KeyboardInterrupt) in the main thread,
-so each launcher's own cleanup and the job record's "cancelled" run as for Ctrl-C.
+`skillbank train`, `rl`, `deft` and `automl` run inside `stop_on_signals()`. Its signal handler never
+raises: an exception raised from a handler lands in whatever the main thread runs at that moment, a
+weakref callback or a `__del__` included, where Python prints "Exception ignored" and swallows it (a
+lost stop: a worker that exited 1 instead of 143). The signal is only recorded (Python's C-level
+handler writes its number to a self-pipe, `signal.set_wakeup_fd`); a thread reading that pipe marks
+the stop (`stop_requested()`, `STOPPING`) and sends every descendant SIGTERM (SIGKILL on a second
+signal) at once. The command acts at its safe points: `raise_if_stopped()` raises `Interrupted` (a
+KeyboardInterrupt) there, in code that expects it: `wait(proc)` instead of `proc.wait()`, `start()`
+(a stopping process starts nothing new), the cosmos-rl log watcher's loop, each generation batch, a
+study's trial loop; and when the block ends. Each launcher's own cleanup and the job record's
+"cancelled" then run as for Ctrl-C.
 
 No orphans, however skillbank dies: every trainer, torchrun or cosmos-rl launcher starts through
 `start()`, which runs it under a guard (`python -m skillbank.procs --parent PID -- ARGV`). The
@@ -39,10 +47,13 @@ STOPPING = threading.Event()  # set once this process was told to stop; trial lo
 SIGNALLED = "this worker was stopped (SIGTERM / SIGINT)"
 STUDY_STOPPED = "the study was stopped (skillbank automl --stop-study)"
 _reason: list[str] = []
+_signals: list[int] = []  # the stop signals received (appended by the stop thread, read at safe points)
 
 
-def request_stop(reason: str) -> None:
-    """Tell this process's trial loops to stop (STOPPING), saying why (stop_reason)."""
+def request_stop(reason: str, signum: int | None = None) -> None:
+    """Tell this process's trial loops to stop (STOPPING), saying why (stop_reason); `signum`: a signal asked."""
+    if signum is not None:
+        _signals.append(signum)
     _reason[:] = [reason]
     STOPPING.set()
 
@@ -51,12 +62,43 @@ def stop_reason() -> str | None:
     return _reason[0] if STOPPING.is_set() and _reason else None
 
 
-class Interrupted(KeyboardInterrupt):
-    """SIGTERM or SIGINT arrived; `signum` says which (the CLI exits 128 + signum)."""
+def stop_signal() -> int | None:
+    """The signal that asked this process to stop (SIGTERM / SIGINT), None when none did."""
+    return _signals[0] if _signals else None
 
-    def __init__(self, signum: int):
+
+def stop_requested() -> bool:
+    return STOPPING.is_set()
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGINT arrived; `signum` says which (the CLI exits 128 + signum). `message`: the one
+    line the CLI prints for it (what was stopped), else "interrupted"."""
+
+    def __init__(self, signum: int, message: str | None = None):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
+        self.message = message
+
+
+def raise_if_stopped() -> None:
+    """A safe point: raise Interrupted when a signal asked this process to stop (see the module docstring)."""
+    if _signals:
+        raise Interrupted(_signals[0])
+
+
+def wait(proc: subprocess.Popen, poll_s: float = 0.2) -> int:
+    """proc.wait() that is a safe point: its exit code, or Interrupted as soon as a signal asked this
+    process to stop (the caller stops the process, as it did for Ctrl-C), also when the process ended
+    meanwhile (the stop thread's SIGTERM ends it: its exit code is the stop's, not a failure)."""
+    while True:
+        raise_if_stopped()
+        try:
+            code = proc.wait(timeout=poll_s)
+        except subprocess.TimeoutExpired:
+            continue
+        raise_if_stopped()
+        return code
 
 
 def tree(pid: int) -> list[Any]:
@@ -177,39 +219,69 @@ def _unique(procs: Iterable[Any]) -> list[Any]:
 
 @contextmanager
 def stop_on_signals(*, grace_s: float = GRACE_S) -> Iterator[None]:
-    """SIGTERM / SIGINT: every descendant gets SIGTERM (+ SIGCONT) at once, `Interrupted` is raised
-    in the main thread and, when it leaves this block, what is still running is stopped; a second
-    signal SIGKILLs the descendants. Elsewhere than the main thread this does nothing."""
+    """SIGTERM / SIGINT are recorded, never raised from the handler (module docstring): a thread sends
+    every descendant SIGTERM (+ SIGCONT) at once (SIGKILL on a second signal) and marks the stop; the
+    body acts on it at its safe points (raise_if_stopped, wait, start). When Interrupted leaves the
+    block, or the block ends after a signal (raised here: a safe point), what is still running is
+    stopped. Elsewhere than the main thread this does nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    count = 0
-
-    def handler(signum: int, _frame: Any) -> None:
-        nonlocal count
-        count += 1
-        request_stop(SIGNALLED)
-        procs = descendants(os.getpid())
-        if count > 1:
-            kill(procs)
-            return
-        terminate(procs)
-        raise Interrupted(signum)
-
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-    for sig in previous:
-        signal.signal(sig, handler)
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    watched = (signal.SIGTERM, signal.SIGINT)
+    previous = {sig: signal.getsignal(sig) for sig in watched}
+    for sig in watched:
+        signal.signal(sig, _record_only)
+    previous_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    thread = threading.Thread(target=_act_on_signals, args=(read_fd, set(watched)), name="skillbank-stop", daemon=True)
+    thread.start()
     try:
         yield
+        if _signals:  # the block ended after a signal without reaching a safe point: this is one
+            raise Interrupted(_signals[0])
     except KeyboardInterrupt:
         request_stop(SIGNALLED)
         stop_descendants(grace_s=grace_s)
         raise
     finally:
+        signal.set_wakeup_fd(previous_fd)
         for sig, old in previous.items():
             signal.signal(sig, old)
+        os.close(write_fd)  # the stop thread reads EOF and ends
+        thread.join(timeout=5.0)
+        os.close(read_fd)
         STOPPING.clear()
         _reason.clear()
+        _signals.clear()
+
+
+def _record_only(_signum: int, _frame: Any) -> None:
+    """The Python-level handler: nothing. Python's C handler already wrote the signal's number to the
+    wakeup pipe, which the stop thread reads; raising here could land in any callback (module docstring)."""
+
+
+def _act_on_signals(read_fd: int, watched: set[int]) -> None:
+    """The stop thread: each stop signal read from the wakeup pipe marks the stop and signals the
+    descendants (SIGTERM + SIGCONT the first time, SIGKILL after). Never raises."""
+    count = 0
+    while True:
+        try:
+            data = os.read(read_fd, 64)
+        except OSError:
+            return
+        if not data:
+            return
+        for signum in data:
+            if signum not in watched:
+                continue
+            count += 1
+            try:
+                request_stop(SIGNALLED, signum)
+                found = descendants(os.getpid())
+                kill(found) if count > 1 else terminate(found)
+            except Exception:  # noqa: BLE001 - a process gone meanwhile: the safe points stop the rest
+                pass
 
 
 # ---- the guard: no process outlives the skillbank process that started it ----
@@ -227,6 +299,7 @@ def start(argv: list[str], *, pid_file: Path | None = None, env: dict[str, str] 
     `stop_leftovers` (a study's trial folder, a run folder)."""
     import uuid
 
+    raise_if_stopped()  # a stopping process starts no new work
     token = uuid.uuid4().hex
     env = {**(os.environ if env is None else env), TOKEN_ENV: token}
     guard = [sys.executable, "-m", GUARD_MODULE, "--parent", str(os.getpid()), "--", *argv]

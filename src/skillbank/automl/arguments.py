@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from skillbank.automl import ALGORITHMS, DEFAULT_ALGORITHM, DEFAULT_TRIALS
 from skillbank.training.backends import BACKEND_HELP, BACKENDS, DEFAULT_BACKEND
@@ -39,6 +40,13 @@ def add_search_arguments(p: argparse.ArgumentParser, *, trials_flags: tuple[str,
 DEFAULT_METRIC = "accuracy"
 
 
+def add_storage_argument(p: Any) -> None:
+    """--storage: shared by `skillbank automl` and `skillbank submit --action automl` (a managed worker per machine)."""
+    p.add_argument("--storage", metavar="URL", help="the study's SQLAlchemy URL (default: sqlite:///<study folder>/study.db, one machine); "
+                   "postgresql://USER@HOST:PORT/DB lets workers on many machines share the study (a password goes in ~/.pgpass or "
+                   "PGPASSWORD, not in the URL); a unix-socket URL (?host=/dir) reaches one machine only")
+
+
 def add_metric_argument(p: argparse.ArgumentParser) -> None:
     """--metric: shared by `skillbank automl` and `skillbank submit --action automl`."""
     p.add_argument("--metric", default=DEFAULT_METRIC, help="accuracy (default), f1 or balanced_accuracy (of each epoch's export on the validation set), or val_loss")
@@ -48,7 +56,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--skill", default="tao-finetune-cosmos-reason", help="model skill (default: %(default)s)")
     p.add_argument("--action", choices=("train", "evaluate"), default="train",
                    help="train: each trial trains (default); evaluate: prompt search, each trial evaluates --spec (an evaluate spec)")
-    p.add_argument("--spec", required=True, metavar="FILE", help="base train spec (an evaluate spec with --action evaluate; from `skillbank spec`)")
+    p.add_argument("--spec", metavar="FILE", help="base train spec (an evaluate spec with --action evaluate; from `skillbank spec`); "
+                   "required except for --status / --delete-study with --storage or --out")
     p.add_argument("--prompts", metavar="FILE", help="--action evaluate: system prompt candidates, one per line or a YAML list (null: the default); "
                    "records opening with their own system turn keep it (counted in the plan and best_rec.json; a proxy set "
                    "where every record does is refused)")
@@ -56,19 +65,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_search_arguments(p)
     add_metric_argument(p)
     p.add_argument("--direction", choices=("maximize", "minimize"), help="default: maximize accuracy, minimize val_loss")
-    p.add_argument("--storage", metavar="URL", help="SQLAlchemy URL (default: sqlite:///<study folder>/study.db); "
-                   "postgresql://USER@HOST:PORT/DB lets workers on many machines share the study")
+    add_storage_argument(p)
     p.add_argument("--out", metavar="DIR", help="study folder (default: <results_dir>/automl/<study>)")
     p.add_argument("--workers", type=int, default=1, metavar="K", help="trials at once on this machine (default: %(default)s)")
     p.add_argument("--resume", action="store_true", help="continue an existing study: finished trials are kept, failed ones (and an unfinished baseline) "
                    "run again, a --stop-study is lifted (joining a running study needs no --resume)")
+    p.add_argument("--allow-spec-change", action="store_true", help="join a study whose base spec differs from --spec (without it such a worker "
+                   "exits 2 naming the differing keys: its trials would differ in more than the searched values)")
     p.add_argument("--seed", type=int, default=0, help="sampler seed (default: %(default)s)")
     p.add_argument("--no-baseline", action="store_true", help="skip the baseline trial of the base spec")
     p.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND, help=f"each trial's {BACKEND_HELP}")
     p.add_argument("--dry-run", action="store_true", help="print the study plan and the start / resume commands; create and start nothing")
     p.add_argument("--json", action="store_true", help="print best_rec.json's content (the plan with --dry-run) as one JSON document")
-    live = p.add_argument_group("a running study (the same --spec / --study / --out / --storage name it)")
+    live = p.add_argument_group("a running or finished study (the same --spec / --study / --out / --storage name it; "
+                                "--status and --delete-study need no spec: --study NAME with --storage URL or --out DIR)")
+    live.add_argument("--status", action="store_true", help="list every trial of the study: number, state, value, best so far, parameters "
+                      "(the user's units), retry_of, the worker (host:pid) that ran it, why it was pruned or failed; with --json one document "
+                      "(keys: study, storage, direction, metric, algorithm, max_trials, stopped, counts, best, workers, trials)")
     live.add_argument("--stop-study", action="store_true", help="stop every worker of the study, on every machine (their running trials FAIL, "
-                      "run again on --resume); SIGTERM on one worker stops that worker only")
+                      "run again on --resume); waits up to --wait seconds for them and prints which trials stopped; "
+                      "SIGTERM on one worker stops that worker only")
+    live.add_argument("--wait", type=float, default=60.0, metavar="S", help="--stop-study: seconds to wait for the running trials to stop (default: %(default)s; 0: do not wait)")
+    live.add_argument("--delete-study", action="store_true", help="delete the study and its trials from the storage (needs --yes; refused while "
+                      "trials run: --stop-study first); the study folder's files stay")
+    live.add_argument("--yes", action="store_true", help="confirm --delete-study")
     live.add_argument("--dashboard", action="store_true", help="serve optuna-dashboard on the study's storage at http://127.0.0.1:PORT (this machine only; Ctrl-C ends it)")
     live.add_argument("--port", type=int, default=8080, help="--dashboard's port (default: %(default)s)")

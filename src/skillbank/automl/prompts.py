@@ -382,7 +382,8 @@ def run_prompt_search(args: argparse.Namespace) -> int:
     out_dir = Path(args.out) if args.out else Path(base["results_dir"]) / "automl" / study_name
     settings = StudySettings(study_name=study_name, storage=args.storage or f"sqlite:///{(out_dir / 'study.db').resolve()}",
                              algorithm=algorithm, max_trials=max_trials, direction=args.direction or "maximize",
-                             seed=args.seed, workers=1, resume=args.resume, max_epochs=1, baseline=not args.no_baseline)
+                             seed=args.seed, workers=1, resume=args.resume, max_epochs=1, baseline=not args.no_baseline,
+                             allow_spec_change=args.allow_spec_change)
     check_url(settings.storage)  # a missing driver: exit 2 before the preflight gate and any trial
     args.algorithm = algorithm  # the start / resume commands name what runs
     preflight = preflight_gate(args, base, holdout)
@@ -393,13 +394,11 @@ def run_prompt_search(args: argparse.Namespace) -> int:
         return 0
     from skillbank import procs
 
+    from skillbank.automl.fingerprint import normalized
+
+    settings.base_spec = normalized(base)  # a worker joining with another evaluate spec is refused (--allow-spec-change)
     with procs.stop_on_signals():
-        try:
-            return _run(args, settings, space, base, out_dir, holdout, warnings)
-        except KeyboardInterrupt as exc:
-            print(f"automl: stopped ({exc or 'SIGINT'}). Finished trials are kept; continue with: "
-                  f"{command_line(args, study_name, resume=True)}", file=sys.stderr)
-            raise
+        return _run(args, settings, space, base, out_dir, holdout, warnings)
 
 
 def _run(args, settings, space, base: dict[str, Any], out_dir: Path, holdout, warnings: list[str]) -> int:
@@ -428,7 +427,13 @@ def _run(args, settings, space, base: dict[str, Any], out_dir: Path, holdout, wa
         study = run_study(settings, space, base, out_dir / "trials", make_eval_runner(session), progress=progress, apply=apply_values)
     finally:
         bar.close()
-    rec = write_outputs(study, settings, session, out_dir, holdout, args, started)
+    from skillbank import procs
+
+    rec = write_outputs(study, settings, session, out_dir, holdout, args, started) if procs.stop_signal() is None else {}
+    if procs.stop_requested():  # a stop is not a failure: one line, the documented exit code (automl.run.stopped)
+        from skillbank.automl.run import stopped
+
+        return stopped(args, study, settings, rec, resume=command_line(args, settings.study_name, resume=True))
     if not rec:
         raise RunError(f"no trial completed: see {out_dir / 'trials.parquet'} for each trial's reason "
                        f"(failed trials run again with: {command_line(args, settings.study_name, resume=True)})")

@@ -70,7 +70,8 @@ def write_history_plot(study, path: Path, metric: str) -> Path:
     ax.set_xlabel("trial")
     ax.set_ylabel(metric)
     ax.set_title(f"{study.study_name}: optimisation history ({len(pruned)} pruned, grey)")
-    ax.legend(loc="best")
+    if done:  # nothing finished yet (a study stopped early): no artists, no legend
+        ax.legend(loc="best")
     fig.tight_layout()
     with atomic.atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=100)
@@ -86,7 +87,9 @@ def best_rec(study, *, skill: str, algorithm: str, metric: str, storage: str, ou
     baselines = [t for t in _trials(study) if t.user_attrs.get("baseline")]  # a failed baseline is run again on --resume
     baseline = next((t for t in baselines if t.state.name == "COMPLETE"), baselines[-1] if baselines else None)
     base_value = baseline.value if baseline is not None and baseline.state.name == "COMPLETE" else None
-    counts = {s: sum(1 for t in _trials(study) if t.state.name == s) for s in ("COMPLETE", "PRUNED", "FAIL")}
+    from skillbank.automl.status import counts as study_counts
+
+    counts = study_counts(_trials(study))  # a stopped or failed trial that runs again counts once, as its retry
     return {
         "schema_version": 1,
         "skill": skill,
@@ -101,8 +104,9 @@ def best_rec(study, *, skill: str, algorithm: str, metric: str, storage: str, ou
         "baseline": None if baseline is None else {"trial_number": baseline.number, "metric_value": base_value,
                                                    "params": baseline.user_attrs.get("values", {})},
         "improvement_over_baseline": None if base_value is None else best.value - base_value,
-        "trials": {"total": len(_trials(study)), "complete": counts["COMPLETE"], "pruned": counts["PRUNED"],
-                   "failed": counts["FAIL"], "trial_epochs": sum(int(t.user_attrs.get("epochs_run", 0) or 0) for t in _trials(study))},
+        "trials": {"total": counts["total"], "complete": counts["complete"], "pruned": counts["pruned"],
+                   "failed": counts["failed"], "retried": counts["retried"],
+                   "trial_epochs": sum(int(t.user_attrs.get("epochs_run", 0) or 0) for t in _trials(study))},
         "trials_table": str(out_dir / "trials.parquet"),
         "history_plot": str(out_dir / "history.png"),
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -37,7 +37,8 @@ def _settings(args: argparse.Namespace, base: dict[str, Any], out_dir: Path, stu
     epochs = int(base["train"]["epoch"])
     return StudySettings(study_name=study_name, storage=storage,
                          algorithm=args.algorithm, max_trials=args.max_trials, direction=direction, seed=args.seed,
-                         workers=args.workers, resume=args.resume, max_epochs=max(1, epochs), baseline=not args.no_baseline)
+                         workers=args.workers, resume=args.resume, max_epochs=max(1, epochs), baseline=not args.no_baseline,
+                         allow_spec_change=getattr(args, "allow_spec_change", False))
 
 
 def search_fingerprint(args: argparse.Namespace, space) -> dict[str, Any]:
@@ -88,11 +89,20 @@ def command_line(args: argparse.Namespace, study_name: str, *, resume: bool, act
 
 def study_plan(args: argparse.Namespace, settings, space, out_dir: Path, base: dict[str, Any], preflight: dict[str, Any]) -> dict[str, Any]:
     """What a study would do (the dry run's output), nothing created: no folder, no storage, no process."""
+    from skillbank.automl.storage import probe, socket_note
+
     db = out_dir / "study.db"
-    exists = db.is_file() if args.storage is None else None
+    check = probe(settings.storage, settings.study_name)
+    exists = check["study_exists"]
     notes = []
     if exists and not args.resume:
-        notes.append(f"{db} exists: starting joins that study (the same search only); --resume also runs its failed trials again")
+        notes.append(f"study {settings.study_name} exists in the storage: starting joins it (the same search and base spec only); "
+                     "--resume also runs its failed trials again")
+    if check["answers"] is False:
+        notes.append(f"the storage does not answer from this machine: {check['error']} (workers must reach it where they run)")
+    if socket_note(settings.storage):
+        notes.append(socket_note(settings.storage))
+    notes += null_base_notes(args.skill, base, space)
     notes += [f"check before starting (trials run on this machine): {line}" for line in preflight.get("check_on_node", [])]
     return {
         "ok": True,
@@ -102,7 +112,8 @@ def study_plan(args: argparse.Namespace, settings, space, out_dir: Path, base: d
         "study": settings.study_name,
         "study_dir": str(out_dir.resolve()),
         "storage": redact(settings.storage),
-        "storage_exists": exists,
+        "storage_exists": db.is_file() if args.storage is None else exists,
+        "storage_check": check,
         "backend": args.backend,
         "algorithm": settings.algorithm,
         "metric": {"name": args.metric, "direction": settings.direction},
@@ -133,7 +144,15 @@ def study_disk_fields(args: argparse.Namespace, model: Any, base: dict[str, Any]
 
 def plan_lines(plan: dict[str, Any]) -> list[str]:
     metric = plan["metric"]
-    exists = {True: "exists", False: "not created yet", None: "not checked"}[plan["storage_exists"]]
+    check = plan["storage_check"]
+    if not check["checked"]:
+        exists = "not created yet"  # the first worker creates it
+    elif check["answers"]:
+        held = ", ".join(f"{n} {state.lower()}" for state, n in sorted(check["trials"].items())) or "no trials"
+        study = f"study {plan['study']} exists ({held})" if check["study_exists"] else f"study {plan['study']} not created yet"
+        exists = f"answers: {check['server']} {check['version'] or ''}".rstrip() + f"; {study}"
+    else:
+        exists = f"does NOT answer from here: {check['error']}"
     return [
         "automl plan (dry run: nothing created, nothing started)",
         f"  study      : {plan['study']} in {plan['study_dir']}",
@@ -179,6 +198,9 @@ def run_automl(args: argparse.Namespace) -> int:
     study_name, out_dir, _ = study_location(args, base["results_dir"])
     settings = _settings(args, base, out_dir, study_name)  # bad flags fail before anything is written
     settings.search = search_fingerprint(args, space)
+    from skillbank.automl.fingerprint import normalized
+
+    settings.base_spec = normalized(base)
     if settings.algorithm in ("hyperband", "asha") and "train.epoch" in space.keys():
         settings.max_epochs = int(max(p.high for p in space.params if p.key == "train.epoch"))
     epochs = trial_epochs(int(base["train"]["epoch"]), [(p.key, p.high) for p in space.params if p.high is not None])
@@ -194,15 +216,10 @@ def run_automl(args: argparse.Namespace) -> int:
     from skillbank import procs
 
     with procs.stop_on_signals():
-        try:
-            return _run_study(args, settings, space, base, out_dir)
-        except KeyboardInterrupt as exc:
-            print(f"automl: this worker stopped ({exc or 'SIGINT'}); every process of its trials was stopped, other workers "
-                  f"go on. Finished trials are kept; continue with: {command_line(args, study_name, resume=True)}", file=sys.stderr)
-            raise
+        return _run_study(args, settings, space, base, out_dir, apply=exclusive_apply(model))
 
 
-def _run_study(args: argparse.Namespace, settings, space, base: dict[str, Any], out_dir: Path) -> int:
+def _run_study(args: argparse.Namespace, settings, space, base: dict[str, Any], out_dir: Path, apply=None) -> int:
     from tqdm import tqdm
 
     from skillbank.automl.report import write_outputs
@@ -222,6 +239,8 @@ def _run_study(args: argparse.Namespace, settings, space, base: dict[str, Any], 
         print(f"  search {param.describe()}", file=log)
     for key, why in space.skipped.items():
         print(f"  skip   {key}: {why}", file=log)
+    for note in null_base_notes(args.skill, base, space):
+        print(f"  note   {note}", file=log)
     bar = tqdm(total=settings.max_trials, desc="trials", unit="trial", file=log, disable=None)
 
     def progress(trial: Any) -> None:
@@ -232,14 +251,16 @@ def _run_study(args: argparse.Namespace, settings, space, base: dict[str, Any], 
     threads = max(1, (os.cpu_count() or 1) // settings.workers) if settings.workers > 1 else None  # K trials share the cores
     runner = make_runner(metric=args.metric, backend=args.backend, maximize=settings.direction == "maximize", threads=threads)
     try:
-        study = run_study(settings, space, base, out_dir / "trials", runner, check=make_check(args.skill, args.backend, searched=space.keys()), progress=progress)
+        study = run_study(settings, space, base, out_dir / "trials", runner, check=make_check(args.skill, args.backend, searched=space.keys()),
+                          progress=progress, apply=apply)
     finally:
         bar.close()
-    if procs.stop_reason() == procs.STUDY_STOPPED:
-        print(f"automl: {procs.STUDY_STOPPED}: this worker's running trials failed; continue with "
-              f"{command_line(args, settings.study_name, resume=True)}", file=log)
+    if procs.stop_signal() is not None:  # a signalled worker ends at once (Slurm SIGKILLs after KillWait): one line
+        return stopped(args, study, settings, {})
     rec = write_outputs(study, skill=args.skill, algorithm=settings.algorithm, metric=args.metric,
                         storage=settings.storage, out_dir=out_dir)
+    if procs.stop_requested():  # a stop is not a failure: one line, the documented exit code
+        return stopped(args, study, settings, rec)
     if not rec:
         raise RunError(f"no trial completed: see {out_dir / 'trials.parquet'} for each trial's reason "
                        f"(failed trials run again with: {command_line(args, settings.study_name, resume=True)})")
@@ -256,6 +277,60 @@ def _run_study(args: argparse.Namespace, settings, space, base: dict[str, Any], 
                   f"run them again with {command_line(args, settings.study_name, resume=True)}")
         print(f"wrote {out_dir / 'best_rec.json'}, {out_dir / 'trials.parquet'}, {out_dir / 'history.png'}")
     return 0
+
+
+def stopped(args: argparse.Namespace, study, settings, rec: dict[str, Any], resume: str | None = None) -> int:
+    """How a stopped worker ends: one line naming this worker's stopped trials (and their retries).
+    SIGTERM / SIGINT: Interrupted (the CLI prints the line, exits 128 + the signal), no outputs rewritten
+    (the storage holds the study: --status; the next worker to end rewrites them); --stop-study: 0."""
+    from skillbank import procs
+    from skillbank.automl.worker import stop_line
+
+    resume = resume or command_line(args, settings.study_name, resume=True)
+    signum = procs.stop_signal()
+    line = stop_line(study, worker=signum is not None, resume=resume)
+    if signum is not None:
+        raise procs.Interrupted(signum, line)
+    print(line, file=sys.stderr)
+    if args.json:
+        print(json.dumps({"ok": True, "stopped": "study", "best_rec": rec or None}, indent=2))
+    return 0
+
+
+def exclusive_apply(model):
+    """Sampled values into a trial's spec as `spec --set` puts them: typed by the model, and a value for
+    one of an exclusive pair clears the other (fps sampled on an nframes spec trains with fps)."""
+    from skillbank.specification.overrides import apply_overrides
+
+    def apply(spec: dict[str, Any], values: dict[str, Any]) -> None:
+        apply_overrides(model, spec, values)
+
+    return apply
+
+
+def null_base_notes(skill: str, base: dict[str, Any], space) -> list[str]:
+    """A searched key the base spec leaves null: the baseline keeps it null (nothing is sampled for it);
+    the other trials sample it, clearing its exclusive partner."""
+    from skillbank.specification.keys import find_field
+    from skillbank.specification.overrides import get_dotted
+    from skillbank.specification.registry import spec_model
+
+    model, notes = spec_model(skill, "train"), []
+    for key in space.keys():
+        if get_dotted(base, key) is not None:
+            continue
+        found = find_field(model, key)
+        partner = None
+        if found is not None:
+            owner, name, _ = found
+            prefix = key.rsplit(".", 1)[0] + "." if "." in key else ""
+            partner = next((prefix + (b if name == a else a) for a, b in getattr(owner, "exclusive", ()) if name in (a, b)), None)
+        if partner and get_dotted(base, partner) is not None:
+            notes.append(f"{key} is null in the base spec ({partner}={get_dotted(base, partner)}): the baseline trains with "
+                         f"{partner}; the other trials sample {key} and clear {partner}")
+        else:
+            notes.append(f"{key} is null in the base spec: the baseline keeps it null; the other trials sample it")
+    return notes
 
 
 HANDOFF = ("backend", "max_trials", "algorithm", "param", "range", "choices", "study", "resume", "dry_run", "json")

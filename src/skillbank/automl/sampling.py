@@ -57,10 +57,11 @@ def trial_values(trial: Any, space: SearchSpace) -> dict[str, Any]:
 
 
 def enqueue_values(space: SearchSpace, values: dict[str, Any]) -> dict[str, Any]:
-    """Optuna params that reproduce `values` (for enqueuing the baseline as trial 0)."""
+    """Optuna params that reproduce `values` (for enqueuing the baseline as trial 0); a null value is no
+    param unless it is one of the choices (the baseline keeps it null and samples nothing for it)."""
     params: dict[str, Any] = {}
     for p in space.params:
-        if p.key not in values:
+        if p.key not in values or not holds(p, values[p.key]):
             continue
         value = values[p.key]
         if p.kind in ("categorical", "bool") and p.weights and len(set(p.weights)) > 1:
@@ -75,3 +76,9 @@ def enqueue_values(space: SearchSpace, values: dict[str, Any]) -> dict[str, Any]
         elif p.kind != "categorical" or value in p.choices:
             params[p.key] = value
     return params
+
+
+def holds(param: Param, value: Any) -> bool:
+    """Can the parameter's Optuna distribution hold the value? A null only as one of a list of choices
+    (a prompt search's "the default"); a null numeric base value is no parameter of the baseline."""
+    return value is not None or (param.kind in ("categorical", "bool") and None in param.choices)

@@ -1,18 +1,20 @@
-"""One AutoML study: sampler + pruner + storage + objective, with a baseline trial and resume.
+"""One AutoML study: sampler + pruner + storage, its creation or joining, resume, and stops.
 
 The objective is storage- and runner-agnostic: `runner(trial_dir, spec, report)` trains and
 evaluates one spec, calling `report(epoch, value)` after each epoch (it returns True when the
-pruner says stop). Everything Optuna-specific stays in this module.
+pruner says stop). Everything Optuna-specific stays in this module and in `worker` (the trial loop).
 
 A trial ends COMPLETE, PRUNED (the recommendation cannot run for a spec reason, or the pruner
 stopped it: final) or FAIL (an environment reason, a crash, a stop: `--resume` runs its parameters
 again, the baseline's included). Only COMPLETE and PRUNED count toward max_trials.
 
 Many workers, one study: any number of processes, on any number of machines, run the same command
-on one storage. The worker that creates the study enqueues the baseline (so it runs once); the
-others join it (the study's search must match: `skillbank.search` in its user attributes). Each
-trial's sample is seeded by the study seed and the trial's number, never by the process, so no two
-workers draw the same parameters. A worker that dies without a word (SIGKILL, a lost node) stops
+on one storage. What must happen once per study happens under the study's lock (`lock`: the
+storage's own): the worker that creates the study enqueues the baseline (so it runs once); the
+others join it (the study's search must match, `skillbank.search`, and its base spec too,
+`skillbank.base_spec`, unless --allow-spec-change); --resume re-enqueues each failed trial once.
+Each trial's sample is seeded by the study seed and the trial's number, never by the process, so no
+two workers draw the same parameters. A worker that dies without a word (SIGKILL, a lost node) stops
 beating: after GRACE_S another worker fails its trial and runs it again once (Optuna's heartbeat and
 RetryHeartbeatStaleTrialCallback). A worker told to stop (SIGTERM / SIGINT) stops only its own
 trials (FAIL, enqueued again for the others); `request_stop` (skillbank automl --stop-study) stops
@@ -24,20 +26,20 @@ from __future__ import annotations
 import copy
 import functools
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from skillbank.automl import DEFAULT_TRIALS
-from skillbank.automl.sampling import enqueue_values, suggest_all
+from skillbank.automl.sampling import enqueue_values
 from skillbank.automl.space import SearchSpace
 from skillbank.errors import InputError
-from skillbank.specification.overrides import get_dotted, set_dotted
+from skillbank.specification.overrides import get_dotted
 
 HEARTBEAT_S, GRACE_S = 2, 10  # a killed worker's trial is recognised as stale after GRACE_S
 STOP_ATTR, SEARCH_ATTR = "stop_requested", "skillbank.search"  # study user attributes
+SPEC_ATTR, SPEC_DIGEST_ATTR, TRIALS_ATTR = "skillbank.base_spec", "skillbank.base_spec_sha256", "skillbank.max_trials"
 STOP_POLL_S = 3.0  # how often a worker looks for a study-level stop
 
 
@@ -72,6 +74,8 @@ class StudySettings:
     max_epochs: int = 3
     baseline: bool = True
     search: dict[str, Any] = field(default_factory=dict)  # what a joining worker must search alike (SEARCH_ATTR)
+    base_spec: dict[str, Any] = field(default_factory=dict)  # fingerprint.normalized(base spec): what it must train alike (SPEC_ATTR)
+    allow_spec_change: bool = False  # join a study whose base spec differs (its trials are then not comparable)
 
 
 def make_sampler(settings: StudySettings):
@@ -144,40 +148,69 @@ def make_pruner(settings: StudySettings):
     return optuna.pruners.NopPruner()
 
 
-def open_study(settings: StudySettings) -> tuple[Any, bool]:
-    """Create the study (returns created=True: this worker enqueues the baseline), or join it: the same
-    search, not stopped (--resume lifts a study-level stop); stale RUNNING trials of killed workers are
-    failed (and retried once)."""
+def _quiet(optuna: Any) -> None:
+    """Optuna's warnings about what this module does on purpose (the heartbeat is experimental, and
+    beats outside study.optimize here: automl.worker; the baseline may lie outside a narrowed --range)
+    say nothing to a user."""
     import warnings
-
-    import optuna
-
-    from skillbank.redaction import redact
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-    storage = _storage(settings.storage)
+    warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
+    warnings.filterwarnings("ignore", message="Fixed parameter .* is out of range")  # the baseline outside a narrowed --range: on purpose
+
+
+def open_study(settings: StudySettings, storage: Any = None) -> tuple[Any, bool]:
+    """Create the study (returns created=True: the caller enqueues the baseline, under the study's lock),
+    or join it: the same search and base spec (fingerprint), not stopped (--resume lifts a study-level
+    stop)."""
+    import optuna
+
+    from skillbank.automl import fingerprint
+    from skillbank.redaction import redact
+
+    _quiet(optuna)
+    storage = storage if storage is not None else _storage(settings.storage)
     kwargs = dict(study_name=settings.study_name, storage=storage, sampler=make_sampler(settings), pruner=make_pruner(settings))
     try:
         study = optuna.create_study(direction=settings.direction, **kwargs)
         study.set_user_attr(SEARCH_ATTR, settings.search)
+        if settings.base_spec:
+            study.set_user_attr(SPEC_ATTR, settings.base_spec)
+            study.set_user_attr(SPEC_DIGEST_ATTR, fingerprint.digest(settings.base_spec))
+        study.set_user_attr(TRIALS_ATTR, settings.max_trials)
         return study, True
     except optuna.exceptions.DuplicatedStudyError:
         study = optuna.load_study(**kwargs)
-    theirs = study.user_attrs.get(SEARCH_ATTR)
+    where = f"study {settings.study_name!r} in {redact(settings.storage)}"
+    attrs = study.user_attrs
+    theirs = attrs.get(SEARCH_ATTR)
     if theirs and settings.search and theirs != settings.search:
         differ = sorted(k for k in {*theirs, *settings.search} if theirs.get(k) != settings.search.get(k))
-        raise InputError(f"study {settings.study_name!r} in {redact(settings.storage)} searches differently ({', '.join(differ)})",
+        raise InputError(f"{where} searches differently ({', '.join(differ)})",
                          where="--study", fix="join it with its own spec and flags, or pass another --study name")
+    stored = attrs.get(SPEC_ATTR)
+    if stored and settings.base_spec and attrs.get(SPEC_DIGEST_ATTR) != fingerprint.digest(settings.base_spec):
+        diffs = fingerprint.differences(stored, settings.base_spec)
+        if not settings.allow_spec_change:
+            raise InputError(f"{where} was started from another base spec, its trials would not compare with this worker's: "
+                             f"{fingerprint.describe(diffs)}", where="--spec",
+                             fix="join with the study's own base spec (same values), pass another --study name, or add "
+                                 "--allow-spec-change to join anyway (its trials then differ in more than the searched keys)")
+        import sys
+
+        print(f"automl: warning: joining {where} with another base spec (--allow-spec-change): {fingerprint.describe(diffs)}",
+              file=sys.stderr)
     if study.direction.name.lower() != settings.direction:
         raise InputError(f"study {settings.study_name!r} {study.direction.name.lower()}s its metric", where="--direction",
                          fix="join it with its own --metric / --direction, or pass another --study name")
-    if study.user_attrs.get(STOP_ATTR):
+    if attrs.get(STOP_ATTR):
         if not settings.resume:
             raise InputError(f"study {settings.study_name!r} was stopped (skillbank automl --stop-study)", where="--study",
                              fix="pass --resume to continue it")
         study.set_user_attr(STOP_ATTR, False)
-    _fail_orphans(study)
+    if attrs.get(TRIALS_ATTR) != settings.max_trials:
+        study.set_user_attr(TRIALS_ATTR, settings.max_trials)  # the budget the study's workers hold now (--status shows it)
     return study, False
 
 
@@ -196,25 +229,31 @@ def stop_requested(study) -> bool:
 
 
 def _storage(url: str, attempts: int = 6):
-    """RDB storage with heartbeats; retried because workers starting together race to create the tables."""
+    """RDB storage with heartbeats. Workers starting together race to create Optuna's tables (on
+    PostgreSQL a losing CREATE fails with DuplicateTable or a unique violation): the tables are created
+    under the storage's own lock (automl.lock, on an engine of its own), and a failure is retried."""
     import time
 
     import optuna
+    import sqlalchemy
     import sqlalchemy.exc
 
+    from skillbank.automl.lock import StudyLock
     from skillbank.automl.storage import check_url
 
     check_url(url)
+    _quiet(optuna)
+    engine_kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {"pool_pre_ping": True}
     for attempt in range(attempts):
         try:
-            return optuna.storages.RDBStorage(
-                url,
-                heartbeat_interval=HEARTBEAT_S,
-                grace_period=GRACE_S,
-                heartbeat_stale_trial_callback=retry_stale_once,
-                engine_kwargs={"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {"pool_pre_ping": True},
-            )
-        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError):
+            engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool)
+            try:
+                with StudyLock(url, "skillbank.automl.tables", engine):
+                    return optuna.storages.RDBStorage(url, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S,
+                                                      heartbeat_stale_trial_callback=retry_stale_once, engine_kwargs=engine_kwargs)
+            finally:
+                engine.dispose()
+        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError):
             if attempt == attempts - 1:
                 raise
             time.sleep(0.3 * (attempt + 1))
@@ -281,81 +320,17 @@ def requeue_failed(study) -> list[int]:
     baseline again); returns the numbers of the failed trials retried."""
     requeued = []
     for t in unretried_failures(study):
-        attrs = {"retry_of": t.number, **({"baseline": True} if t.user_attrs.get("baseline") else {})}
-        study.enqueue_trial(t.params, user_attrs=attrs)
+        enqueue_retry(study, t)
         requeued.append(t.number)
     return requeued
 
 
-def _set_all(spec: dict[str, Any], values: dict[str, Any]) -> None:
-    for key, value in values.items():
-        set_dotted(spec, key, value)
-
-
-def objective_for(space: SearchSpace, base_spec: dict[str, Any], trials_dir: Path, runner: Runner,
-                  check: Check | None = None, apply: Apply = _set_all):
-    import optuna
-
-    def objective(trial: optuna.Trial) -> float:
-        values = suggest_all(trial, space)
-        spec = copy.deepcopy(base_spec)
-        trial_dir = trials_dir / f"trial_{trial.number:04d}"
-        if "train" in spec:  # a train spec's trial trains into its own folder
-            set_dotted(spec, "train.output_dir", str(trial_dir / "train"))
-        set_dotted(spec, "results_dir", str(trial_dir))
-        trial.set_user_attr("values", values)
-        trial.set_user_attr("trial_dir", str(trial_dir))
-        trial.set_user_attr("epochs_run", 0)
-        try:
-            try:
-                apply(spec, values)
-            except InputError as exc:
-                why = f"invalid spec: {exc.where + ': ' if exc.where else ''}{exc.message}"
-                trial.set_user_attr("pruned_reason", why)
-                raise optuna.TrialPruned(why) from None
-            trial.set_user_attr("values", values)  # as applied (apply may type them)
-            why = check(trial_dir, spec) if check is not None else None
-            if why:
-                trial.set_user_attr("pruned_reason", why)
-                raise optuna.TrialPruned(why)
-
-            def report(epoch: int, value: float) -> bool:
-                trial.report(value, step=epoch)
-                return trial.should_prune()
-
-            outcome = runner(trial_dir, spec, report)
-        except optuna.TrialPruned:
-            raise
-        except BaseException as exc:  # FAIL (a stop included): say why in trials.parquet
-            trial.set_user_attr("fail_reason", _reason(exc))
-            if _worker_stopped(exc):  # this worker alone was stopped: another worker (or --resume) runs it again
-                attrs = {"retry_of": trial.number, **({"baseline": True} if trial.user_attrs.get("baseline") else {})}
-                trial.study.enqueue_trial(trial.params, user_attrs=attrs)
-            raise
-        trial.set_user_attr("epochs_run", outcome.epochs_run)
-        trial.set_user_attr("checkpoint", outcome.checkpoint)
-        trial.set_user_attr("history", outcome.history)
-        if outcome.pruned:
-            trial.set_user_attr("pruned_reason", f"pruned by {type(trial.study.pruner).__name__} after epoch {outcome.epochs_run}")
-            raise optuna.TrialPruned()
-        if outcome.value is None:
-            raise optuna.TrialPruned("the trial produced no metric")
-        return outcome.value
-
-    return objective
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, KeyboardInterrupt):
-        return f"stopped ({exc or 'SIGINT'}) while running"
-    return str(exc) or type(exc).__name__
-
-
-def _worker_stopped(exc: BaseException) -> bool:
-    """SIGTERM / SIGINT on this worker (not a study-level stop, not a crash)."""
-    from skillbank import procs
-
-    return isinstance(exc, KeyboardInterrupt) or (procs.STOPPING.is_set() and procs.stop_reason() == procs.SIGNALLED)
+def enqueue_retry(study, trial: Any) -> None:
+    """Enqueue a failed (or stopped) trial's parameters again: `retry_of` names it, a baseline stays the
+    baseline, its values (the user's units) are shown by --status while it waits."""
+    attrs = {"retry_of": trial.number, "values": trial.user_attrs.get("values", {}),
+             **({"baseline": True} if trial.user_attrs.get("baseline") else {})}
+    study.enqueue_trial(trial.params, user_attrs=attrs)
 
 
 def grid_points(space: SearchSpace) -> list[dict[str, Any]]:
@@ -371,59 +346,27 @@ def grid_points(space: SearchSpace) -> list[dict[str, Any]]:
 
 def run_study(settings: StudySettings, space: SearchSpace, base_spec: dict[str, Any], trials_dir: Path,
               runner: Runner, check: Check | None = None, progress: Callable[[Any], None] | None = None,
-              apply: Apply = _set_all):
-    import optuna
+              apply: Apply | None = None):
+    """Create or join the study (under its lock: the baseline and grid enqueued once, --resume's
+    retries enqueued once, a dead worker's trials failed once), then run trials until the study holds
+    max_trials finished ones, it is stopped, or this worker is (skillbank.automl.worker)."""
+    from skillbank.automl.lock import StudyLock
+    from skillbank.automl.worker import objective_for, run_trials
 
-    study, created = open_study(settings)
-    if created:
-        if settings.baseline:
-            base_values = {p.key: get_dotted(base_spec, p.key) for p in space.params}
-            study.enqueue_trial(enqueue_values(space, base_values), user_attrs={"baseline": True}, skip_if_exists=True)
-        if settings.algorithm == "grid":  # the points not run yet stay WAITING in storage: --resume runs them
-            for point in grid_points(space):
-                study.enqueue_trial(point, skip_if_exists=True)
-    elif settings.resume:
-        requeue_failed(study)
-    remaining = settings.max_trials - finished_count(study)
-    if settings.algorithm == "grid":  # a grid ends with its points (a run past them would sample at random)
-        remaining = min(remaining, len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))))
-    if remaining > 0:
-        cap = optuna.study.MaxTrialsCallback(settings.max_trials, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED))
-        callbacks = [cap, _stop_when_told] + ([lambda s, t: progress(t)] if progress else [])
-        with _watch_study_stop(study):
-            study.optimize(objective_for(space, base_spec, trials_dir, runner, check, apply), n_trials=remaining,
-                           n_jobs=settings.workers, callbacks=callbacks, catch=(RuntimeError, OSError))
+    storage = _storage(settings.storage)
+    lock = StudyLock(settings.storage, settings.study_name, storage.engine)
+    with lock:
+        study, created = open_study(settings, storage)
+        if created:
+            if settings.baseline:
+                values = {p.key: get_dotted(base_spec, p.key) for p in space.params}
+                study.enqueue_trial(enqueue_values(space, values), user_attrs={"baseline": True, "values": values})
+            if settings.algorithm == "grid":  # the points not run yet stay WAITING in storage: --resume runs them
+                for point in grid_points(space):
+                    study.enqueue_trial(point, user_attrs={"values": point}, skip_if_exists=True)
+        elif settings.resume:
+            requeue_failed(study)
+        _fail_orphans(study)
+    objective = objective_for(space, base_spec, trials_dir, runner, check, apply)
+    run_trials(study, settings, storage, lock, objective, progress=progress)
     return study
-
-
-def _stop_when_told(study, _trial) -> None:
-    """After a trial: a stopped worker (or study) starts no new trial in any of its threads."""
-    from skillbank import procs
-
-    if procs.STOPPING.is_set():
-        study.stop()
-
-
-@contextmanager
-def _watch_study_stop(study) -> Iterator[None]:
-    """While this worker runs trials, a thread polls the storage for a study-level stop and, when it
-    comes, tells this worker's trials to stop (procs.request_stop: their runners fail them)."""
-    from skillbank import procs
-
-    done = threading.Event()
-
-    def poll() -> None:
-        while not done.wait(STOP_POLL_S):
-            try:
-                if stop_requested(study):
-                    procs.request_stop(procs.STUDY_STOPPED)
-                    return
-            except Exception:  # noqa: BLE001 - a storage hiccup: look again at the next poll
-                continue
-
-    thread = threading.Thread(target=poll, name="automl-stop-watch", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        done.set()

@@ -102,6 +102,7 @@ def evaluate_checkpoint(step_dir: Path, results_dir: Path, metric: str) -> float
     the run's validation set (its training set when it has none) with the vision settings it trained with."""
     from skillbank.evaluation.evaluate import evaluate, spec_from_run
 
+    procs.raise_if_stopped()  # a safe point: the first evaluation's imports take long, a stop meanwhile ends here
     run_dir = step_dir.parent.parent  # <run>/safetensors/step_N
     spec = spec_from_run(run_dir, results_dir=results_dir, primary=metric, train_if_no_val=True)
     return evaluate(spec, model_name=str(step_dir), progress=False)["primary_metric"]["value"]

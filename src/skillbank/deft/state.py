@@ -90,6 +90,9 @@ class LoopState:
         entry = self.data["stages"].get(key)
         if entry and entry["status"] == "done":
             return entry["result"]
+        from skillbank import procs
+
+        procs.raise_if_stopped()  # a safe point: SIGTERM / Ctrl-C (procs.stop_on_signals) ends the loop between stages
         interrupted = bool(entry and entry["status"] == "running")
         entry = {"round": round_no, "stage": name, "status": "running", "started": now(), "finished": None,
                  "attempts": (entry or {}).get("attempts", 0) + 1, "outputs": {}, "result": None}

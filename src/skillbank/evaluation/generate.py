@@ -15,6 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
+from skillbank import procs
 from skillbank.data.prompts import collate_left
 
 CACHE_BYTES = 1 << 30  # prepared prompts kept for the next checkpoint of a run (same processor)
@@ -174,6 +175,7 @@ def generate_answers(
 
         clock = _StageClock(timings)
         for start in range(0, len(records), batch_size):
+            procs.raise_if_stopped()  # a safe point: SIGTERM / Ctrl-C under procs.stop_on_signals (a study, DEFT) ends here
             submit_until(start + 3 * batch_size)
             items = [pending.popleft().result() for _ in range(min(batch_size, len(records) - start))]
             clock.lap("wait_prompts")

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from skillbank.automl import DEFAULT_ALGORITHM, DEFAULT_TRIALS
-from skillbank.automl.command import DEFAULT_METRIC, add_metric_argument, add_search_arguments
+from skillbank.automl.command import DEFAULT_METRIC, add_metric_argument, add_search_arguments, add_storage_argument
 from skillbank.training.backends import BACKENDS
 
 PLATFORMS = ("local", "docker", "slurm")
@@ -123,6 +123,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     search = p.add_argument_group("--action automl", "what the study searches (as `skillbank automl`; the job always passes --resume)")
     add_search_arguments(search)
     add_metric_argument(search)
+    add_storage_argument(search)
     p.set_defaults(run=run_submit)
 
     jobs = sub.add_parser("jobs", help="status, logs, wait, cancel, attach or diagnose of a job (by id, record path, or any run folder for diagnose)")
@@ -177,9 +178,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.set_defaults(run=run_schema)
 
 
-def _print_record(record: Any, path: Any, as_json: bool, headline: str) -> None:
+def _print_record(record: Any, path: Any, as_json: bool, headline: str, study: dict | None = None) -> None:
+    """The record (an AutoML job's: with its study's trials, `skillbank automl --status`'s summary)."""
     if as_json:
-        print(json.dumps({"ok": True, "record_path": str(path), "record": record.model_dump(mode="json")}, indent=2))
+        print(json.dumps({"ok": True, "record_path": str(path), "record": record.model_dump(mode="json"),
+                          **({"study": study} if study is not None else {})}, indent=2, default=str))
         return
     print(headline)
     print(f"  record:  {path}")
@@ -195,6 +198,29 @@ def _print_record(record: Any, path: Any, as_json: bool, headline: str) -> None:
         print(f"  note:    {note}")
     for line in record.preflight.get("check_on_node", []):
         print(f"  check on the node: {line}")
+    if study is not None:
+        from skillbank.automl.status import lines
+
+        print(*(["  " + line for line in lines(study)] if study.get("ok") else [f"  study:   {study['error']}"]), sep="\n")
+
+
+def study_of(record: Any) -> dict | None:
+    """An AutoML job's study as `skillbank automl --status --json` shows it (None for other jobs; ok false
+    with the reason when it cannot be read from here: not created yet, another machine's file)."""
+    if record.action != "automl" or not record.outputs.study_dir:
+        return None
+    from pathlib import Path
+
+    from skillbank.automl.status import open_existing, summary
+    from skillbank.errors import InputError
+
+    storage = record.outputs.study_storage or f"sqlite:///{Path(record.outputs.study_dir) / 'study.db'}"
+    try:
+        return summary(open_existing(storage, Path(record.outputs.study_dir).name))
+    except InputError as exc:
+        return {"ok": False, "error": f"not readable from here: {exc.message}"}
+    except Exception as exc:  # noqa: BLE001 - a storage that does not answer from here: the record still prints
+        return {"ok": False, "error": f"not readable from here: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
 
 
 def run_submit(args: argparse.Namespace) -> int:
@@ -228,7 +254,7 @@ def automl_job(args: argparse.Namespace) -> Any:
     given = [flag for flag, value, default in (
         ("--algorithm", args.algorithm, DEFAULT_ALGORITHM), ("--max-trials", args.max_trials, DEFAULT_TRIALS),
         ("--metric", args.metric, DEFAULT_METRIC), ("--param", args.param, None), ("--range", args.range, []),
-        ("--choices", args.choices, []), ("--study", args.study, None)) if value != default]
+        ("--choices", args.choices, []), ("--study", args.study, None), ("--storage", args.storage, None)) if value != default]
     if args.action != "automl":
         if given:
             raise InputError(f"{', '.join(given)} belong(s) to an AutoML study", where=given[0], fix="add --action automl, or drop the flag")
@@ -238,9 +264,15 @@ def automl_job(args: argparse.Namespace) -> Any:
     study = args.study or Path(args.spec).stem
     if not study or "/" in study or study in (".", ".."):
         raise InputError(f"--study {study!r} is not a folder name", where="--study", fix="use a plain name such as lr-sweep")
+    if args.storage:
+        from skillbank.automl.storage import check_url, password_free
+
+        check_url(args.storage)
+        password_free(args.storage)  # the URL is written into the job's script and record
     return AutomlJob(
         study=study, algorithm=args.algorithm, max_trials=args.max_trials, metric=args.metric,
         params=tuple(args.param or ()), ranges=tuple(args.range), choices=tuple((k, tuple(v)) for k, v in args.choices),
+        storage=args.storage,
     )
 
 
@@ -250,7 +282,8 @@ def run_status(args: argparse.Namespace) -> int:
     record, path = status(args.job, args.results_dir)
     when = f", ended {record.ended}" if record.ended else (f", started {record.started}" if record.started else "")
     code = f", exit {record.exit_code}" if record.exit_code is not None else ""
-    _print_record(record, path, args.json, f"job {record.id}: {record.status} on {record.platform} ({record.backend}){when}{code}")
+    _print_record(record, path, args.json, f"job {record.id}: {record.status} on {record.platform} ({record.backend}){when}{code}",
+                  study=study_of(record))
     return 0
 
 
@@ -266,7 +299,17 @@ def run_cancel(args: argparse.Namespace) -> int:
     from skillbank.platform.submit import cancel
 
     record, path = cancel(args.job, args.results_dir)
-    _print_record(record, path, args.json, f"job {record.id}: {record.status}")
+    headline = f"job {record.id}: {record.status}"
+    if record.action == "automl":  # the stopped worker's one line: which trials stopped and were re-queued
+        from skillbank.platform.submit import logs
+
+        try:
+            said = [ln for ln in logs(args.job, tail=50, results_dir=args.results_dir)[1].splitlines()
+                    if ln.startswith(("automl: this worker stopped", "automl: the study was stopped"))]
+        except Exception:  # noqa: BLE001 - no log readable here: the record still prints
+            said = []
+        headline += f"\n  stop:    {said[-1]}" if said else ""
+    _print_record(record, path, args.json, headline, study=study_of(record))
     return 0
 
 

@@ -68,9 +68,12 @@ class AutomlJob:
     ranges: tuple[tuple[str, tuple[float, float]], ...] = ()
     choices: tuple[tuple[str, tuple[str, ...]], ...] = ()
     trial_epochs: int | None = None  # the most epochs a trial trains (runs.disk.trial_epochs): the gate checks the study's disk
+    storage: str | None = None  # --storage: a study shared by the workers of many jobs (None: SQLite in the study folder)
 
     def argv(self) -> list[str]:
         out = ["--algorithm", self.algorithm, "--max-trials", str(self.max_trials), "--metric", self.metric]
+        if self.storage:
+            out += ["--storage", self.storage]
         for key in self.params:
             out += ["--param", key]
         for key, (low, high) in self.ranges:

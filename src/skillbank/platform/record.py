@@ -50,6 +50,7 @@ class Outputs(BaseModel):
     log: str | None = Field(None, description="The job's main log file (local: the train command's output; slurm: the batch output).")
     cosmos_log_dir: str | None = Field(None, description="cosmos-rl's --log-dir (slurm): node_<i>/logs_latest/ per node.")
     study_dir: str | None = Field(None, description="action automl: the study folder, <results_dir>/automl/<study> (study.db, trials/, best_rec.json); every submit of the same study resumes it.")
+    study_storage: str | None = Field(None, description="action automl: the study's --storage URL, shared by the workers of every job that names it (never with a password); None: study.db in study_dir. `jobs status` reads the study from it.")
 
 
 class JobRecord(BaseModel):

@@ -208,6 +208,11 @@ def submit(
         action=action, model_family=model_family, **({"paths": paths, "spec_data": spec_data} if paths else {}),
     )
     notes = _resume_from(ctx, resume_from)
+    if automl is not None and automl.storage:
+        from skillbank.automl.storage import socket_note
+
+        worker = "every job that names this --storage and --study runs one more worker of the study (status, logs, cancel per job)"
+        notes += [worker, *([socket_note(automl.storage)] if socket_note(automl.storage) and platform != "local" else [])]
     pre = preflight_gate(ctx, gpus_per_node=_preflight_gpus(platform, gpus_per_node, ctx, dry_run), dry_run=dry_run)
     if platform == "slurm" and not ctx.options.time:
         notes.append(_planned_time(ctx))
@@ -240,6 +245,7 @@ def submit(
             log=str(rendered.log) if rendered.log else None,
             cosmos_log_dir=str(rendered.cosmos_log_dir) if rendered.cosmos_log_dir else None,
             study_dir=str(ctx.study_dir) if ctx.study_dir else None,
+            study_storage=automl.storage if automl is not None else None,
         ),
         preflight=pre,
         notes=[*notes, *rendered.notes, *path_notes],

@@ -350,7 +350,10 @@ def watch(
     itself (steps still coming restart the wait), then stop the launcher's process tree."""
     failed_at: float | None = None
     step_at_failure = None
+    from skillbank import procs
+
     while process.poll() is None:
+        procs.raise_if_stopped()  # a safe point: SIGTERM / Ctrl-C under procs.stop_on_signals stops the launcher (the caller's cleanup)
         watcher.poll()
         if watcher.failures:
             if failed_at is None or watcher.last_step != step_at_failure:
@@ -360,6 +363,7 @@ def watch(
                 stop(process)
                 break
         time.sleep(interval)
+    procs.raise_if_stopped()  # ended by the stop's SIGTERM: a stop, not a failed run
     return watcher.finish(process.wait())
 
 

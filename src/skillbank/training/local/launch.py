@@ -3,7 +3,8 @@
 The launcher resolves the model (hf_model://owner/repo is downloaded first), counts the steps,
 picks or creates the run folder (a resume continues the run folder of the newest complete
 checkpoint), writes the validated spec there as spec.json, and runs
-`python -m torch.distributed.run --standalone --nproc_per_node=W -m skillbank.training.local.worker`.
+`python -m skillbank.training.local.torchrun --standalone --nproc_per_node=W -m skillbank.training.local.worker`
+(torchrun, quiet on a requested stop: `torchrun`).
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ def plan_local(spec, *, resume: bool = False, dry_run: bool = False, resume_from
         notes.append(f"--resume-from {chosen} is not on this machine: it must be a complete checkpoint on the machine that trains")
     run_dir = pick_run_dir(output_dir, chosen if continue_run else None, dry_run=dry_run)
     resume_from = chosen
-    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world}",
+    argv = [sys.executable, "-m", "skillbank.training.local.torchrun", "--standalone", f"--nproc_per_node={world}",
             *process_args(WORKER, run_dir, model_path, resume_from)]
     return LocalPlan(argv, world, run_dir, model_path, resume_from, count.train, plan.steps_per_epoch, plan.total_steps, notes,
                      steps.run_plan(spec, count, backend="local"))
@@ -185,7 +186,7 @@ def launch(plan: LocalPlan, spec, *, job: Any, stdout: Any, log: Callable[[str],
         proc = procs.start(plan.argv, pid_file=run_dir / procs.PID_FILE, env=env, stdout=stdout, stderr=None)
         if job is not None:
             job.update(pid=proc.pid)
-        rc = proc.wait()
+        rc = procs.wait(proc)  # a safe point: Interrupted once SIGTERM / Ctrl-C asked to stop
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM under skillbank.procs.stop_on_signals
         if proc is None:
             raise
