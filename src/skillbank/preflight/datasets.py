@@ -127,11 +127,8 @@ class _Reader:
                     start = data.records
                     cols = fast_columns(batch, self.wants) or self.checker.columns(batch, start, self.wants)
                     data.records += len(batch)
-                    questions = cols.questions or [None] * len(batch)
-                    videos = cols.videos or [None] * len(batch)
-                    images = cols.images or [None] * len(batch)
-                    for offset, record in enumerate(batch):
-                        rows.add(start + offset, cols.ids[offset], videos[offset], images[offset], questions[offset], record)
+                    none = [None] * len(batch)
+                    rows.add_batch(start, cols.ids, cols.videos or none, cols.images or none, cols.questions or none, batch)
             except ArrayFormatError as exc:
                 data.complete = False
                 self.findings.error(

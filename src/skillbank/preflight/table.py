@@ -46,14 +46,16 @@ def create(con: Any, name: str) -> None:
 
 def create_views(con: Any, name: str, *, main: bool) -> None:
     fix = f"SELECT idx, id_key, video, image, mkey, question, clip, chars FROM {name}_fix"
-    fix_media = f"SELECT idx, ord, kind, path FROM {name}_fixmedia"
+    media = (f"SELECT idx, 0 AS ord, CASE WHEN video IS NOT NULL THEN 'video' ELSE 'image' END AS kind, coalesce(video, image) AS path "
+             f"FROM {name}_fix WHERE mkey IS NULL AND coalesce(video, image) IS NOT NULL UNION ALL "
+             f"SELECT idx, ord, kind, path FROM {name}_fixmedia")  # a record with several paths: all of them
     if main:
         fix = (f"SELECT rowid AS idx, id_key, video_path AS video, image_path AS image, NULL AS mkey, question, clip, chars "
                f"FROM {name}_main WHERE NOT flag UNION ALL {fix}")
-        fix_media = (f"SELECT rowid AS idx, 0 AS ord, CASE WHEN video_path IS NOT NULL THEN 'video' ELSE 'image' END AS kind, "
-                     f"coalesce(video_path, image_path) AS path FROM {name}_main WHERE NOT flag UNION ALL {fix_media}")
+        media = (f"SELECT rowid AS idx, 0 AS ord, CASE WHEN video_path IS NOT NULL THEN 'video' ELSE 'image' END AS kind, "
+                 f"coalesce(video_path, image_path) AS path FROM {name}_main WHERE NOT flag UNION ALL {media}")
     con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {fix}")
-    con.execute(f"CREATE OR REPLACE TEMP VIEW {name}_media AS {fix_media}")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {name}_media AS {media}")
 
 
 def read_parts(con: Any, name: str, parts: ArrayParts, wants: Wants) -> list[int]:
@@ -88,34 +90,50 @@ def check_flagged(con: Any, name: str, parts: ArrayParts, flagged: list[int], ch
 
 
 class Rows:
-    """Exact rows (from the checker or fast_columns) appended to `<name>_fix` in blocks."""
+    """Exact rows (from the checker or fast_columns) appended to `<name>_fix` in blocks. An id goes in
+    as text or digits; DuckDB writes its JSON text (to_json), the key read_json's rows carry."""
+
+    COLUMNS = ("idx", "id_str", "id_int", "video", "image", "mkey", "question", "clip", "chars")
 
     def __init__(self, con: Any, name: str, wants: Wants) -> None:
         self.con, self.name, self.wants = con, name, wants
-        self.cols: dict[str, list[Any]] = {k: [] for k in ("idx", "id_key", "video", "image", "mkey", "question", "clip", "chars")}
+        self.cols: dict[str, list[Any]] = {k: [] for k in self.COLUMNS}
         self.media: dict[str, list[Any]] = {k: [] for k in ("idx", "ord", "kind", "path")}
 
     def add(self, index: int, rid: Any, video: Media, image: Media, question: str | None, record: Any) -> None:
-        c = self.cols
-        c["idx"].append(index)
-        c["id_key"].append(rules.id_json(rid))
-        c["video"].append(_first(video))
-        c["image"].append(_first(image))
-        several = video if type(video) is tuple else image if type(image) is tuple else None
-        c["mkey"].append(None if several is None else json.dumps(several))
-        c["question"].append(question if self.wants.questions else None)
-        fields = rules.clip_fields(record) if self.wants.meta and isinstance(record, dict) else None
-        c["clip"].append(None if fields is None else json.dumps(fields))
-        c["chars"].append(None if fields is None else text_chars(record))
-        for kind, value in (("video", video), ("image", image)):
-            for order, path in enumerate(value if type(value) is tuple else () if value is None else (value,)):
-                for key, item in zip(("idx", "ord", "kind", "path"), (index, order, kind, path)):
+        self.add_batch(index, [rid], [video], [image], [question], [record])
+
+    def add_batch(self, start: int, ids: list[Any], videos: list[Media], images: list[Media], questions: list[str | None],
+                  records: list[Any]) -> None:
+        """Consecutive records from index `start` (their checked columns and the records themselves)."""
+        c, n = self.cols, len(ids)
+        c["idx"].extend(range(start, start + n))
+        c["id_str"].extend([r if type(r) is str else None for r in ids])
+        c["id_int"].extend([str(r) if type(r) is int else None for r in ids])
+        c["video"].extend([v[0] if type(v) is tuple else v for v in videos])
+        c["image"].extend([v[0] if type(v) is tuple else v for v in images])
+        c["question"].extend(questions if self.wants.questions else [None] * n)
+        mkeys, clips, chars = [None] * n, [None] * n, [None] * n
+        for offset in [i for i, (v, m) in enumerate(zip(videos, images)) if type(v) is tuple or type(m) is tuple]:
+            kind, paths = ("video", videos[offset]) if type(videos[offset]) is tuple else ("image", images[offset])
+            mkeys[offset] = json.dumps(paths)
+            for order, path in enumerate(paths):
+                for key, item in zip(("idx", "ord", "kind", "path"), (start + offset, order, kind, path)):
                     self.media[key].append(item)
+        if self.wants.meta:
+            for offset, record in enumerate(records):
+                fields = rules.clip_fields(record) if isinstance(record, dict) else None
+                if fields is not None:
+                    clips[offset], chars[offset] = json.dumps(fields), text_chars(record)
+        c["mkey"].extend(mkeys)
+        c["clip"].extend(clips)
+        c["chars"].extend(chars)
         if len(c["idx"]) >= FLUSH_ROWS:
             self.flush()
 
     def flush(self) -> None:
-        fix = "idx, CASE WHEN id_key IS NOT NULL THEN json(id_key)::VARCHAR END, video, image, mkey, question, clip, chars"
+        fix = ("idx, CASE WHEN id_str IS NOT NULL THEN to_json(id_str)::VARCHAR ELSE id_int END, video, image, mkey, question, "
+               "clip, chars")
         for table, cols, select in ((f"{self.name}_fix", self.cols, fix), (f"{self.name}_fixmedia", self.media, "*")):
             if cols["idx"]:
                 insert(self.con, table, cols, select)
@@ -151,7 +169,3 @@ def load(con: Any, table: str, columns: dict[str, list[Any]], types: dict[str, s
 def _sql_type(values: list[Any]) -> str:
     kinds = {type(v) for v in values} - {type(None)}
     return "BIGINT" if kinds == {int} else "DOUBLE" if kinds and kinds <= {int, float} else "VARCHAR"
-
-
-def _first(media: Media) -> str | None:
-    return media[0] if type(media) is tuple else media
