@@ -33,7 +33,7 @@ from typing import Any
 
 from skillbank.data.jsonarray import WS, last_boundary, record_opening
 
-PART_BYTES = 8 << 20  # a part's size: small enough to read back a few records cheaply, large enough for DuckDB
+PART_BYTES = 4 << 20  # a part's size: small enough to read back a few records cheaply, large enough for DuckDB
 READ_BYTES = 1 << 20  # the most a read of a part returns
 OPENING_WINDOW = 64 << 10
 PROTOCOL = "skillbank-parts"
@@ -91,22 +91,22 @@ class ArrayParts:
         return [0, *itertools.accumulate(self.counts)][:-1]
 
     def iter_records_at(self, indices: Iterable[int]) -> Iterator[tuple[int, Any]]:
-        """(index, record) for record indices of the file, in order (needs `counts`); each part
-        read once, one part in memory at a time."""
+        """(index, record) for record indices of the file, in order (needs `counts`); each part read
+        once, up to its last wanted record, one record in memory at a time."""
         starts = self.starts()
         wanted: dict[int, list[int]] = {}
         for index in sorted(set(indices)):
             wanted.setdefault(bisect.bisect_right(starts, index) - 1, []).append(index)
         for part in sorted(wanted):
-            picks, count = iter(wanted[part]), 0
-            pick = next(picks, None)
-            for offset, record in enumerate(self.iter_part(part)):
-                count += 1
-                if pick is not None and offset == pick - starts[part]:
-                    yield pick, record
-                    pick = next(picks, None)
-            if count != self.counts[part]:
-                raise ValueError(f"part {part} of {self.path} holds {count} records; DuckDB read {self.counts[part]}")
+            offsets = [index - starts[part] for index in wanted[part]]
+            records = self.iter_part(part)
+            position = -1
+            for offset in offsets:
+                for position, record in zip(range(position + 1, offset + 1), records):
+                    pass
+                if position != offset:
+                    raise ValueError(f"part {part} of {self.path} ends before record {offset}; DuckDB read {self.counts[part]}")
+                yield starts[part] + offset, record
 
 def split_array(path: str, part_bytes: int | None = None) -> ArrayParts | None:
     """The file's array cut into parts of about `part_bytes`; None when it is not a plain array of
