@@ -171,6 +171,8 @@ def _on_parts(con: Any, path: str, columns: tuple[str, ...], run: Callable[[str]
 
     parts = None if is_url(path) else jsonparts.split_array(path)
     if parts is None or len(parts.bounds) < 2:
+        if parts is not None:
+            jsonparts.release(parts)
         return run(read_json_sql(path, columns))
     jsonparts.attach(con)
     try:
