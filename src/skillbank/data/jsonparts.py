@@ -36,6 +36,7 @@ from skillbank.data.jsonarray import WS, last_boundary, record_opening
 PART_BYTES = 4 << 20  # a part's size: small enough to read back a few records cheaply, large enough for DuckDB
 READ_BYTES = 1 << 20  # the most a read of a part returns
 OPENING_WINDOW = 64 << 10
+SEEK_WINDOW = 64 << 10  # bytes read before a cut point to find the record boundary there
 PROTOCOL = "skillbank-parts"
 
 _SCAN = json.JSONDecoder().scan_once  # the stdlib's C scanner: one record at a time, exactly as json.loads reads it
@@ -126,16 +127,30 @@ def split_array(path: str, part_bytes: int | None = None) -> ArrayParts | None:
         bounds: list[tuple[int, int]] = []
         lo = start
         while end - lo > part_bytes + part_bytes // 2:
-            f.seek(lo)
-            window = f.read(part_bytes + len(opening))
-            cut = last_boundary(window, opening, 1, len(window))
+            cut = _cut(f, lo, part_bytes, opening)
             if cut is None:  # a record larger than a part: take the rest whole
                 break
-            comma, following = cut
-            bounds.append((lo, lo + comma))
-            lo += following
+            bounds.append((lo, cut[0]))
+            lo = cut[1]
         bounds.append((lo, end))
     return register(ArrayParts(path, bounds))
+
+
+def _cut(f: Any, lo: int, part_bytes: int, opening: bytes) -> tuple[int, int] | None:
+    """(comma, next record) of the last guessed boundary before lo + part_bytes, in file offsets;
+    only the bytes just before that point are read, more while no boundary shows."""
+    hi = lo + part_bytes + len(opening)
+    back = SEEK_WINDOW
+    while True:
+        begin = max(lo, hi - back)
+        f.seek(begin)
+        window = f.read(hi - begin)
+        cut = last_boundary(window, opening, 1 if begin == lo else 0, len(window))
+        if cut is not None and begin + cut[0] > lo:
+            return begin + cut[0], begin + cut[1]
+        if begin == lo:
+            return None
+        back *= 8
 
 
 def _array_start(head: bytes) -> int | None:

@@ -184,6 +184,7 @@ class _Checks:
         self.root_ok = os.path.isdir(self.media.root)
         self.bad: dict[str, str] = {}
         self.first: dict[str, int] = {}
+        self.repeats = False
 
     def run(self) -> None:
         self._counts()
@@ -205,15 +206,17 @@ class _Checks:
         return f"{self.data.file}#{index}"
 
     def _counts(self) -> None:
-        [(videos, first_video, images, first_image)] = self._query(
-            f"SELECT count(video), min(idx) FILTER (video IS NOT NULL), count(image), min(idx) FILTER (image IS NOT NULL) FROM {self.t}")
+        """Records per media kind, the first of each, and whether any id repeats: one pass over the table."""
+        [(videos, first_video, images, first_image, ids, distinct)] = self._query(
+            f"SELECT count(video), min(idx) FILTER (video IS NOT NULL), count(image), min(idx) FILTER (image IS NOT NULL), "
+            f"count(id_key), count(DISTINCT id_key) FROM {self.t}")
         self.data.videos, self.data.images = videos, images
         self.first = {k: v for k, v in (("video", first_video), ("image", first_image)) if v is not None}
+        self.repeats = ids != distinct
 
     def _unique_ids(self) -> None:
-        """One distinct count over all ids; the repeats listed only when there are some."""
-        [(ids, distinct)] = self._query(f"SELECT count(id_key), count(DISTINCT id_key) FROM {self.t}")
-        if ids == distinct:
+        """The records whose id an earlier record has (the distinct count in _counts says whether any does)."""
+        if not self.repeats:
             return
         rows = self._query(
             f"SELECT idx, id_key, first FROM (SELECT idx, id_key, min(idx) OVER (PARTITION BY id_key) AS first FROM {self.t} "
