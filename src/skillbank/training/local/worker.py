@@ -104,7 +104,7 @@ class Trainer:
         self.lora_scale = spec.policy.lora.scale
         self.model.to(self.d.device)
         self.mesh = make_mesh(self.d.device.type, par.dp_replicate_size, par.dp_shard_size)
-        shard_model(self.model, self.mesh, dtype=self.dtype)
+        shard_model(self.model, self.mesh, dtype=self.dtype, reshard_after_forward=train.fsdp_reshard_after_forward != "never")
         self.model.train()
         self.params = [p for p in self.model.parameters() if p.requires_grad]
 
