@@ -61,6 +61,7 @@ def overrides(recipe: DemoRecipe, *, model: Path, out: Path) -> list[str]:
         f"train.optm_warmup_steps={recipe.warmup}",
         f"train.optm_decay_type={recipe.decay}",
         "train.param_dtype=float32",
+        "train.fsdp_reshard_after_forward=never",  # 2 ranks on one CPU: a step without the backward's all-gathers is ~10% faster
         "train.ckpt.save_freq_in_epoch=0",
         "train.ckpt.save_freq=100000",
         "train.ckpt.max_keep=2",
