@@ -315,11 +315,6 @@ SQL_CHARS = (  # text_chars() of a clean row
 CLIP_KEYS = ("video_fps", "num_frames", "duration", "width", "height")
 
 
-def id_json(rid: Any) -> str | None:
-    """A usable id (a str or an int, as the checker returns it) as JSON; DuckDB's json() of it is its SQL_ID_KEY."""
-    return None if rid is None else json.dumps(rid)
-
-
 def id_of_key(key: str) -> Any:
     """The id behind an id key (for messages)."""
     return json.loads(key)
