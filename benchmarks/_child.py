@@ -40,10 +40,10 @@ def measure(argv: list[str]) -> tuple[float, float, float, str]:
     return wall, peak_kib / 1024**2, cpu, "\n".join(head)
 
 
-def size_args(doc: str | None) -> argparse.Namespace:
+def size_args(doc: str | None, repeat: int = 1) -> argparse.Namespace:
     """The options of a benchmark over N generated records: --records, --repeat, --keep."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--repeat", type=int, default=1, help="runs of each method (alternating); the best is compared")
+    parser.add_argument("--repeat", type=int, default=repeat, help=f"runs of each method, alternating (default {repeat})")
     parser.add_argument("--keep", metavar="DIR", help="generate into DIR and keep it (reused when it exists)")
     return parser.parse_args()

@@ -10,8 +10,13 @@ subprocess and side by side:
 
 Wall time is measured inside each subprocess around the work (interpreter start excluded for both;
 the process total is printed too), with the CPU time (user + sys) of the same span beside it: on a
-shared machine CPU time is the steadier figure. Peak memory is the subprocess's peak RSS. Targets: ours <= 1/3
-of the public wall time and <= 40% of its peak memory. The public method misses record 500,000.
+shared machine CPU time is the steadier figure. Peak memory is the subprocess's peak RSS. The two methods
+alternate, --repeat times each (default 3); medians are compared. Targets (issue 30): ours <= 0.20 of the
+public wall time and <= 0.20 of its peak memory, every record checked. The public method misses record
+500,000.
+
+Ours reads the array with DuckDB over parts of the file on every core (skillbank.data.jsonparts), so its
+wall time gains from a second free core and its CPU time is the figure to compare on a loaded machine.
 
     .venv/bin/python benchmarks/preflight_annotations.py [--records N] [--repeat R] [--keep DIR]
 """
@@ -30,6 +35,8 @@ import time
 from pathlib import Path
 
 BAD_INDEX = 500_000
+TARGET_WALL = 0.20  # issue 30: ours / public wall time
+TARGET_MEMORY = 0.20  # and peak memory
 MEDIA_FILES = 8
 QUESTION = "<video>\\nIs the vehicle in front of the ego car turning left at the next intersection?"
 
@@ -131,7 +138,7 @@ def measure(method: str, folder: Path, annotations: Path) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--repeat", type=int, default=1, help="runs of each method (medians are compared)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each method, alternating (medians are compared)")
     parser.add_argument("--keep", metavar="DIR", help="write the data here and keep it (reused when present)")
     parser.add_argument("--child", nargs=3, metavar=("METHOD", "FOLDER", "FILE"), help=argparse.SUPPRESS)
     opts = parser.parse_args()
@@ -169,9 +176,11 @@ def report(runs: dict[str, list[dict]]) -> None:
             print(f"  {method} runs (wall / cpu / peak): " + ", ".join(f"{r['seconds']:.2f} s / {r['cpu_seconds']:.2f} s / {r['peak_rss_mb']:.0f} MB" for r in rs))
     ratio = {k: med["ours"][k] / med["public"][k] for k in keys}
     print(
-        f"\nours / public: wall {ratio['seconds']:.2f} (target <= 0.33: {'met' if ratio['seconds'] <= 1 / 3 else 'MISSED'}), "
-        f"cpu {ratio['cpu_seconds']:.2f}, peak memory {ratio['peak_rss_mb']:.2f} (target <= 0.40: {'met' if ratio['peak_rss_mb'] <= 0.4 else 'MISSED'})"
+        f"\nours / public (medians): wall {ratio['seconds']:.3f} (target <= {TARGET_WALL}: {'met' if ratio['seconds'] <= TARGET_WALL else 'MISSED'}), "
+        f"cpu {ratio['cpu_seconds']:.3f}, process {ratio['process_seconds']:.3f}, "
+        f"peak memory {ratio['peak_rss_mb']:.3f} (target <= {TARGET_MEMORY}: {'met' if ratio['peak_rss_mb'] <= TARGET_MEMORY else 'MISSED'})"
     )
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"ours reported: {sorted(set(runs['ours'][-1]['findings']))}")
 
 if __name__ == "__main__":

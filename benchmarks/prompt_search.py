@@ -127,7 +127,7 @@ def train(work: Path, args: argparse.Namespace, data: Path) -> str:
         print(f"reusing {done[-1]}", file=sys.stderr)
         return str(done[-1])
     annotations = training_records(work, data, tag)
-    recipe = replace(DemoRecipe(), steps=args.steps, records=args.records, ranks=args.ranks)
+    recipe = replace(DemoRecipe(), steps=args.steps, records=args.records, ranks=args.ranks, batch=16, decay="none")  # as measured
     model = build_tiny_model(None, family=recipe.family, seed=recipe.seed)
     built = build_spec(SKILL, "train", [*overrides(recipe, model=model, out=work), f"custom.system_prompt={TRAINED}",
                                         f"custom.train_dataset.annotation_path={annotations}",

@@ -18,6 +18,7 @@ def test_quick_demo_runs_the_whole_flow_and_prints_one_json_document(tmp_path):
     for row in doc["families"].values():
         assert 0.0 <= row["base_accuracy"] <= 1.0 and 0.0 <= row["trained_accuracy"] <= 1.0
     assert doc["wall_s"] > 0 and doc["preflight"]["errors"] == 0
+    assert doc["cpu_s"] > 0 and doc["training"]["steps_per_s"] > 0 and len(doc["load_average"]) == 3  # how busy the machine was
     art = {k: Path(v) for k, v in doc["artifacts"].items()}
     assert (art["final_checkpoint"] / "config.json").is_file()
     assert (art["eval_trained"] / "results.json").is_file() and (art["eval_base"] / "metrics.json").is_file()

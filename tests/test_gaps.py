@@ -188,6 +188,29 @@ def test_many_rows_keep_results_order(tmp_path):
     assert summary["counts"] == {"FP": 0, "FN": 20000}
 
 
+def test_parts_give_the_rows_of_the_whole_file(tmp_path, monkeypatch):
+    """results.json and the annotations read over parts of a few KiB (every core parses): the same
+    parquet, in results order, as one read of each file; a malformed part is an InputError naming the file."""
+    from skillbank.data import jsonparts
+
+    results = [{"video_id": f"r{i:04d}", "question": "Is it red?", "gt": "yes" if i % 2 else "no", "response": "no" if i % 3 else "yes"}
+               for i in range(2000)]
+    results_dir, ann = _write_eval(tmp_path, results)
+    whole = tmp_path / "whole.parquet"
+    analyze_gaps(str(results_dir), str(whole), annotations=str(ann))
+    monkeypatch.setattr(jsonparts, "PART_BYTES", 4096)
+    split = tmp_path / "split.parquet"
+    assert len(jsonparts.split_array(str(results_dir / "results.json")).bounds) > 10
+    analyze_gaps(str(results_dir), str(split), annotations=str(ann))
+    assert pq.read_table(split).to_pylist() == pq.read_table(whole).to_pylist()
+    text = (results_dir / "results.json").read_text()
+    cut = text.index("},", len(text) // 2) + 2
+    (results_dir / "results.json").write_text(text[:cut] + "," + text[cut:])  # a stray comma between two records
+    with pytest.raises(InputError) as err:
+        analyze_gaps(str(results_dir), str(tmp_path / "bad.parquet"), annotations=str(ann))
+    assert err.value.where.endswith("results.json") and "skillbank-parts" not in err.value.message
+
+
 def test_finding_results_json(tmp_path):
     with pytest.raises(InputError, match="no results.json"):
         find_results_json(str(tmp_path))

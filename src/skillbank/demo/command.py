@@ -40,12 +40,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description=DESCRIPTION + deft_description(dd), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", metavar="DIR", help="where the run, evaluations and gaps go (default: results/demo; with --deft results/demo-deft)")
     p.add_argument("--quick", action="store_true", help="a minute-scale smoke run (tiny data, few steps): the flow, not the accuracy")
-    p.add_argument("--steps", type=int, help=f"training steps (default: {d.steps})")
+    p.add_argument("--steps", type=int, help=f"training steps (default: {d.steps}; the learning rate {d.lr:g} decays to zero by "
+                   f"{d.decay} over them: fewer steps is a shorter schedule, not an early stop)")
     p.add_argument("--ranks", type=int, help=f"local FSDP2 ranks (default: {d.ranks})")
     p.add_argument("--records", type=int, help=f"training clips (default: {d.records})")
     p.add_argument("--seed", type=int, help=f"seed of data, model and training (default: {d.seed})")
     p.add_argument("--family", choices=FAMILIES, help=f"tiny model family (default: {d.family})")
-    p.add_argument("--json", action="store_true", help="print one JSON document {families, artifacts, wall_s, ...}; "
+    p.add_argument("--json", action="store_true", help="print one JSON document {families, artifacts, timings, wall_s, cpu_s (with the training ranks), load_average, ...}; "
                    "with --deft {arms: {mined, random}: rounds (records added, benchmark per family), comparison, report}")
     g = p.add_argument_group("--deft: the DEFT loop, mined selection against random (default --out results/demo-deft)")
     g.add_argument("--deft", action="store_true", help=f"run the DEFT demo (--steps then means each round's training steps, default {dd.steps}; "

@@ -56,7 +56,7 @@ class DeftDemoRecipe:
 
     def train_recipe(self, steps: int) -> DemoRecipe:
         return DemoRecipe(records=self.records, seed=self.seed, family=self.family, ranks=self.ranks, steps=steps, batch=self.batch,
-                          lr=self.lr, warmup=self.warmup, fps=self.fps)
+                          lr=self.lr, warmup=self.warmup, fps=self.fps, decay="none")  # the rounds continue at one rate
 
 
 def _train_spec(recipe: DeftDemoRecipe, steps: int, *, model: Path, data: Path, base: dict[str, str], out: Path) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -36,6 +37,24 @@ def _evaluate(model: str, data: Path, out: Path, recipe: DemoRecipe, *, progress
     return doc
 
 
+def _cpu_seconds() -> float:
+    """User + system CPU of this process and the processes it waited for (the training ranks)."""
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _steps_per_s(run_dir: str) -> float | None:
+    """Median optimizer steps per second of the run (from metrics.jsonl's iteration times)."""
+    import statistics
+
+    from skillbank.runs import layout
+
+    times = [r["iteration_time"] for r in layout.read_metrics(run_dir) if r.get("iteration_time")]
+    return round(1 / statistics.median(times), 2) if times else None
+
+
 def _family_accuracy(doc: dict[str, Any]) -> dict[str, float]:
     return {name: float(m.get("accuracy", 0.0)) for name, m in (doc.get("families") or {}).items()}
 
@@ -52,7 +71,7 @@ def run_demo(recipe: DemoRecipe, out: Path, *, log: Callable[[str], None] = prin
     from skillbank.training.jobrecord import JobRecord
     from skillbank.training.local.launch import train_local
 
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), _cpu_seconds()
     out.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
 
@@ -108,7 +127,8 @@ def run_demo(recipe: DemoRecipe, out: Path, *, log: Callable[[str], None] = prin
         "families": families,
         "overall": {"base_accuracy": base.get("accuracy"), "trained_accuracy": trained.get("accuracy")},
         "its_directionality": trained.get("its_directionality"),
-        "training": {k: trained_run.get(k) for k in ("last_step", "first_loss", "last_loss", "val_loss_first", "val_loss_last")},
+        "training": {**{k: trained_run.get(k) for k in ("last_step", "first_loss", "last_loss", "val_loss_first", "val_loss_last")},
+                     "steps_per_s": _steps_per_s(trained_run["run_dir"])},
         "recipe": asdict(recipe),
         "artifacts": {
             "model": str(model),
@@ -127,6 +147,8 @@ def run_demo(recipe: DemoRecipe, out: Path, *, log: Callable[[str], None] = prin
         "preflight": report.summary(),
         "timings": timings,
         "wall_s": round(time.perf_counter() - started, 1),
+        "cpu_s": round(_cpu_seconds() - cpu_started, 1),  # this process and the training ranks: steadier than wall on a busy machine
+        "load_average": [round(x, 2) for x in os.getloadavg()],  # 1, 5, 15 min, at the end: how busy the cores were
     }
 
 
@@ -145,7 +167,9 @@ def table(result: dict[str, Any]) -> str:
                  + (f", val loss {tr['val_loss_first']:.3f} -> {tr['val_loss_last']:.3f}" if tr.get("val_loss_last") is not None else ""))
     g = result["gaps"]
     lines.append(f"gaps: {g.get('failures')} failures of {g.get('total')} {g.get('counts')}")
-    lines.append(f"wall time: {result['wall_s']} s")
+    steps_per_s = tr.get("steps_per_s")
+    lines.append(f"wall time: {result['wall_s']} s ({result['cpu_s']} s CPU with the training ranks; "
+                 + (f"{steps_per_s} steps/s; " if steps_per_s else "") + f"load average {result['load_average'][0]} on {os.cpu_count()} cores)")
     lines.append("")
     lines.append("artifacts:")
     lines.extend(f"  {k:17s} {v}" for k, v in result["artifacts"].items())

@@ -1,16 +1,21 @@
-"""One pass over an annotations file: every record's rules, then what only the whole dataset shows.
+"""One read of an annotations file: every record's rules, then what only the whole dataset shows.
 
-Per record (records.py): object, id, conversations, one media key, video_fps. Across records:
-unique ids, media files present under the media folder and not escaping it, video and image
-records mixed, overlap with the validation set, clip lengths against the token budget, and a
-random sample of videos for --decode-sample. Memory stays flat: one batch of parsed records at a
-time, plus the ids and the distinct media paths seen.
+Per record (records.py): object, id, conversations, one media key, video_fps. Across records, as
+queries over the records table (preflight.table): unique ids, media files present under the media
+folder and not escaping it, video and image records mixed, overlap with the validation set, clip
+lengths against the token budget, and a random sample of videos for --decode-sample.
+
+The read: DuckDB's read_json over the file's parts on every core, the rules it can prove in SQL
+(records.CLEAN_SQL) and the record checker on the rest, so a million records cost a few seconds and
+no Python object each. A file DuckDB cannot read goes through the stream reader record by record
+(data.jsonstream), which also locates a syntax error by line and column; the tables and the checks
+over them are the same.
 """
 
 from __future__ import annotations
 
 import gc
-import math
+import json
 import os
 import random
 from collections.abc import Iterator
@@ -18,11 +23,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from skillbank.preflight import media as media_mod
+from skillbank.data import jsonparts
 from skillbank.data.jsonstream import ArrayFormatError, iter_batches
-from skillbank.preflight.records import Columns, Media, RecordChecker, Wants, fast_columns
+from skillbank.preflight import media as media_mod
+from skillbank.preflight import table
+from skillbank.preflight.records import CLIP_KEYS, RecordChecker, Wants, fast_columns, id_of_key
 from skillbank.preflight.report import Findings
-from skillbank.preflight.vision import Estimate, TokenTally, VisionBudget, clip_from_record, text_chars
+from skillbank.preflight.vision import Clip, Estimate, TokenTally, VisionBudget, clip_from_record, text_chars
 
 
 @dataclass
@@ -35,13 +42,14 @@ class Dataset:
     videos: int = 0
     images: int = 0
     complete: bool = True  # False when a format error stopped the scan
-    ids: list[Any] = field(default_factory=list)  # per record, None when unusable
-    keys: dict[tuple[Media, str], int] = field(default_factory=dict)  # (media, question) -> index (val only)
     media_root: str = ""
     sample: list[tuple[int, dict[str, Any], str]] = field(default_factory=list)  # (index, record, video file)
     with_meta: int = 0
     tokens: TokenTally = field(default_factory=TokenTally)  # tokens per sample of the clips whose length is known
     folders_listed: int = 0  # media folders read (one os.scandir each, however many records)
+    con: Any = None  # the DuckDB connection holding its records table
+    table: str = ""  # the records view (preflight.table)
+    keys: bool = False  # its questions were kept: other sets are compared with it by media and question
     probe: list[tuple[int, str, int, Any]] = field(default_factory=list)  # (index, video path as written, text chars, id): clips to probe
 
 
@@ -59,6 +67,105 @@ class ScanOptions:
     probe_sample: int = 0  # records without a full clip description kept for the header probe: K spread over the file, PROBE_ALL every one
 
 
+def connect() -> Any:
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
+    return con
+
+
+def scan(role: str, file: str, options: ScanOptions, findings: Findings) -> Dataset:
+    other = options.overlap_with
+    con = other.con if other is not None and other.con is not None else connect()
+    data = Dataset(role, file, con=con, table=table.new_name(), keys=options.keep_keys)
+    wants = Wants(questions=options.keep_keys or bool(other and other.keys), meta=options.budget is not None)
+    reader = _Reader(data, options, findings, wants)
+    reader.read()
+    _Checks(data, options, findings, reader).run()
+    return data
+
+
+class _Reader:
+    """Fills the records table: the parts path, else the stream path."""
+
+    def __init__(self, data: Dataset, options: ScanOptions, findings: Findings, wants: Wants) -> None:
+        self.data, self.options, self.findings, self.wants = data, options, findings, wants
+        self.checker = RecordChecker(data.file, findings)
+        self.parts: jsonparts.ArrayParts | None = None
+
+    def read(self) -> None:
+        table.create(self.data.con, self.data.table)
+        if not self._parts():
+            self._stream()
+
+    def _parts(self) -> bool:
+        import duckdb
+
+        try:
+            parts = jsonparts.split_array(self.data.file)
+        except OSError:
+            return False  # the stream path reports it
+        if parts is None:
+            return False
+        con, name = self.data.con, self.data.table
+        jsonparts.attach(con)
+        try:
+            flagged = table.read_parts(con, name, parts, self.wants)
+        except duckdb.Error:
+            con.execute(f"DROP TABLE IF EXISTS {name}_main")
+            table.create_views(con, name, main=False)
+            return False
+        finally:
+            jsonparts.release(parts)
+        table.check_flagged(con, name, parts, flagged, self.checker, self.wants)
+        self.parts = parts
+        self.data.records = sum(parts.counts)
+        return True
+
+    def _stream(self) -> None:
+        data, file = self.data, self.data.file
+        rows = table.Rows(data.con, data.table, self.wants)
+        with _no_gc():
+            try:
+                for batch in iter_batches(file):
+                    start = data.records
+                    cols = fast_columns(batch, self.wants) or self.checker.columns(batch, start, self.wants)
+                    data.records += len(batch)
+                    none = [None] * len(batch)
+                    rows.add_batch(start, cols.ids, cols.videos or none, cols.images or none, cols.questions or none, batch)
+            except ArrayFormatError as exc:
+                data.complete = False
+                self.findings.error(
+                    "annotations.format",
+                    f"{exc.message} (line {exc.line}, column {exc.column}); the records before it were checked, the rest of the file was not",
+                    "fix the JSON at that line and column (a JSON array of objects: [{...}, {...}])",
+                    f"{file}:{exc.line}:{exc.column}",
+                )
+            except OSError as exc:
+                data.complete = False
+                self.findings.error("annotations.format", f"cannot read the annotations: {exc.strerror or exc}", "check the path and its permissions", file)
+        rows.flush()
+
+    def records_at(self, indices: list[int]) -> Iterator[tuple[int, Any]]:
+        """The records behind some rows, in order: from their parts, else by streaming the file again."""
+        if self.parts is not None:
+            yield from self.parts.iter_records_at(indices)
+            return
+        wanted, start = sorted(set(indices)), 0
+        pos = 0
+        try:
+            for batch in iter_batches(self.data.file):
+                while pos < len(wanted) and wanted[pos] < start + len(batch):
+                    yield wanted[pos], batch[wanted[pos] - start]
+                    pos += 1
+                start += len(batch)
+                if pos == len(wanted):
+                    return
+        except (ArrayFormatError, OSError):
+            return
+
+
 @contextmanager
 def _no_gc() -> Iterator[None]:
     """Parsed records hold no cycles; the collector would only rescan them (a third of the time)."""
@@ -71,264 +178,242 @@ def _no_gc() -> Iterator[None]:
             gc.enable()
 
 
-def scan(role: str, file: str, options: ScanOptions, findings: Findings) -> Dataset:
-    scanner = _Scanner(role, file, options, findings)
-    with _no_gc():
-        try:
-            for batch in iter_batches(file):
-                scanner.batch(batch)
-        except ArrayFormatError as exc:
-            scanner.data.complete = False
-            findings.error(
-                "annotations.format",
-                f"{exc.message} (line {exc.line}, column {exc.column}); the records before it were checked, the rest of the file was not",
-                "fix the JSON at that line and column (a JSON array of objects: [{...}, {...}])",
-                f"{file}:{exc.line}:{exc.column}",
-            )
-        except OSError as exc:
-            scanner.data.complete = False
-            findings.error("annotations.format", f"cannot read the annotations: {exc.strerror or exc}", "check the path and its permissions", file)
-    scanner.finish()
-    return scanner.data
+class _Checks:
+    """The dataset-wide checks, as queries over the records table."""
 
-
-class _Scanner:
-    def __init__(self, role: str, file: str, options: ScanOptions, findings: Findings) -> None:
-        self.data = Dataset(role, file)
-        self.options, self.findings = options, findings
-        self.checker = RecordChecker(file, findings)
+    def __init__(self, data: Dataset, options: ScanOptions, findings: Findings, reader: _Reader) -> None:
+        self.data, self.options, self.findings, self.reader = data, options, findings, reader
+        self.con, self.t = data.con, data.table
         self.media = media_mod.MediaIndex(options.media_root)
         self.data.media_root = self.media.root
-        self.media_bad: dict[str, str] = {}
         self.root_ok = os.path.isdir(self.media.root)
+        self.bad: dict[str, str] = {}
         self.first: dict[str, int] = {}
-        other = options.overlap_with
-        self.wants = Wants(questions=options.keep_keys or bool(other and other.keys), meta=options.budget is not None)
-        self.rng = random.Random(options.seed)
-        self._other_ids: dict[Any, int] | None = None
-        self._sample_seen = 0
-        self._next_pick = 0
-        self._w = 1.0
-        self._probe_next, self._probe_step = 0, 1
+        self.repeats = False
 
-    # -- per batch -----------------------------------------------------------------------------
-    def batch(self, batch: list[Any]) -> None:
-        start = self.data.records
-        cols = fast_columns(batch, self.wants) or self.checker.columns(batch, start, self.wants)
-        self.data.records += len(batch)
-        self.data.ids.extend(cols.ids)
-        if cols.videos is not None:
-            self.data.videos += self._count("video", cols.videos, cols.ids, start)
-        if cols.images is not None:
-            self.data.images += self._count("image", cols.images, cols.ids, start)
+    def run(self) -> None:
+        self._counts()
+        self._media()
         if self.options.overlap_with is not None:
-            self._overlap(cols, start)
-        if self.options.keep_keys and cols.questions is not None:
-            self._keep_keys(cols, start)
-        counted: set[int] = set()
-        if cols.meta and self.options.budget is not None:
-            counted = self._budget(batch, cols.meta, start)
-        if self.options.probe_sample and cols.videos is not None and self.options.budget is not None:
-            self._pick_probe(batch, cols.videos, counted, start)
-        if self.options.decode_sample and cols.videos is not None:
-            self._sample(batch, cols.videos, start)
+            self._overlap(self.options.overlap_with)
+        if self.options.budget is not None:
+            counted = self._budget(self.options.budget)
+            if self.options.probe_sample:
+                self._pick_probe(counted)
+        if self.options.decode_sample:
+            self._sample()
+        self._unique_ids()
+        self._finish()
+        self.data.folders_listed = self.media.folders_listed
 
-    def _count(self, kind: str, paths: list[Media], ids: list[Any], start: int) -> int:
-        """Records of this media kind in the batch (their files checked on the way)."""
-        count = len(paths) - paths.count(None)
-        if count and kind not in self.first:
-            self.first[kind] = start + next(i for i, p in enumerate(paths) if p is not None)
-        self._media(paths, ids, start, kind)
-        return count
+    def _query(self, sql: str, params: list[Any] | None = None) -> list[tuple]:
+        return self.con.execute(sql, params or []).fetchall()
 
     def _where(self, index: int) -> str:
         return f"{self.data.file}#{index}"
 
+    def _counts(self) -> None:
+        """Records per media kind, the first of each, and whether any id repeats: one pass over the table."""
+        [(videos, first_video, images, first_image, ids, distinct)] = self._query(
+            f"SELECT count(video), min(idx) FILTER (video IS NOT NULL), count(image), min(idx) FILTER (image IS NOT NULL), "
+            f"count(id_key), count(DISTINCT id_key) FROM {self.t}")
+        self.data.videos, self.data.images = videos, images
+        self.first = {k: v for k, v in (("video", first_video), ("image", first_image)) if v is not None}
+        self.repeats = ids != distinct
+
     def _unique_ids(self) -> None:
-        """One set over all ids at the end (C speed); the record-by-record pass only when one repeats."""
-        ids = self.data.ids
-        distinct = set(ids)
-        distinct.discard(None)
-        if len(distinct) == len(ids) - ids.count(None):
+        """The records whose id an earlier record has (the distinct count in _counts says whether any does)."""
+        if not self.repeats:
             return
-        first: dict[Any, int] = {}
-        for index, rid in enumerate(ids):
-            if rid is None:
-                continue
-            earlier = first.setdefault(rid, index)
-            if earlier != index:
+        rows = self._query(
+            f"SELECT idx, id_key, first FROM (SELECT idx, id_key, min(idx) OVER (PARTITION BY id_key) AS first FROM {self.t} "
+            "WHERE id_key IS NOT NULL) WHERE idx <> first ORDER BY idx")
+        for index, key, earlier in rows:
+            self.findings.error(
+                "annotations.unique_id",
+                f"record {index} (id {id_of_key(key)!r}): field id repeats the id of record {earlier}",
+                "give every record a unique id",
+                self._where(index),
+                group=self.data.file,
+            )
+
+    def _media(self) -> None:
+        if not self.root_ok:
+            return  # one finding for the missing folder, in _finish()
+        distinct = [row[0] for row in self._query(f"SELECT DISTINCT path FROM {self.t}_media")]
+        self.bad = self.media.problems(distinct)
+        if not self.bad:
+            return
+        rows = self._with_table("sb_bad", {"path": list(self.bad), "verdict": list(self.bad.values())},
+                                f"SELECT m.idx, m.kind, m.path, b.verdict, r.id_key FROM {self.t}_media m JOIN sb_bad b USING (path) "
+                                f"LEFT JOIN {self.t} r USING (idx) ORDER BY m.idx, m.kind DESC, m.ord")
+        root = self.media.root
+        for index, kind, path, verdict, key in rows:
+            label = _label(index, key)
+            if verdict == media_mod.ESCAPES:
                 self.findings.error(
-                    "annotations.unique_id",
-                    f"record {index} (id {rid!r}): field id repeats the id of record {earlier}",
-                    "give every record a unique id",
+                    "annotations.media_escape",
+                    f"{label}: field {kind} {path!r} points outside the media folder {root}",
+                    "use a path relative to the media folder, without '..' (or move the file under it)",
+                    self._where(index),
+                    group=self.data.file,
+                )
+            else:
+                self.findings.error(
+                    "annotations.media_exists",
+                    f"{label}: field {kind} {path!r} does not exist under the media folder ({self.media.resolve(path)} is missing)",
+                    "check the media folder setting and the record's path, or drop the record",
                     self._where(index),
                     group=self.data.file,
                 )
 
-    def _media(self, paths: list[Media], ids: list[Any], start: int, kind: str) -> None:
-        if not self.root_ok:
-            return  # one finding for the missing folder, in finish()
-        distinct = set(paths)
-        distinct.discard(None)
-        if tuple in set(map(type, distinct)):
-            distinct = {q for p in distinct for q in (p if type(p) is tuple else (p,))}
-        bad = self.media.problems(distinct)
-        if bad:
-            self.media_bad.update(bad)
-            self._report_media(paths, ids, start, kind)
+    def _with_table(self, name: str, columns: dict[str, list[Any]], sql: str) -> list[tuple]:
+        """Run `sql` with `columns` (text) as the temporary table `name`."""
+        table.load(self.con, name, columns, dict.fromkeys(columns, "VARCHAR"))
+        try:
+            return self._query(sql)
+        finally:
+            self.con.execute(f"DROP TABLE {name}")
 
-    def _report_media(self, paths: list[Media], ids: list[Any], start: int, kind: str) -> None:
-        bad = self.media_bad
-        root = self.media.root
-        for offset, value in enumerate(paths):
-            if value is None:
-                continue
-            for path in value if type(value) is tuple else (value,):
-                verdict = bad.get(path)
-                if verdict is None:
-                    continue
-                index = start + offset
-                if verdict == media_mod.ESCAPES:
-                    self.findings.error(
-                        "annotations.media_escape",
-                        f"{_label(index, ids[offset])}: field {kind} {path!r} points outside the media folder {root}",
-                        "use a path relative to the media folder, without '..' (or move the file under it)",
-                        self._where(index),
-                        group=self.data.file,
-                    )
-                else:
-                    self.findings.error(
-                        "annotations.media_exists",
-                        f"{_label(index, ids[offset])}: field {kind} {path!r} does not exist under the media folder ({self.media.resolve(path)} is missing)",
-                        "check the media folder setting and the record's path, or drop the record",
-                        self._where(index),
-                        group=self.data.file,
-                    )
-
-    def _overlap(self, cols: Columns, start: int) -> None:
-        other = self.options.overlap_with
-        assert other is not None
-        hits: dict[int, str] = {}
-        other_ids = self._other_ids
-        if other_ids is None:
-            other_ids = self._other_ids = {rid: i for i, rid in enumerate(other.ids) if rid is not None}
-        same_ids = other_ids.keys() & set(cols.ids)
-        same_ids.discard(None)
-        if same_ids:
-            for offset, rid in enumerate(cols.ids):
-                if rid in same_ids:
-                    hits[offset] = f"id {rid!r} is also record {other_ids[rid]} of {other.file}"
-        if other.keys and cols.questions is not None:
-            media = cols.videos if cols.videos is not None else cols.images
-            if media is not None:
-                if other.media_root != self.media.root:  # same file, seen from the other media folder
-                    media = [_relative(m, self.media.root, other.media_root) for m in media]
-                keys = list(zip(media, cols.questions))
-                shared = other.keys.keys() & set(keys)
-                if shared:
-                    for offset, key in enumerate(keys):
-                        if key in shared and offset not in hits and None not in key:
-                            hits[offset] = f"same media and question as record {other.keys[key]} of {other.file}"
-        for offset in sorted(hits):
-            index = start + offset
+    def _overlap(self, other: Dataset) -> None:
+        """Train records that share an id with the validation set, or its media and question."""
+        mine, theirs = self.t, other.table
+        ids = f"SELECT m.idx, max(o.idx) AS other FROM {mine} m JOIN {theirs} o USING (id_key) GROUP BY m.idx"
+        parts = [f"SELECT idx, other, NULL AS key_other FROM ({ids})"]
+        if other.keys:
+            key = self._media_key_in(other.media_root)
+            keys = (f"SELECT m.idx, min(o.idx) AS key_other FROM (SELECT idx, {key} AS media_key, question FROM {mine}) m "
+                    f"JOIN (SELECT idx, coalesce(mkey, video, image) AS media_key, question FROM {theirs}) o USING (media_key, question) "
+                    "WHERE m.question IS NOT NULL GROUP BY m.idx")
+            parts.append(f"SELECT idx, NULL AS other, key_other FROM ({keys})")
+        hits = " UNION ALL ".join(parts)
+        rows = self._query(f"SELECT h.idx, r.id_key, max(h.other), min(h.key_other) FROM ({hits}) h JOIN {mine} r USING (idx) "
+                           "GROUP BY h.idx, r.id_key ORDER BY h.idx")
+        for index, key, same_id, same_key in rows:
+            if same_id is not None:
+                what = f"id {id_of_key(key)!r} is also record {same_id} of {other.file}"
+            else:
+                what = f"same media and question as record {same_key} of {other.file}"
             self.findings.warning(
                 "annotations.overlap",
-                f"{_label(index, cols.ids[offset])} of the {self.data.role} set: {hits[offset]} (the {other.role} set overlaps it, so its scores are optimistic)",
+                f"{_label(index, key)} of the {self.data.role} set: {what} (the {other.role} set overlaps it, so its scores are optimistic)",
                 "remove the shared records from one of the two sets",
                 self._where(index),
                 group=self.data.file,
             )
 
-    def _keep_keys(self, cols: Columns, start: int) -> None:
-        media = cols.videos if cols.videos is not None else cols.images
-        if media is None:
-            return
-        keys = self.data.keys
-        for offset, key in enumerate(zip(media, cols.questions or ())):
-            if key[0] is not None and key[1] is not None:
-                keys.setdefault(key, start + offset)
+    def _media_key_in(self, other_root: str) -> str:
+        """SQL: a record's media (its path, or its paths as a JSON list) as seen from the other set's
+        media folder (os.path.relpath of each file); plain relative paths in SQL, the rest one by one."""
+        key, path = "coalesce(mkey, video, image)", "coalesce(video, image)"
+        root = self.media.root
+        if other_root == root:
+            return key
+        rel = os.path.relpath(root, other_root)
+        prefix = "" if rel == "." else rel.replace("'", "''") + "/"
+        plain = f"(mkey IS NULL AND regexp_full_match({path}, '{media_mod.PLAIN_RE2}'))"
+        odd = self._query(f"SELECT DISTINCT mkey, {path} FROM {self.t} WHERE {path} IS NOT NULL AND NOT {plain}")
 
-    def _budget(self, batch: list[Any], meta: list[tuple[int, dict[str, Any]]], start: int) -> set[int]:
-        """Count the records that state their clip's length; returns their offsets. With every clip probed
-        (PROBE_ALL), a record without frame size is left to the probe, which reads it exactly."""
-        budget = self.options.budget
-        assert budget is not None
-        counted: set[int] = set()
-        for offset, record in meta:
-            clip = clip_from_record(record)
+        def moved(p: str) -> str:
+            return os.path.relpath(os.path.join(root, p), other_root)
+
+        mapped = [(m, json.dumps([moved(p) for p in json.loads(m)])) if m is not None else (p, moved(p)) for m, p in odd]
+        self.con.execute("CREATE OR REPLACE TEMP TABLE sb_remap (path VARCHAR, mapped VARCHAR)")
+        if mapped:
+            self.con.executemany("INSERT INTO sb_remap VALUES (?, ?)", mapped)
+        return f"CASE WHEN {plain} THEN '{prefix}' || {path} ELSE (SELECT mapped FROM sb_remap WHERE sb_remap.path = {key}) END"
+
+    def _budget(self, budget: VisionBudget) -> list[str]:
+        """The token budget of every record that states its clip's length: the estimate once per
+        distinct clip and text length (Python, the rule's one implementation), the findings per
+        record and the tally as queries. Returns the clips counted. With every clip probed
+        (PROBE_ALL), a clip without frame size is left to the probe, which reads it exactly."""
+        clips = self._clip_estimates(budget)
+        deferred: list[str] = []
+        if self.options.probe_sample == PROBE_ALL:
+            deferred = [k for k, (c, _) in clips.items() if c.width is None]
+            for key in deferred:
+                del clips[key]
+        if not clips and not deferred:
+            return []
+        texts = {n: budget.text_tokens(n) for (n,) in self._query(f"SELECT DISTINCT chars FROM {self.t} WHERE clip IS NOT NULL")}
+        ok = {k: (c, e) for k, (c, e) in clips.items() if isinstance(e, Estimate)}
+        failed = [k for k, (_, e) in clips.items() if not isinstance(e, Estimate)]
+        table.load(self.con, "sb_clips", {"clip": list(ok), "low": [e.vision_low for _, e in ok.values()],
+                                         "high": [e.vision_high for _, e in ok.values()], "seconds": [c.duration for c, _ in ok.values()]},
+                   {"clip": "VARCHAR", "low": "BIGINT", "high": "BIGINT", "seconds": "DOUBLE"})
+        table.load(self.con, "sb_texts", {"chars": list(texts), "text": list(texts.values())}, {"chars": "BIGINT", "text": "BIGINT"})
+        table.load(self.con, "sb_failed", {"clip": failed + deferred}, {"clip": "VARCHAR"})
+        try:
+            [(self.data.with_meta,)] = self._query(
+                f"SELECT count(*) FROM {self.t} WHERE clip IN (SELECT clip FROM sb_clips UNION ALL SELECT clip FROM sb_failed)")
+            self.con.execute("DELETE FROM sb_failed WHERE clip IN (SELECT unnest(?::VARCHAR[]))", [deferred])
+            [tally] = self._query(
+                "SELECT count(*), sum(c.high + t.text), max(c.high + t.text), min(c.high + t.text), count(*) FILTER (c.low = c.high), "
+                f"max(c.seconds) FROM {self.t} r JOIN sb_clips c USING (clip) JOIN sb_texts t USING (chars)")
+            over = self._query(
+                f"SELECT r.idx, r.id_key, r.clip, r.chars FROM {self.t} r LEFT JOIN sb_clips c USING (clip) JOIN sb_texts t USING (chars) "
+                f"WHERE r.clip IN (SELECT clip FROM sb_failed) OR c.high + t.text > {int(budget.model_max_length)} ORDER BY r.idx")
+        finally:
+            for name in ("sb_clips", "sb_texts", "sb_failed"):
+                self.con.execute(f"DROP TABLE {name}")
+        if tally[0]:
+            self.data.tokens = TokenTally(tally[0], int(tally[1]), tally[2], tally[3], tally[4], tally[5])
+        for index, key, text, chars in over:
+            clip, est = clips[text]
+            if isinstance(est, Estimate):
+                est = Estimate(est.frames, est.vision_low, est.vision_high, texts[chars])
+            budget_finding(budget, clip, est, _label(index, key), self._where(index), self.findings, group=self.data.file)
+        return list(clips)
+
+    def _pick_probe(self, counted: list[str]) -> None:
+        """Keep the video records whose clip the token tally will read from its headers (preflight.probing):
+        those the budget did not count, every one (PROBE_ALL: `skillbank plan`) or K spread evenly over
+        the file; their text length from the records themselves (work per picked record, not per record)."""
+        if not self.root_ok:
+            return
+        k = self.options.probe_sample
+        table.load(self.con, "sb_counted", {"clip": counted}, {"clip": "VARCHAR"})
+        try:
+            rows = self._with_table(
+                "sb_bad", {"path": list(self.bad)},
+                f"SELECT idx, path, id_key FROM (SELECT m.idx, m.path, r.id_key, row_number() OVER (ORDER BY m.idx) - 1 AS rn, count(*) OVER () AS n "
+                f"FROM {self.t}_media m JOIN {self.t} r USING (idx) WHERE m.kind = 'video' AND m.ord = 0 "
+                "AND m.path NOT IN (SELECT path FROM sb_bad) AND (r.clip IS NULL OR r.clip NOT IN (SELECT clip FROM sb_counted))) "
+                f"WHERE {k} < 0 OR n <= {k} OR (rn * {k}) % n < {k} ORDER BY idx")
+        finally:
+            self.con.execute("DROP TABLE sb_counted")
+        if not rows:
+            return
+        chars = {index: text_chars(record) if isinstance(record, dict) else 0 for index, record in self.reader.records_at([r[0] for r in rows])}
+        self.data.probe = [(index, path, chars.get(index, 0), id_of_key(key) if key is not None else None) for index, path, key in rows]
+
+    def _clip_estimates(self, budget: VisionBudget) -> dict[str, tuple[Clip, Estimate | ValueError]]:
+        """{clip fields (JSON): (the clip, its vision estimate or why qwen_vl_utils cannot sample it)}."""
+        clips: dict[str, tuple[Clip, Estimate | ValueError]] = {}
+        for (text,) in self._query(f"SELECT DISTINCT clip FROM {self.t} WHERE clip IS NOT NULL"):
+            clip = clip_from_record(dict(zip(CLIP_KEYS, json.loads(text))))
             if clip is None:
                 continue
-            self.data.with_meta += 1
-            if clip.width is None and self.options.probe_sample == PROBE_ALL:
-                continue
-            counted.add(offset)
-            est = check_clip(budget, clip, record, start + offset, self._where(start + offset), self.findings, group=self.data.file)
-            if est is not None:
-                self.data.tokens.add(est, clip)
-        return counted
+            try:
+                clips[text] = (clip, budget.estimate(clip, 0))
+            except ValueError as exc:
+                clips[text] = (clip, exc)
+        return clips
 
-    def _pick_probe(self, batch: list[Any], videos: list[Media], counted: set[int], start: int) -> None:
-        """Keep the records whose clip the token tally will read from its headers (preflight.probing): every one
-        (PROBE_ALL: `skillbank plan`), or about K spread over the whole file: every step-th record, the step
-        doubling (and every other pick dropped) whenever 2K are kept. Work per picked record, not per record."""
-        k, probe = self.options.probe_sample, self.data.probe
-        if k != PROBE_ALL and not probe and self._probe_next == 0:
-            self._probe_step = max(1, len(batch) // k)  # the first batch: about K of it
-        first = 0 if k == PROBE_ALL else max(0, self._probe_next - start)
-        step = 1 if k == PROBE_ALL else self._probe_step
-        for offset in range(first, len(batch), step):
-            value = videos[offset]
-            if value is None or offset in counted:
-                continue
-            path = value[0] if type(value) is tuple else value
-            if path in self.media_bad or not self.root_ok:
-                continue
-            record = batch[offset]
-            probe.append((start + offset, path, text_chars(record), record.get("id")))
-        if k == PROBE_ALL:
+    def _sample(self) -> None:
+        """K video records at random (all with K < 0) whose file is there, for --decode-sample."""
+        if not self.root_ok:
             return
-        if first < len(batch):
-            self._probe_next = start + first + -(-(len(batch) - first) // step) * step
-        while len(self.data.probe) >= 2 * k:
-            self.data.probe = self.data.probe[::2]
-            self._probe_step *= 2
-            self._probe_next = self.data.probe[-1][0] + self._probe_step
+        rows = self._with_table("sb_bad", {"path": list(self.bad)},
+                                f"SELECT idx, video FROM {self.t} WHERE video IS NOT NULL AND video NOT IN (SELECT path FROM sb_bad) ORDER BY idx")
+        k = self.options.decode_sample
+        picked = rows if k < 0 else sorted(random.Random(self.options.seed).sample(rows, min(k, len(rows))))
+        paths = dict(picked)
+        self.data.sample = [(index, record, self.media.resolve(paths[index])) for index, record in self.reader.records_at(list(paths))]
 
-    def _sample(self, batch: list[Any], videos: list[Media], start: int) -> None:
-        """Reservoir sampling (algorithm L): K uniformly random video records in one pass (all of them when K < 0)."""
-        k, rng, sample = self.options.decode_sample, self.rng, self.data.sample
-        for offset, value in enumerate(videos):
-            if value is None:
-                continue
-            n = self._sample_seen
-            self._sample_seen += 1
-            path = value[0] if type(value) is tuple else value
-            if path in self.media_bad or not self.root_ok:
-                continue
-            item = (start + offset, batch[offset], self.media.resolve(path))
-            if k < 0:  # --decode-sample all: every video record
-                sample.append(item)
-                continue
-            if len(sample) < k:
-                sample.append(item)
-                if len(sample) == k:
-                    self._w = math.exp(math.log(rng.random() or 1e-12) / k)
-                    self._next_pick = n + 1 + self._skip()
-            elif n == self._next_pick:
-                sample[rng.randrange(k)] = item
-                self._w *= math.exp(math.log(rng.random() or 1e-12) / k)
-                self._next_pick = n + 1 + self._skip()
-
-    def _skip(self) -> int:
-        if self._w >= 1.0:
-            return 0
-        return int(math.log(self.rng.random() or 1e-12) / math.log(1 - self._w))
-
-    # -- after the last batch ------------------------------------------------------------------
-    def finish(self) -> None:
+    def _finish(self) -> None:
         data = self.data
-        data.folders_listed = self.media.folders_listed
-        self._unique_ids()
         if data.complete and data.records == 0:
             self.findings.error(
                 "annotations.empty",
@@ -352,16 +437,9 @@ class _Scanner:
                 data.file,
             )
 
-def _relative(media: Media, root: str, other_root: str) -> Media:
-    if media is None:
-        return None
-    if type(media) is tuple:
-        return tuple(os.path.relpath(os.path.join(root, m), other_root) for m in media)
-    return os.path.relpath(os.path.join(root, media), other_root)
 
-
-def _label(index: int, rid: Any) -> str:
-    return f"record {index} (id {rid!r})" if rid is not None else f"record {index}"
+def _label(index: int, key: str | None) -> str:
+    return f"record {index} (id {id_of_key(key)!r})" if key is not None else f"record {index}"
 
 
 def check_clip(
@@ -369,13 +447,22 @@ def check_clip(
 ) -> Estimate | None:
     """The vision.budget finding of one clip whose length is known; its token estimate (None when it cannot be sampled).
     `chars`: the record's text characters when the record itself is no longer held (a probed clip)."""
-    label = f"record {index} (id {record.get('id')!r})"
     try:
-        est = budget.estimate(clip, text_chars(record) if chars is None else chars)
+        est: Estimate | ValueError = budget.estimate(clip, text_chars(record) if chars is None else chars)
     except ValueError as exc:
+        est = exc
+    label = f"record {index} (id {record.get('id')!r})"
+    return budget_finding(budget, clip, est, label, where, findings, group=group)
+
+
+def budget_finding(
+    budget: VisionBudget, clip: Clip, est: Estimate | ValueError, label: str, where: str, findings: Findings, *, group: str = ""
+) -> Estimate | None:
+    """Report a clip whose estimate is over the budget (or that cannot be sampled); its estimate when it has one."""
+    if not isinstance(est, Estimate):
         findings.error(
             "vision.budget",
-            f"{label}: the clip has {clip.total_frames} frames but custom.vision.nframes asks for {budget.nframes}; qwen_vl_utils raises ({exc})",
+            f"{label}: the clip has {clip.total_frames} frames but custom.vision.nframes asks for {budget.nframes}; qwen_vl_utils raises ({est})",
             "lower custom.vision.nframes, or use custom.vision.fps, or drop clips this short",
             where,
             group=group,

@@ -20,6 +20,7 @@ OK, MISSING, ESCAPES = "ok", "missing", "escapes"
 # last '/' is the folder. Linear: a segment cannot hold '/', so the match never backtracks.
 _SEGMENT = r"[^/.\\\n][^/\\\n]*"
 _PLAIN = re.compile(f"{_SEGMENT}(?:/{_SEGMENT})*")
+PLAIN_RE2 = _PLAIN.pattern  # the same pattern for DuckDB's regexp functions (RE2 reads it alike)
 _SPLIT = methodcaller("rpartition", "/")
 _FOLDER = itemgetter(0)
 

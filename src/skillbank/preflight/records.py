@@ -5,14 +5,18 @@ A record: {"id", "video" (or "image"), "video_fps", "conversations": [{"from": "
 accepts (human/user, gpt/assistant, an optional leading system turn); the turns alternate, start
 with a human turn and end with an answer.
 
-`exact_columns` applies the rules record by record and says what is wrong with each record.
-`fast_columns` proves a whole batch clean with C-speed passes (map, set, slicing) instead; it
-accepts only batches on which `exact_columns` would find nothing (a test holds the two together),
-and returns None for anything else, so every rule and every message lives in `exact_columns`.
+`RecordChecker` applies the rules record by record and says what is wrong with each record. Two
+proofs that records are clean skip it where they can, and each accepts only what the checker
+would find nothing in (tests hold them together), so every rule and every message lives in the
+checker: `fast_columns` proves a batch of parsed records clean with C-speed passes (map, set,
+slicing); `CLEAN_SQL` proves one row of DuckDB's read_json clean (the columns of `READ_COLUMNS`),
+so a million records are checked without a Python object each, and only the rows it cannot prove
+go through the checker.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from itertools import chain, repeat
@@ -246,3 +250,79 @@ def _media_value(value: Any) -> Media:
 def _kind(value: Any) -> str:
     names = {dict: "object", list: "array", str: "string", int: "integer", float: "number", bool: "boolean", type(None): "null"}
     return names.get(type(value), type(value).__name__)
+
+
+# ---- the columnar proof (DuckDB) -----------------------------------------------------------------
+# read_json types: JSON keeps each value's JSON text (DuckDB writes it back normalised: a string as
+# "...", a number as digits, NaN as NaN; a missing key and null are both NULL), so a type is read
+# from the text's first character without parsing it again. Turn roles are read as text.
+READ_COLUMNS = {
+    "id": "JSON", "video": "JSON", "image": "JSON", "video_fps": "JSON",
+    "conversations": 'STRUCT("from" VARCHAR, "value" JSON)[]',
+    "duration": "JSON", "num_frames": "JSON", "frames": "JSON", "width": "JSON", "height": "JSON",
+}
+# str.isspace() characters (a test holds this to Python's own table), as an RE2 class
+PY_SPACE = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+_SPACE_CLASS = "[" + "".join(f"\\x{{{ord(c):x}}}" for c in PY_SPACE) + "]"
+# a JSON string text whose content may be blank: only whitespace, raw or escaped
+_BLANK_TEXT = '"(?:' + _SPACE_CLASS + "|\\\\[bfnrt/]|\\\\u[0-9a-fA-F]{4})*\""
+
+
+def _sql_text(value: str) -> str:
+    """A JSON value that is a string with something but whitespace in it (checker: non-empty text).
+    Byte comparisons settle the common case (a first character that is visible ASCII, not a
+    backslash); the others go through the regular expression."""
+    text = f"{value}::VARCHAR"
+    visible = f"({text} > '\"!' AND {text} <> '\"\"' AND ({text} < '\"\\' OR {text} >= '\"]') AND {text} < '\"' || chr(127))"
+    return f"(starts_with({value}, '\"') AND CASE WHEN {visible} THEN true ELSE NOT regexp_full_match({value}, '{_BLANK_TEXT}') END)"
+
+
+def _sql_turn(turn: str, first: bool) -> str:
+    listed = ", ".join(f"'{r}'" for r in sorted(HUMAN if first else GPT))
+    role = f'{turn}."from"'
+    return f"(CASE WHEN {role} IN ({listed}) THEN true ELSE lower({role}) IN ({listed}) END AND {_sql_text(turn + '.value')})"
+
+
+_SQL_LONG = (
+    "list_bool_and(list_transform(conversations, lambda t, i: "
+    f"CASE WHEN i % 2 = 1 THEN {_sql_turn('t', True)} ELSE {_sql_turn('t', False)} END))"
+)
+SQL_CONVERSATIONS = (  # human / gpt turns alternating from a human one, an even number, each with text
+    f"CASE WHEN len(conversations) = 2 THEN {_sql_turn('conversations[1]', True)} AND {_sql_turn('conversations[2]', False)} "
+    f"ELSE len(conversations) > 2 AND len(conversations) % 2 = 0 AND {_SQL_LONG} END"
+)
+SQL_FPS = (  # a positive finite number (the text of a JSON number starts with a digit or '-'); fps_num: SQL_SOURCE
+    "(video_fps::VARCHAR >= '0' AND video_fps::VARCHAR < ':' AND isfinite(fps_num) AND fps_num > 0)"
+)
+SQL_MEDIA = (  # exactly one media key, a non-empty path string; a video record has its fps
+    "CASE WHEN image IS NULL THEN starts_with(video, '\"') AND video::VARCHAR <> '\"\"' AND " + SQL_FPS + " "
+    "WHEN video IS NULL THEN starts_with(image, '\"') AND image::VARCHAR <> '\"\"' ELSE false END"
+)
+SQL_ID_KEY = (  # a usable id's JSON text, as DuckDB writes it (equal for equal ids); NULL for an unusable one
+    "CASE WHEN starts_with(id, '\"') THEN nullif(id::VARCHAR, '\"\"') WHEN regexp_full_match(id::VARCHAR, '-?[0-9]+') THEN id::VARCHAR END"
+)
+SQL_SOURCE = {"id_key": SQL_ID_KEY, "fps_num": "TRY_CAST(video_fps::VARCHAR AS DOUBLE)"}  # computed once per row, read by CLEAN_SQL
+CLEAN_SQL = f"coalesce(id_key IS NOT NULL AND ({SQL_CONVERSATIONS}) AND ({SQL_MEDIA}), false)"
+SQL_QUESTION = (  # question_of() of the first (human) turn of a clean row
+    "regexp_replace(replace(replace(json_extract_string(conversations[1].value, '$'), '<video>', ''), '<image>', ''), "
+    f"'^{_SPACE_CLASS}+|{_SPACE_CLASS}+$', '', 'g')"
+)
+SQL_HAS_CLIP = "coalesce(num_frames, frames, duration) IS NOT NULL"  # a record that states its clip's length
+SQL_CLIP = "json_array(video_fps, coalesce(num_frames, frames), duration, width, height)"  # clip_fields() as JSON
+SQL_CHARS = (  # text_chars() of a clean row
+    "list_sum(list_transform(conversations, lambda t: length(json_extract_string(t.value, '$'))))"
+)
+CLIP_KEYS = ("video_fps", "num_frames", "duration", "width", "height")
+
+
+def id_of_key(key: str) -> Any:
+    """The id behind an id key (for messages)."""
+    return json.loads(key)
+
+
+def clip_fields(record: dict[str, Any]) -> list[Any] | None:
+    """What the vision budget reads of a record that states its clip's length (SQL_CLIP), else None."""
+    if record.keys().isdisjoint(META_KEYS):
+        return None
+    frames = record.get("num_frames")
+    return [record.get("video_fps"), record.get("frames") if frames is None else frames, record.get("duration"), record.get("width"), record.get("height")]

@@ -227,7 +227,9 @@ def clip_from_record(record: dict[str, Any]) -> Clip | None:
     fps_ok = type(fps) in (int, float) and 0 < fps < math.inf
     if not fps_ok:
         fps = NOMINAL_FPS  # a bad video_fps has its own finding; a stated duration still counts
-    frames = record.get("num_frames", record.get("frames"))
+    frames = record.get("num_frames")
+    if frames is None:  # absent or null: a record may state `frames` instead
+        frames = record.get("frames")
     if type(frames) is not int or frames <= 0 or not fps_ok:
         duration = record.get("duration")
         if type(duration) not in (int, float) or not 0 < duration < math.inf:

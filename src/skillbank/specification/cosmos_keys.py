@@ -41,7 +41,7 @@ def _custom(*keys: str) -> dict[str, Route]:
 TRAIN_KEYS: dict[str, Route] = {
     **_same("train.epoch", "train.train_batch_per_replica", "train.max_num_steps", "train.seed", "train.optm_name", "train.optm_lr",
             "train.optm_betas", "train.optm_weight_decay", "train.optm_decay_type", "train.optm_min_lr_factor", "train.optm_grad_norm_clip",
-            "train.param_dtype"),
+            "train.param_dtype", "train.fsdp_reshard_after_forward"),
     "train.output_dir": Route(WRITTEN, "train.output_dir", "the run folder <output_dir>/<run id>, with train.timestamp = the run id (no folder grows a timestamp)"),
     "train.optm_warmup_steps": Route(WRITTEN, "train.optm_warmup_steps", "a value < 1 as a float (cosmos-rl's fraction of all steps), else an int step count"),
     **_same("train.ckpt.enable_checkpoint", "train.ckpt.save_freq", "train.ckpt.save_freq_in_epoch", "train.ckpt.save_mode", "train.ckpt.max_keep",

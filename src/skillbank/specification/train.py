@@ -85,6 +85,12 @@ class TrainSection(Section):
     optm_min_lr_factor: float = param(0.0, "Floor of the decayed learning rate, as a fraction of optm_lr.", ge=0, le=1)
     optm_grad_norm_clip: float = param(1.0, "Clip the global gradient norm to this value.", gt=0, automl="enabled", search=(0.1, 5.0))
     param_dtype: Literal["bfloat16", "float16", "float32"] = param("bfloat16", "Compute dtype of forward/backward (the local backend uses float32 on CPU).")
+    fsdp_reshard_after_forward: Literal["always", "never", "default"] = param(
+        "default",
+        "FSDP: free each block's gathered weights after its forward and gather them again for the backward (always; default: "
+        "the same without pipeline parallelism), or keep them until the backward (never): fewer collectives per step, a full "
+        "copy of the weights on every GPU while a step runs.",
+    )
     ckpt: CheckpointSpec = param(default_factory=CheckpointSpec, description="Checkpointing.")
     train_policy: TrainPolicySpec = param(default_factory=TrainPolicySpec, description="SFT policy and data loading.")
 

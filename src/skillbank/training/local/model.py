@@ -67,12 +67,13 @@ def make_mesh(device_type: str, replicate: int, shard: int):
     return init_device_mesh(device_type, (shard,), mesh_dim_names=("dp_shard",))
 
 
-def shard_model(model, mesh, *, dtype) -> None:
-    """fully_shard each block, then the root, in place."""
+def shard_model(model, mesh, *, dtype, reshard_after_forward: bool = True) -> None:
+    """fully_shard each block, then the root, in place. reshard_after_forward False (the spec's
+    train.fsdp_reshard_after_forward "never") keeps each block's gathered weights for the backward."""
     import torch
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     mp = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32) if dtype != torch.float32 else MixedPrecisionPolicy()
     for unit in shard_units(model):
-        fully_shard(unit, mesh=mesh, mp_policy=mp)
-    fully_shard(model, mesh=mesh, mp_policy=mp)
+        fully_shard(unit, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard_after_forward)
+    fully_shard(model, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard_after_forward)

@@ -104,7 +104,7 @@ class Trainer:
         self.lora_scale = spec.policy.lora.scale
         self.model.to(self.d.device)
         self.mesh = make_mesh(self.d.device.type, par.dp_replicate_size, par.dp_shard_size)
-        shard_model(self.model, self.mesh, dtype=self.dtype)
+        shard_model(self.model, self.mesh, dtype=self.dtype, reshard_after_forward=train.fsdp_reshard_after_forward != "never")
         self.model.train()
         self.params = [p for p in self.model.parameters() if p.requires_grad]
 
@@ -116,7 +116,8 @@ class Trainer:
                 f"fewer than train_batch_per_replica {train.train_batch_per_replica} ({self.d.world} ranks)"
             )
         optim_cls = torch.optim.AdamW if train.optm_name == "AdamW" else torch.optim.Adam
-        self.optimizer = optim_cls(self.params, lr=train.optm_lr, betas=tuple(train.optm_betas), weight_decay=train.optm_weight_decay)
+        fused = True if self.d.device.type == "cpu" else None  # on CPU the default per-tensor loop was a tenth of a demo step
+        self.optimizer = optim_cls(self.params, lr=train.optm_lr, betas=tuple(train.optm_betas), weight_decay=train.optm_weight_decay, fused=fused)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, schedule.lr_lambda(train, self.plan.total_steps))
         self.step = 0
         if resume_from:
