@@ -139,6 +139,19 @@ def test_demo_dataset_layout_families_and_answers(demo_dataset_dir):
         assert abs(mean - demo.COLOURS[r["attributes"]["colour"]]).max() < 40
 
 
+def test_demo_dataset_clips_differ_across_splits():
+    """No validation clip repeats a training clip byte for byte (the full demo's 2,100 + 315 clips drew
+    47 repeats before clips were redrawn; skillbank compare's overlap check reads mp4 bytes)."""
+    import random
+
+    used: set[tuple] = set()
+    for split_index, count in enumerate(demo.split_sizes(2100).values()):
+        rng = random.Random(f"0/{split_index}")
+        for i in range(count):
+            demo.make_record(rng, "x", i, demo.FAMILIES[i % 3], i // 3, used)
+    assert len(used) == 2100 + 315
+
+
 def test_demo_dataset_is_deterministic_and_cached(tmp_path):
     a = demo.build_demo_dataset(tmp_path / "a", records=6, seed=3)
     b = demo.build_demo_dataset(tmp_path / "b", records=6, seed=3)

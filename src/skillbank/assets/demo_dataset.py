@@ -7,7 +7,8 @@ Three task families, each with a short constrained answer so exact-match evaluat
 - colour: "What colour is the ball? Answer with one word." Without this family a tiny model never
   learns yes_no: nothing pushes it to read the colour first (docs: cpu-stack).
 
-Clips: 16 frames of 64x64 at 8 fps (2 s), a 20-px square moving ~2.5 px per frame, written with PyAV.
+Clips: 16 frames of 64x64 at 8 fps (2 s), a 20-px square moving ~2.5 px per frame, written with PyAV;
+no two clips have the same pixels, so no validation clip repeats a training clip.
 Layout: <out>/{train,val}/annotations.json and <out>/{train,val}/videos/<id>.mp4 (paths in records
 are relative to the split folder, which is the spec's media_path).
 """
@@ -75,8 +76,26 @@ class Clip:
             video[t, y : y + SQUARE, x : x + SQUARE] = COLOURS[self.colour]
         return video
 
+    def key(self) -> tuple:
+        """What decides the clip's pixels (and so its mp4 bytes): the colour and the square's place in every frame."""
+        dx = {"left": -SPEED, "right": SPEED}.get(self.motion, 0.0)
+        dy = {"up": -SPEED, "down": SPEED}.get(self.motion, 0.0)
+        return (self.colour, *((round(self.x0 + dx * t), round(self.y0 + dy * t)) for t in range(FRAMES)))
 
-def _random_clip(rng: random.Random, colour: str, motion: str) -> Clip:
+
+def _random_clip(rng: random.Random, colour: str, motion: str, used: set[tuple] | None = None) -> Clip:
+    """A clip whose pixels no clip in `used` has (redrawn until then; `used` gains it), so no validation
+    clip repeats a training clip byte for byte (skillbank compare's overlap check would flag it)."""
+    for _ in range(1000):
+        clip = _draw(rng, colour, motion)
+        if used is None or clip.key() not in used:
+            break
+    if used is not None:
+        used.add(clip.key())
+    return clip
+
+
+def _draw(rng: random.Random, colour: str, motion: str) -> Clip:
     travel = SPEED * (FRAMES - 1)
     free = SIZE - SQUARE
     lo, hi = {
@@ -91,8 +110,8 @@ def _random_clip(rng: random.Random, colour: str, motion: str) -> Clip:
     return Clip(colour, motion, x0, y0)
 
 
-def make_record(rng: random.Random, split: str, index: int, family: str, nth_in_family: int) -> tuple[dict, Clip]:
-    """One record and its clip; answers are balanced by `nth_in_family`."""
+def make_record(rng: random.Random, split: str, index: int, family: str, nth_in_family: int, used: set[tuple] | None = None) -> tuple[dict, Clip]:
+    """One record and its clip; answers are balanced by `nth_in_family`; the clip is none of `used`."""
     colours = list(COLOURS)
     if family == "yes_no":
         asked = rng.choice(colours)
@@ -110,7 +129,7 @@ def make_record(rng: random.Random, split: str, index: int, family: str, nth_in_
         motion = rng.choice(MOTIONS)
         answer = colour
         prompt = PROMPTS["colour"]
-    clip = _random_clip(rng, colour, motion)
+    clip = _random_clip(rng, colour, motion, used)
     rid = f"{split}_{index:05d}"
     record = {
         "id": rid,
@@ -196,13 +215,14 @@ def write_demo_dataset(out_dir: str | os.PathLike[str], *, records: int = 2100, 
     out = Path(out_dir)
     sizes = split_sizes(records)
     bar = tqdm(total=sum(sizes.values()), desc="writing clips", unit="clip", disable=not progress)
+    used: set[tuple] = set()  # every clip differs from every other, across splits
     for split_index, (split, count) in enumerate(sizes.items()):
         rng = random.Random(f"{seed}/{split_index}")
         (out / split / "videos").mkdir(parents=True, exist_ok=True)
         rows, seen = [], dict.fromkeys(FAMILIES, 0)
         for i in range(count):
             family = FAMILIES[i % len(FAMILIES)]
-            record, clip = make_record(rng, split, i, family, seen[family])
+            record, clip = make_record(rng, split, i, family, seen[family], used)
             seen[family] += 1
             write_mp4(out / split / record["video"], clip.frames())
             rows.append(record)

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from skillbank.demo.recipe import DemoRecipe, overrides
 from skillbank.errors import RunError
+from skillbank.scoring.stats import wilson_p
 
 SKILL = "tao-finetune-cosmos-reason"
 
@@ -156,11 +157,23 @@ def table(result: dict[str, Any]) -> str:
     def pct(v: float | None) -> str:
         return "   n/a" if v is None else f"{100 * v:5.1f}%"
 
-    lines = [f"{'task family':16s} {'untrained':>10s} {'trained':>10s} {'n':>5s}"]
+    def ci(v: float | None, n: int | None) -> str:
+        if v is None or not n:
+            return ""
+        low, high = wilson_p(v, n)
+        return f"[{100 * low:.1f}, {100 * high:.1f}]"
+
+    lines = [f"{'task family':16s} {'untrained':>10s} {'trained':>10s} {'95% CI (Wilson)':>16s} {'n':>5s}"]
+    n_all = 0
     for name, row in result["families"].items():
-        lines.append(f"{name:16s} {pct(row['base_accuracy']):>10s} {pct(row['trained_accuracy']):>10s} {row['n'] or '':>5}")
+        n_all += row["n"] or 0
+        lines.append(f"{name:16s} {pct(row['base_accuracy']):>10s} {pct(row['trained_accuracy']):>10s} "
+                     f"{ci(row['trained_accuracy'], row['n']):>16s} {row['n'] or '':>5}")
     o = result["overall"]
-    lines.append(f"{'all':16s} {pct(o['base_accuracy']):>10s} {pct(o['trained_accuracy']):>10s}")
+    lines.append(f"{'all':16s} {pct(o['base_accuracy']):>10s} {pct(o['trained_accuracy']):>10s} {ci(o['trained_accuracy'], n_all):>16s} {n_all or '':>5}")
+    art = result["artifacts"]
+    if "eval_trained" in art and "eval_base" in art:
+        lines.append(f"(the paired test per family: skillbank compare {art['eval_trained']} {art['eval_base']})")
     tr = result["training"]
     lines.append("")
     lines.append(f"training: {tr['last_step']} steps, loss {tr['first_loss']:.3f} -> {tr['last_loss']:.3f}"

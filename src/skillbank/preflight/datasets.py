@@ -368,25 +368,29 @@ class _Checks:
 
     def _pick_probe(self, counted: list[str]) -> None:
         """Keep the video records whose clip the token tally will read from its headers (preflight.probing):
-        those the budget did not count, every one (PROBE_ALL: `skillbank plan`) or K spread evenly over
-        the file; their text length from the records themselves (work per picked record, not per record)."""
+        those the budget did not count, every one (PROBE_ALL: `skillbank plan`) or about K spread evenly
+        over the file (every (N/m)-th record, m sized so about K of them are such records); their text
+        length from the records table (else from the records themselves: work per picked record)."""
         if not self.root_ok:
             return
-        k = self.options.probe_sample
+        k, total = self.options.probe_sample, self.data.records
         table.load(self.con, "sb_counted", {"clip": counted}, {"clip": "VARCHAR"})
+        table.load(self.con, "sb_bad", {"path": list(self.bad)}, {"path": "VARCHAR"})
+        wanted = (f"FROM {self.t} WHERE video IS NOT NULL AND video NOT IN (SELECT path FROM sb_bad) "
+                  "AND (clip IS NULL OR clip NOT IN (SELECT clip FROM sb_counted))")
         try:
-            rows = self._with_table(
-                "sb_bad", {"path": list(self.bad)},
-                f"SELECT idx, path, id_key FROM (SELECT m.idx, m.path, r.id_key, row_number() OVER (ORDER BY m.idx) - 1 AS rn, count(*) OVER () AS n "
-                f"FROM {self.t}_media m JOIN {self.t} r USING (idx) WHERE m.kind = 'video' AND m.ord = 0 "
-                "AND m.path NOT IN (SELECT path FROM sb_bad) AND (r.clip IS NULL OR r.clip NOT IN (SELECT clip FROM sb_counted))) "
-                f"WHERE {k} < 0 OR n <= {k} OR (rn * {k}) % n < {k} ORDER BY idx")
+            [(n,)] = self._query(f"SELECT count(*) {wanted}")
+            spread = "" if k < 0 or n <= k else f" AND (idx * {-(-k * total // n)}) % {total} < {-(-k * total // n)}"
+            rows = self._query(f"SELECT idx, video, id_key, chars {wanted}{spread} ORDER BY idx") if n else []
         finally:
             self.con.execute("DROP TABLE sb_counted")
+            self.con.execute("DROP TABLE sb_bad")
         if not rows:
             return
-        chars = {index: text_chars(record) if isinstance(record, dict) else 0 for index, record in self.reader.records_at([r[0] for r in rows])}
-        self.data.probe = [(index, path, chars.get(index, 0), id_of_key(key) if key is not None else None) for index, path, key in rows]
+        missing = [row[0] for row in rows if row[3] is None]  # the records table holds the text length of the parts path's clean records
+        chars = {index: text_chars(record) if isinstance(record, dict) else 0 for index, record in self.reader.records_at(missing)} if missing else {}
+        self.data.probe = [(index, path, text if text is not None else chars.get(index, 0), id_of_key(key) if key is not None else None)
+                           for index, path, key, text in rows]
 
     def _clip_estimates(self, budget: VisionBudget) -> dict[str, tuple[Clip, Estimate | ValueError]]:
         """{clip fields (JSON): (the clip, its vision estimate or why qwen_vl_utils cannot sample it)}."""

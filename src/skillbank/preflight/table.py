@@ -4,7 +4,8 @@
 NULL when the id is unusable: records.SQL_ID_KEY), video / image (the path; the first one when a
 record lists several, mkey then holds them all as a JSON list), question (the first human turn as
 the train / val overlap compares it), clip (what the vision budget reads, as JSON; NULL when the
-record states no clip length) and chars (the characters of its turns, where clip is set). `<name>_media` (a view): every
+record states no clip length) and chars (the characters of its turns: every clean record of the parts path, the stream
+path's where clip is set). `<name>_media` (a view): every
 media path of every record (idx, ord, kind, path).
 
 Two ways to fill them, with the same rows:
@@ -63,7 +64,7 @@ def read_parts(con: Any, name: str, parts: ArrayParts, wants: Wants) -> list[int
     the flagged rows' indices, in order (their records still need the checker: `check_flagged`)."""
     columns = {k: v for k, v in rules.READ_COLUMNS.items() if wants.meta or k not in rules.META_KEYS + ("width", "height")}
     clip = f"CASE WHEN {rules.SQL_HAS_CLIP} THEN {rules.SQL_CLIP} END" if wants.meta else "NULL::JSON"
-    chars = f"CASE WHEN {rules.SQL_HAS_CLIP} THEN {rules.SQL_CHARS} END" if wants.meta else "NULL::BIGINT"
+    chars = f"CASE WHEN NOT flag THEN {rules.SQL_CHARS} END" if wants.meta else "NULL::BIGINT"  # every clean record: the probe reads it too
     question = f"CASE WHEN flag THEN NULL ELSE {rules.SQL_QUESTION} END" if wants.questions else "NULL::VARCHAR"
     computed = ", ".join(f"{sql} AS {name}" for name, sql in rules.SQL_SOURCE.items())
     source = f"SELECT {computed}, * FROM {parts.read_json_sql(columns, filename=True)}"
