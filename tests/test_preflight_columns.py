@@ -203,3 +203,30 @@ def test_a_cut_inside_a_record_fails_to_parse_never_silently(tmp_path: Path, mon
     finally:
         jsonparts.release(parts)
         con.close()
+
+
+@pytest.mark.parametrize("layout", ["indent", "lines"])
+def test_probe_pick_spreads_about_k_clips_over_the_file_on_both_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
+    """Records that state no clip length: about K of them spread from the start to the end of the file,
+    each with its own text length, the same picks on both paths (the clips here are unreadable, so each
+    counts the vision budget; what matters is which records are picked)."""
+    from skillbank.preflight import datasets
+
+    picks: list[list] = []
+    scan = datasets.scan
+
+    def keep(*args, **kwargs):
+        data = scan(*args, **kwargs)
+        if data.role == "train":
+            picks.append(list(data.probe))
+        return data
+
+    monkeypatch.setattr("skillbank.preflight.run.scan", keep)
+    train = [rec(i, conversations=turns("<video>\n" + "q" * (i % 7), "yes")) for i in range(400)]
+    both_paths(tmp_path, monkeypatch, train, None, layout=layout, probe_sample=16)
+    columnar, exact = picks
+    assert columnar == exact
+    assert 8 <= len(columnar) <= 32
+    indices = [p[0] for p in columnar]
+    assert indices[0] < 50 and indices[-1] > 350
+    assert all(chars == len("<video>\n") + index % 7 + len("yes") for index, _, chars, _ in columnar)
