@@ -156,8 +156,8 @@ def lines(doc: dict[str, Any]) -> list[str]:
     """The text form of `summary`: a head, the counts, the best, one row per trial."""
     c = doc["counts"]
     budget = f"{c['finished']} of {doc['max_trials']} finished" if doc["max_trials"] else f"{c['finished']} finished"
-    head = (f"study {doc['study']} ({doc['storage']}): {doc['direction']} {doc['metric'] or 'its metric'}, "
-            f"{doc['algorithm'] or '?'}; {budget}" + ("; STOPPED (--resume continues it)" if doc["stopped"] else ""))
+    head = (f"study {doc['study']} ({doc['storage']}): {doc['direction']} {doc['metric'] or 'its metric (name not recorded)'}, "
+            f"{doc['algorithm'] or 'algorithm not recorded'}; {budget}" + ("; STOPPED (--resume continues it)" if doc["stopped"] else ""))
     count = (f"  trials: {c['total']} ({c['complete']} complete, {c['pruned']} pruned, {c['running']} running, "
              f"{c['waiting']} waiting, {c['failed']} failed)")
     if c["retried"]:
