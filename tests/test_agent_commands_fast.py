@@ -53,3 +53,12 @@ def test_python_dash_m_skillbank_runs_the_cli():
                            "--request", "no HPO", "--json"], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert '"automl_policy"' in proc.stdout
+
+
+def test_the_parser_imports_no_spec_model():
+    """Building the whole parser imports no pydantic (the spec models): `skillbank gaps`, `compare` and the
+    like start without it (the --path-map flag lives in specification.pathflag for that)."""
+    probe = "import sys; from skillbank.cli import build_parser; build_parser(); print('pydantic' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "False"

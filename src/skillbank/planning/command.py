@@ -79,7 +79,7 @@ def _count(text: str) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     from skillbank.planning.estimate import DEFAULT_MFU, GPUS
     from skillbank.planning.timing import Rates
-    from skillbank.specification.pathmap import add_argument as add_path_map
+    from skillbank.specification.pathflag import add_argument as add_path_map
 
     rates = Rates()
     parser = subparsers.add_parser("plan", help=HELP, description=DESCRIPTION, epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)

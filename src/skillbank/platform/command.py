@@ -116,7 +116,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "continues its own newest checkpoint instead")
     p.add_argument("--dry-run", action="store_true", help="render into the job folder, print its path, submit nothing; writes only <results_dir>/jobs/<id>/ and its record "
                    "<results_dir>/jobs/<id>.json (not indexed: `jobs status` finds it by path or --results-dir); the environment is checked on the node, every platform alike")
-    from skillbank.specification.pathmap import add_argument as add_path_map
+    from skillbank.specification.pathflag import add_argument as add_path_map
 
     add_path_map(p)
     p.add_argument("--json", action="store_true", help="print the job record as one JSON document")

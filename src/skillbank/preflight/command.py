@@ -68,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where the job runs: here (default; env findings are errors) or node (another machine: env findings are 'check on the node')")
     parser.add_argument("--only", action="append", metavar="GROUP",
                         help="check only these groups: spec, data, env (repeat, or a comma list; default: all three)")
-    from skillbank.specification.pathmap import add_argument as add_path_map
+    from skillbank.specification.pathflag import add_argument as add_path_map
 
     add_path_map(parser)
     parser.add_argument("--no-start-check", action="store_true",

@@ -36,16 +36,7 @@ from skillbank.errors import InputError
 from skillbank.specification.base import Section
 from skillbank.specification.keys import submodel
 from skillbank.specification.meta import SpecPath, param
-
-FLAG = "--path-map"
-HELP = ("LOCAL=REMOTE (repeatable): data and models are checked at LOCAL on this machine, every file written for the job "
-        "names REMOTE (both absolute; the longest matching LOCAL wins)")
-
-
-def add_argument(parser: Any) -> None:
-    """The one --path-map flag every command that plans for another machine takes."""
-    parser.add_argument(FLAG, dest="path_map", action="append", default=[], metavar="LOCAL=REMOTE", help=HELP)
-
+from skillbank.specification.pathflag import FLAG
 
 def _norm(path: str) -> str:
     return os.path.normpath(path)

@@ -68,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the plan (command, ranks, run folder; on the AutoML route the study plan) and launch nothing; "
                    "plans for the machine that will train: spec and data must pass, HF_TOKEN / redis-server / GPUs / disk are listed as 'check on the node'; "
                    "writes nothing but cosmos-rl's TOML in the job folder it prints (<results_dir>/jobs/<id>/)")
-    from skillbank.specification.pathmap import add_argument as add_path_map
+    from skillbank.specification.pathflag import add_argument as add_path_map
 
     add_path_map(p)
     p.add_argument("--resume", action="store_true", help="continue from the newest complete checkpoint under train.output_dir (AutoML route: continue the study)")

@@ -66,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpus-per-node", type=int, help="GPUs the training machine has (policy + rollout GPUs must fit; cosmos-rl)")
     p.add_argument("--dry-run", action="store_true", help="local: print the plan (steps, prompts per step, run folder) and create nothing")
     p.add_argument("--resume", action="store_true", help="local: continue the newest run of train.output_dir from its newest complete checkpoint")
-    from skillbank.specification.pathmap import add_argument as add_path_map
+    from skillbank.specification.pathflag import add_argument as add_path_map
     from skillbank.training.cosmos_rl.family import FAMILIES
 
     add_path_map(p)
