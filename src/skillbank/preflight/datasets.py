@@ -343,11 +343,11 @@ class _Checks:
                                          "high": [e.vision_high for _, e in ok.values()], "seconds": [c.duration for c, _ in ok.values()]},
                    {"clip": "VARCHAR", "low": "BIGINT", "high": "BIGINT", "seconds": "DOUBLE"})
         table.load(self.con, "sb_texts", {"chars": list(texts), "text": list(texts.values())}, {"chars": "BIGINT", "text": "BIGINT"})
-        table.load(self.con, "sb_failed", {"clip": failed + deferred}, {"clip": "VARCHAR"})
+        table.load(self.con, "sb_failed", {"clip": failed}, {"clip": "VARCHAR"})
         try:
-            [(self.data.with_meta,)] = self._query(
-                f"SELECT count(*) FROM {self.t} WHERE clip IN (SELECT clip FROM sb_clips UNION ALL SELECT clip FROM sb_failed)")
-            self.con.execute("DELETE FROM sb_failed WHERE clip IN (SELECT unnest(?::VARCHAR[]))", [deferred])
+            [(self.data.with_meta,)] = self._query(  # the deferred clips state a length too
+                f"SELECT count(*) FROM {self.t} WHERE clip IN (SELECT clip FROM sb_clips UNION ALL SELECT clip FROM sb_failed "
+                "UNION ALL SELECT unnest(?::VARCHAR[]))", [deferred])
             [tally] = self._query(
                 "SELECT count(*), sum(c.high + t.text), max(c.high + t.text), min(c.high + t.text), count(*) FILTER (c.low = c.high), "
                 f"max(c.seconds) FROM {self.t} r JOIN sb_clips c USING (clip) JOIN sb_texts t USING (chars)")
