@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import types
 import typing
+from collections.abc import Mapping
 from typing import Any, Literal, Union
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -85,10 +86,10 @@ def set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
-def get_dotted(data: dict[str, Any], key: str, default: Any = None) -> Any:
+def get_dotted(data: Mapping[str, Any], key: str, default: Any = None) -> Any:
     node: Any = data
     for part in key.split("."):
-        if not isinstance(node, dict) or part not in node:
+        if not isinstance(node, Mapping) or part not in node:
             return default
         node = node[part]
     return node

@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from skillbank.specification.overrides import get_dotted
+
 
 @dataclass(frozen=True)
 class KnownCause:
@@ -40,15 +42,6 @@ class Found:
         return asdict(self)
 
 
-def _get(config: Mapping[str, Any], dotted: str) -> Any:
-    node: Any = config
-    for part in dotted.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return None
-        node = node[part]
-    return node
-
-
 def _vision_numbers(line: str, config: Mapping[str, Any]) -> str:
     """cosmos-rl: "vision_embeds.shape[0] must be equal to n_tokens, 9216 != 8192" (encoder output !=
     video pad tokens left in the cut sequence); transformers: "tokens: 8192, features 9216"."""
@@ -56,7 +49,7 @@ def _vision_numbers(line: str, config: Mapping[str, Any]) -> str:
     features, kept = (m[1], m[2]) if m else (None, None)
     if not m and (t := re.search(r"tokens: (\d+), features (\d+)", line)):
         kept, features = t[1], t[2]
-    length = _get(config, "policy.model_max_length")
+    length = get_dotted(config, "policy.model_max_length")
     said = f"a clip gives {int(features):,} vision tokens but only {int(kept):,} were left in the sequence" if features else ""
     limit = f"policy.model_max_length is {int(length):,} in this run" if isinstance(length, int) else ""
     return "; ".join(s for s in (said, limit) if s)
@@ -65,7 +58,7 @@ def _vision_numbers(line: str, config: Mapping[str, Any]) -> str:
 def _oom_numbers(line: str, config: Mapping[str, Any]) -> str:
     m = re.search(r"Tried to allocate ([0-9.]+ [GMK]i?B)", line)
     cap = re.search(r"total capacity of ([0-9.]+ [GMK]i?B)", line)
-    mini = _get(config, "train.train_policy.mini_batch")
+    mini = get_dotted(config, "train.train_policy.mini_batch")
     parts = [f"it tried to allocate {m[1]}" if m else "", f"of a {cap[1]} GPU" if cap else "",
              f"train.train_policy.mini_batch is {mini}" if mini is not None else ""]
     return ", ".join(p for p in parts if p)
