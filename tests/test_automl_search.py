@@ -27,7 +27,8 @@ from skillbank.automl.report import write_outputs
 from skillbank.redaction import redact
 from skillbank.automl.sampling import weighted_choice
 from skillbank.automl.space import build_space, load_schema
-from skillbank.automl.study import StudySettings, TrialOutcome, run_study
+from skillbank.automl.study import StudySettings, TrialOutcome
+from skillbank.automl.worker import run_study
 from skillbank.errors import InputError
 
 SCHEMA = load_schema(ROOT / "skills" / "models" / SKILL / "schemas" / "train.schema.json")
@@ -204,7 +205,8 @@ WORKER = textwrap.dedent(
     from pathlib import Path
     from test_automl_search import SCHEMA, base_spec, fake_runner
     from skillbank.automl.space import build_space
-    from skillbank.automl.study import StudySettings, run_study
+    from skillbank.automl.study import StudySettings
+    from skillbank.automl.worker import run_study
 
     def slow(trial_dir, spec, report):
         time.sleep(float(sys.argv[2]))

@@ -141,7 +141,7 @@ def test_without_cosmos_rl_or_torch_the_snapshots_are_named_not_checked_and_the_
     assert result["code"] == 0 and result["doc"]["ok"] and result["heavy"] == []
     unchecked = {item["file"]: item["why"] for item in result["doc"]["not_checked"]}
     assert unchecked == {"src/skillbank/specification/cosmos_rl_defaults.json": "needs cosmos_rl, not importable here",
-                         "src/skillbank/planning/configs/counts.json": "needs torch, transformers, not importable here"}
+                         "src/skillbank/models/configs/counts.json": "needs torch, transformers, not importable here"}
     assert result["cpu_seconds"] < 5, result["cpu_seconds"]  # no child started: ~0.5 s of CPU, the schemas alone
 
 

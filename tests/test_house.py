@@ -13,7 +13,7 @@ MAX_LINES = 600
 FLOORS = [
     {"__init__", "errors", "atomic", "paths", "hashing", "filecache", "redaction", "__version__", "compat", "scoring"},
     {"specification", "modelref", "skillinfo", "procs"},
-    {"data", "runs", "recipe", "assets"},
+    {"data", "runs", "recipe", "assets", "models"},
     {"preflight", "planning", "evaluation", "training", "gaps", "deft", "automl", "platform", "intake", "routing",
      "generate", "export", "quantize", "validate", "demo", "reporting", "comparison"},
 ]

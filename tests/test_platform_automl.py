@@ -204,7 +204,8 @@ def test_jobs_status_of_an_automl_job_shows_its_study(tmp_path, capsys):
     _sys.path.insert(0, str(Path(__file__).parent))
     from test_automl_search import SCHEMA, base_spec, fake_runner
     from skillbank.automl.space import build_space
-    from skillbank.automl.study import StudySettings, run_study
+    from skillbank.automl.study import StudySettings
+    from skillbank.automl.worker import run_study
 
     record = submit_json(capsys, "--platform", "local", "--spec", str(write_spec(tmp_path)), *SEARCH, "--dry-run")["record"]
     path = str(tmp_path / "results" / "jobs" / f"{record['id']}.json")

@@ -150,7 +150,7 @@ def test_skillbank_export_and_cosmos_rl_exports_carry_it(trained, tiny_model_dir
         1.0, 100352, "reasoning", "mcq", 5)
 
     # readers (jobs diagnose, report) never write into the run they read, even on an "Exported" line
-    from skillbank.training.diagnose import diagnose
+    from skillbank.platform.diagnose import diagnose
 
     later = layout.safetensors_dir(run, 7)
     shutil.copytree(tiny_model_dir, later)

@@ -404,7 +404,8 @@ def run_prompt_search(args: argparse.Namespace) -> int:
 def _run(args, settings, space, base: dict[str, Any], out_dir: Path, holdout, warnings: list[str]) -> int:
     from tqdm import tqdm
 
-    from skillbank.automl.study import run_study, unretried_failures
+    from skillbank.automl.study import unretried_failures
+    from skillbank.automl.worker import run_study
 
     started = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -133,7 +133,7 @@ def study_plan(args: argparse.Namespace, settings, space, out_dir: Path, base: d
 
 def study_disk_fields(args: argparse.Namespace, model: Any, base: dict[str, Any], epochs: int) -> dict[str, Any]:
     """disk_gib of the dry run: runs.disk.study_disk, the figure `skillbank plan --trials` and the job's gate use."""
-    from skillbank.planning.params import model_params
+    from skillbank.models.params import model_params
     from skillbank.runs.disk import study_disk_doc
 
     spec = model.model_validate(base)
@@ -223,7 +223,8 @@ def _run_study(args: argparse.Namespace, settings, space, base: dict[str, Any], 
     from tqdm import tqdm
 
     from skillbank.automl.report import write_outputs
-    from skillbank.automl.study import run_study, unretried_failures
+    from skillbank.automl.study import unretried_failures
+    from skillbank.automl.worker import run_study
     from skillbank.automl.trials import make_check, make_runner
 
     from skillbank import procs

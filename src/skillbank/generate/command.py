@@ -16,7 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Regenerate every generated file of the bank: from the spec models in src/skillbank/specification/, "
         "the action schemas, manifests, spec templates, automl_support.json and parameter tables; and two snapshots that need "
         "a heavy library, each computed in a child process: src/skillbank/specification/cosmos_rl_defaults.json (cosmos-rl's "
-        "defaults for `spec --from`; needs cosmos_rl) and src/skillbank/planning/configs/counts.json (the bundled configs' "
+        "defaults for `spec --from`; needs cosmos_rl) and src/skillbank/models/configs/counts.json (the bundled configs' "
         "meta-device parameter counts; needs torch and transformers). Where a snapshot's libraries are not importable it is "
         "reported as not checked (nothing fails). A snapshot found fresh is remembered in the skillbank cache "
         "($SKILLBANK_CACHE) with a digest of its inputs (library versions and files, our sources), so a repeated check "

@@ -120,7 +120,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from skillbank.planning.plan import Inputs, build_plan
+    from skillbank.planning.inputs import Inputs
+    from skillbank.planning.plan import build_plan
     from skillbank.planning.text import plan_text
     from skillbank.planning.timing import Rates
 

@@ -360,7 +360,7 @@ def run_attach(args: argparse.Namespace) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from skillbank.platform import record as rec
+    from skillbank.runs import record as rec
 
     rows = []
     for path in rec.list_records(args.results_dir):
@@ -379,7 +379,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_diagnose(args: argparse.Namespace) -> int:
     from skillbank.errors import InputError
-    from skillbank.training.diagnose import STALE_AFTER_S, diagnose
+    from skillbank.platform.diagnose import STALE_AFTER_S, diagnose
 
     try:
         diag = diagnose(args.dir, stale_after_s=STALE_AFTER_S if args.stale_after is None else args.stale_after)
@@ -394,7 +394,7 @@ def run_diagnose(args: argparse.Namespace) -> int:
 
 def run_schema(args: argparse.Namespace) -> int:
     from skillbank import atomic
-    from skillbank.platform.record import json_schema
+    from skillbank.runs.record import json_schema
 
     text = json.dumps(json_schema(), indent=2) + "\n"
     if args.output:

@@ -30,7 +30,8 @@ from pathlib import Path
 
 from skillbank import modelref
 from skillbank.errors import InputError
-from skillbank.platform import record as rec
+from skillbank.runs import record as rec
+from skillbank.runs.steps import parallel_shape
 from skillbank.specification.pathmap import PathMap
 from skillbank.specification.train import TrainSpec
 
@@ -251,15 +252,6 @@ class JobContext:
 
 
 RL_TOMLS = ("cosmos-rl.toml", "cosmos-rl-resume.toml")  # an rl job's TOMLs in its job folder (fresh, train.resume)
-
-
-def parallel_shape(spec: TrainSpec) -> tuple[int, int]:
-    """(nodes, GPUs per node): dp_replicate_size, and dp_shard * tp * cp * pp; an rl spec: one node with
-    the policy's GPUs plus the rollout engines'."""
-    if not hasattr(spec.policy.parallelism, "dp_replicate_size"):  # RlSpec
-        return 1, spec.gpus  # type: ignore[attr-defined]
-    par = spec.policy.parallelism
-    return par.dp_replicate_size, par.dp_shard_size * par.tp_size * par.cp_size * par.pp_size
 
 
 def check_shape(spec: TrainSpec, nodes: int | None, gpus_per_node: int | None, *, exact_gpus: bool) -> tuple[int, int]:

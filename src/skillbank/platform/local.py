@@ -21,7 +21,7 @@ from pathlib import Path
 
 from skillbank.platform.base import FIRST_STEP, SKILLBANK, Rendered, job_dir_lines, quote_argv, shell_script, skillbank_lines, tail_file
 from skillbank.platform.context import JobContext
-from skillbank.platform.record import TERMINAL, JobRecord
+from skillbank.runs.record import TERMINAL, JobRecord
 
 LOG_NAME = "train.log"
 STATE_NAME = "state.json"

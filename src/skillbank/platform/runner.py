@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from skillbank import atomic, procs
-from skillbank.platform.record import now
+from skillbank.runs.record import now
 
 GRACE_S = 20.0
 

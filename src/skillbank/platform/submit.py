@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from skillbank import atomic
 from skillbank.errors import InputError, RunError
-from skillbank.platform import record as rec
+from skillbank.runs import record as rec
 from skillbank.platform.context import AutomlJob, JobContext, Options, build_context, copy_spec
 from skillbank.training.backends import BACKENDS
 

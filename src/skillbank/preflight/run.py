@@ -221,7 +221,7 @@ def _train(spec: Any, ctx: Context) -> None:
 
 def _train_env(spec: Any, model: env_checks.ModelRef, ctx: Context) -> None:
     """What only the machine that trains can answer: the token, redis-server, GPUs, free disk."""
-    from skillbank.platform.context import parallel_shape  # the GPUs per node a job asks for, decided once
+    from skillbank.runs.steps import parallel_shape  # the GPUs per node a job asks for, decided once
 
     f = ctx.findings
     env_checks.check_hf_token([model], f)

@@ -70,7 +70,7 @@ def rows_from_logs(run: Path) -> tuple[list[dict[str, Any]], str]:
     """Step / loss / lr / val_loss rows from a cosmos-rl run's logs (a run launched without skillbank has
     no metrics.jsonl): the same watcher and the same row shape a skillbank launch writes."""
     from skillbank.training.cosmos_rl.watcher import LogWatcher
-    from skillbank.training.diagnose import locate
+    from skillbank.platform.diagnose import locate
 
     try:
         found = locate(run)

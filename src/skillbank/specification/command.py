@@ -281,7 +281,7 @@ def _fit_train(spec: Any, explicit: set[str]) -> tuple[Any, list[Any], dict[str,
 def _fit_rl(spec: Any, explicit: set[str]) -> tuple[Any, list[Any], dict[str, Any] | None, list[str]]:
     """The rl batch (samples per policy step) fitted to the prompts; zero policy steps refused."""
     from skillbank.errors import InputError
-    from skillbank.preflight.rl_checks import BATCH_KEY, no_step
+    from skillbank.runs.steps import BATCH_KEY, no_step
     from skillbank.runs import fitting, steps
 
     path = spec.custom.train_dataset.annotation_path

@@ -31,7 +31,7 @@ def count_prompts(spec) -> int:
 
 def plan_rl_local(spec, *, resume: bool = False, dry_run: bool = False) -> LocalPlan:
     """Everything short of launching (nothing is created or downloaded in a dry run)."""
-    from skillbank.preflight.rl_checks import BATCH_KEY, no_step, split_groups
+    from skillbank.runs.steps import BATCH_KEY, no_step, split_groups
 
     g, batch = spec.rollout.n_generation, spec.train.train_batch_per_replica
     prompts = count_prompts(spec)

@@ -26,7 +26,7 @@ from typing import Any
 
 from skillbank.redaction import redact
 from skillbank.runs import layout
-from skillbank.training import diagnose_plan
+from skillbank.platform import diagnose_plan
 from skillbank.training.cosmos_rl import causes
 from skillbank.training.cosmos_rl.watcher import CHECKPOINT, EXCEPTION_LINE, RANK_PREFIX, TRACEBACK, LogWatcher
 

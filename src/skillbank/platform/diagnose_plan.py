@@ -62,7 +62,8 @@ def oom_plan(path: Path | None, data: dict[str, Any]) -> dict[str, Any]:
     if path is None or not data:
         return {"unavailable": "the run folder keeps no spec or config (spec.json, cosmos_rl.toml, a checkpoint's cosmos_config)"}
     try:
-        from skillbank.planning.plan import Inputs, build_plan
+        from skillbank.planning.inputs import Inputs
+        from skillbank.planning.plan import build_plan
 
         spec = train_spec(path, data)
         plan = build_plan(Inputs(spec=spec, skill=SKILL, gpu=PLAN_GPU, has_data=bool(spec.custom.train_dataset.annotation_path)))
