@@ -309,7 +309,7 @@ def test_a_searched_key_with_a_null_base_value_fps_on_an_nframes_spec_runs_to_th
     """custom.vision.fps searched on a spec that sets nframes (fps null): the baseline keeps fps null and
     samples nothing for it (it trains with nframes); every other trial samples fps and clears nframes (the
     exclusive pair, as `spec --set` does); the real spec model validates each trial's spec."""
-    from skillbank.automl.run import exclusive_apply, null_base_notes
+    from skillbank.automl.space import exclusive_apply, null_base_notes
     from skillbank.automl.sampling import enqueue_values
     from skillbank.specification.registry import spec_model
     from skillbank.specification.validation import validate

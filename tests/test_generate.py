@@ -173,7 +173,8 @@ def fake_snapshot(tmp_path, monkeypatch):
 
 
 def test_a_stale_snapshot_is_named_written_and_then_trusted_from_the_cache(fake_snapshot, capsys):
-    from skillbank.generate import command, snapshots
+    from skillbank.commands import schemas as command
+    from skillbank.generate import snapshots
 
     snap, calls = fake_snapshot
     assert command.run(argparse.Namespace(check=True, json=False)) == 2
@@ -187,7 +188,8 @@ def test_a_stale_snapshot_is_named_written_and_then_trusted_from_the_cache(fake_
 
 
 def test_a_snapshot_generator_that_fails_is_reported_and_exits_1(fake_snapshot, monkeypatch, capsys):
-    from skillbank.generate import command, snapshots
+    from skillbank.commands import schemas as command
+    from skillbank.generate import snapshots
 
     snap, _ = fake_snapshot
     monkeypatch.setattr(snapshots, "SNAPSHOTS", (dataclasses.replace(snap, producer="fake_producer:broken"),

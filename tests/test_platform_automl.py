@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from skillbank import procs
-from skillbank.automl.command import add_arguments
+from skillbank.commands.flags import add_automl_arguments as add_arguments
 from test_platform import _env, _wait_status, run_cli, submit_json, write_spec  # noqa: F401  (fixture: autouse _env)
 
 SEARCH = ("--action", "automl", "--max-trials", "3", "--range", "train.optm_lr=1e-5:0.001",

@@ -36,7 +36,9 @@ from skillbank.errors import InputError
 from skillbank.specification.base import Section
 from skillbank.specification.keys import submodel
 from skillbank.specification.meta import SpecPath, param
-from skillbank.specification.pathflag import FLAG
+
+FLAG = "--path-map"  # the flag that carries the maps (declared in skillbank.commands.flags); errors name it
+
 
 def _norm(path: str) -> str:
     return os.path.normpath(path)
@@ -208,22 +210,6 @@ def path_keys(model: type[BaseModel], prefix: str = "") -> list[tuple[str, bool]
         if marks:
             out.append((key, marks[0].model))
     return out
-
-
-def from_args(args: Any, *, recorded_too: bool = True) -> PathMap:
-    """The map of a command's --path-map flags, with the map its spec file records (`args.spec`, or
-    `args.from_file` of `skillbank spec`) when that applies here and `recorded_too`; empty when there is none."""
-    flags = getattr(args, "path_map", None) or ()
-    spec_file = getattr(args, "spec", None) or getattr(args, "from_file", None)
-    if not recorded_too or not spec_file:
-        return PathMap.parse(flags)
-    from skillbank.specification.io import read_spec_file
-
-    try:
-        data = read_spec_file(spec_file)
-    except InputError:
-        return PathMap.parse(flags)  # the command reports the unreadable spec itself
-    return recorded(data).with_flags(flags)
 
 
 # --- the map a spec records ------------------------------------------------------------------------

@@ -418,9 +418,10 @@ class GrpoTrainer(GrpoSampler):
 
 def main(argv: list[str] | None = None) -> int:
     from skillbank.specification.rl import RlSpec
-    from skillbank.training.local.worker import _die_with_parent, parse_args
+    from skillbank.training.local.process import read_args
+    from skillbank.training.local.worker import _die_with_parent
 
-    args = parse_args(argv, prog="skillbank.training.local.grpo", description="The process of `skillbank rl --backend local`.")
+    args = read_args(sys.argv[1:] if argv is None else argv, prog="skillbank.training.local.grpo")
     _die_with_parent()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     run_dir = Path(args.run_dir)

@@ -18,7 +18,8 @@ from skillbank.errors import InputError
 from skillbank.training import monitor
 from skillbank.runs import layout
 from skillbank.training.local.grpo import GrpoPlan
-from skillbank.training.local.launch import LocalPlan, launch, pick_run_dir, process_args, resolve_model, run_outputs
+from skillbank.training.local.launch import LocalPlan, launch, pick_run_dir, resolve_model, run_outputs
+from skillbank.training.local.process import process_args
 
 WORKER = "skillbank.training.local.grpo"
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from skillbank.errors import InputError, RunError
+from skillbank.automl.space import exclusive_apply, null_base_notes
 from skillbank.redaction import redact
 
 
@@ -177,7 +178,7 @@ def _epochs(plan: dict[str, Any]) -> str:
 
 
 def run_automl(args: argparse.Namespace) -> int:
-    from skillbank.automl.control import study_location
+    from skillbank.commands.automl_control import study_location
     from skillbank.automl.space import build_space, load_schema
     from skillbank.runs.disk import trial_epochs
     from skillbank.skillinfo import schema_path
@@ -298,52 +299,16 @@ def stopped(args: argparse.Namespace, study, settings, rec: dict[str, Any], resu
     return 0
 
 
-def exclusive_apply(model):
-    """Sampled values into a trial's spec as `spec --set` puts them: typed by the model, and a value for
-    one of an exclusive pair clears the other (fps sampled on an nframes spec trains with fps)."""
-    from skillbank.specification.overrides import apply_overrides
-
-    def apply(spec: dict[str, Any], values: dict[str, Any]) -> None:
-        apply_overrides(model, spec, values)
-
-    return apply
-
-
-def null_base_notes(skill: str, base: dict[str, Any], space) -> list[str]:
-    """A searched key the base spec leaves null: the baseline keeps it null (nothing is sampled for it);
-    the other trials sample it, clearing its exclusive partner."""
-    from skillbank.specification.keys import find_field
-    from skillbank.specification.overrides import get_dotted
-    from skillbank.specification.registry import spec_model
-
-    model, notes = spec_model(skill, "train"), []
-    for key in space.keys():
-        if get_dotted(base, key) is not None:
-            continue
-        found = find_field(model, key)
-        partner = None
-        if found is not None:
-            owner, name, _ = found
-            prefix = key.rsplit(".", 1)[0] + "." if "." in key else ""
-            partner = next((prefix + (b if name == a else a) for a, b in getattr(owner, "exclusive", ()) if name in (a, b)), None)
-        if partner and get_dotted(base, partner) is not None:
-            notes.append(f"{key} is null in the base spec ({partner}={get_dotted(base, partner)}): the baseline trains with "
-                         f"{partner}; the other trials sample {key} and clear {partner}")
-        else:
-            notes.append(f"{key} is null in the base spec: the baseline keeps it null; the other trials sample it")
-    return notes
-
-
 HANDOFF = ("backend", "max_trials", "algorithm", "param", "range", "choices", "study", "resume", "dry_run", "json")
 
 
 def run_from_train(args: argparse.Namespace) -> int:
     """The router sent a train request here (automl_policy auto): a study on its spec, narrowed by the
     search flags train shares with `skillbank automl`; everything else at automl's defaults."""
-    from skillbank.automl.arguments import add_arguments
+    from skillbank.commands.flags import add_automl_arguments
 
     parser = argparse.ArgumentParser()
-    add_arguments(parser)
+    add_automl_arguments(parser)
     automl_args = parser.parse_args(["--spec", str(args.spec)])
     for name in HANDOFF:
         setattr(automl_args, name, getattr(args, name))

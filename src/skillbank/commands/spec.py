@@ -121,7 +121,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "or is a TOML with [train] and no results_dir), skillbank (a skill spec), cosmos-rl")
     p.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE", help="dotted key or shorthand override (repeatable)")
     p.add_argument("--dataset-root", metavar="DIR", help="folder with annotations.json (or train/ and val/ subfolders)")
-    from skillbank.specification.pathflag import add_argument as add_path_map
+    from skillbank.commands.flags import add_path_map
 
     add_path_map(p)
     p.add_argument("-o", "--output", metavar="FILE", help="write the spec here (atomically; .toml TOML, .json JSON, else YAML) instead of stdout")
@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     elif not action:
         raise InputError("no action given", where="--action", fix="pass --action train|evaluate|inference|quantize|export, or --from FILE to edit a spec")
     from skillbank.runs import fitting
-    from skillbank.specification.pathmap import from_args
+    from skillbank.commands.flags import from_args
 
     paths = from_args(args)
     root = paths.to_local(args.dataset_root) if args.dataset_root else None

@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from skillbank.commands.flags import parse_count
+
 DEFAULT_SKILL = "tao-finetune-cosmos-reason"
 HELP = "size a train or rl spec (or a described dataset): memory per GPU by part, settings that fit, time with start-up / checkpoints / validation, disk, layouts"
 DESCRIPTION = """\
@@ -70,16 +72,10 @@ examples:
 """
 
 
-def _count(text: str) -> int:
-    from skillbank.preflight.decode import parse_count
-
-    return parse_count(text)
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     from skillbank.planning.estimate import DEFAULT_MFU, GPUS
     from skillbank.planning.timing import Rates
-    from skillbank.specification.pathflag import add_argument as add_path_map
+    from skillbank.commands.flags import add_path_map
 
     rates = Rates()
     parser = subparsers.add_parser("plan", help=HELP, description=DESCRIPTION, epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -99,7 +95,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="layouts: scaled (default) holds the spec's global batch, the per-rank batch scaling down as GPUs grow; fixed keeps train_batch_per_replica per rank")
     parser.add_argument("--trials", type=int, default=1, metavar="N",
                         help="an AutoML study's trials (its --max-trials): each trial keeps every epoch's checkpoint, disk = trials x those (default 1: one run)")
-    parser.add_argument("--decode-sample", type=_count, default=0, metavar="K|all",
+    parser.add_argument("--decode-sample", type=parse_count, default=0, metavar="K|all",
                         help="also decode K sampled clips (or all) for exact frame counts (preflight's flag; default 0: the headers are read, nothing decoded)")
     described = parser.add_argument_group("a described dataset (no files)")
     described.add_argument("--records", type=int, metavar="N", help="train records (one clip each)")
@@ -163,7 +159,7 @@ def load(args: argparse.Namespace):
     from skillbank.errors import InputError
     from skillbank.specification.build import build_spec, infer_action
     from skillbank.specification.io import read_spec_file
-    from skillbank.specification.pathmap import from_args
+    from skillbank.commands.flags import from_args
     from skillbank.specification.registry import spec_model
 
     data, action = None, args.action or "train"

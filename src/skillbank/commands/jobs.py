@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from skillbank.automl import DEFAULT_ALGORITHM, DEFAULT_TRIALS
-from skillbank.automl.command import DEFAULT_METRIC, add_metric_argument, add_search_arguments, add_storage_argument
+from skillbank.commands.flags import DEFAULT_METRIC, add_metric_argument, add_search_arguments, add_storage_argument
 from skillbank.training.backends import BACKENDS
 
 PLATFORMS = ("local", "docker", "slurm")
@@ -116,7 +116,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "continues its own newest checkpoint instead")
     p.add_argument("--dry-run", action="store_true", help="render into the job folder, print its path, submit nothing; writes only <results_dir>/jobs/<id>/ and its record "
                    "<results_dir>/jobs/<id>.json (not indexed: `jobs status` finds it by path or --results-dir); the environment is checked on the node, every platform alike")
-    from skillbank.specification.pathflag import add_argument as add_path_map
+    from skillbank.commands.flags import add_path_map
 
     add_path_map(p)
     p.add_argument("--json", action="store_true", help="print the job record as one JSON document")
@@ -226,7 +226,7 @@ def study_of(record: Any) -> dict | None:
 def run_submit(args: argparse.Namespace) -> int:
     from skillbank.platform.context import Options
     from skillbank.platform.submit import submit
-    from skillbank.specification.pathmap import from_args
+    from skillbank.commands.flags import from_args
 
     options = Options(image=args.image, partition=args.partition, account=args.account, time=args.time, shm_size=args.shm_size)
     record, path = submit(

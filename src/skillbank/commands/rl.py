@@ -66,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpus-per-node", type=int, help="GPUs the training machine has (policy + rollout GPUs must fit; cosmos-rl)")
     p.add_argument("--dry-run", action="store_true", help="local: print the plan (steps, prompts per step, run folder) and create nothing")
     p.add_argument("--resume", action="store_true", help="local: continue the newest run of train.output_dir from its newest complete checkpoint")
-    from skillbank.specification.pathflag import add_argument as add_path_map
+    from skillbank.commands.flags import add_path_map
     from skillbank.training.cosmos_rl.family import FAMILIES
 
     add_path_map(p)
@@ -164,7 +164,7 @@ def run_local(args: argparse.Namespace) -> int:
                            start_check=not args.no_start_check)
     report.require_ok(skill=SKILL, action="rl", spec_path=args.spec)
     if report.stats.get("start_check"):
-        from skillbank.preflight.command import start_check_line
+        from skillbank.commands.preflight import start_check_line
 
         log(start_check_line(report.stats["start_check"]))
     for finding in report.warnings:
@@ -184,7 +184,7 @@ def run_local(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from skillbank.preflight.command import start_check_line
+    from skillbank.commands.preflight import start_check_line
 
     if args.backend == "local":
         given = [flag for flag, value in (("--path-map", args.path_map), ("--model-family", args.model_family)) if value]
@@ -196,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--dry-run and --resume belong to --backend local: with cosmos-rl, skillbank rl launches nothing "
                          "(it writes the TOML and prints the command; cosmos-rl resumes with train.resume in the TOML)",
                          where="--dry-run" if args.dry_run else "--resume", fix="drop the flag, or add --backend local")
-    from skillbank.specification.pathmap import from_args
+    from skillbank.commands.flags import from_args
 
     out = prepare(args.spec, gpus_per_node=args.gpus_per_node, paths=from_args(args), model_family=args.model_family,
                   start_check=not args.no_start_check)

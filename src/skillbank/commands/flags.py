@@ -1,5 +1,9 @@
-"""The arguments of `skillbank automl`, in one table: the command, train's AutoML handoff
-(automl.run.run_from_train) and `skillbank submit --action automl` all parse with it."""
+"""The flags more than one command takes, declared once (argparse only; nothing here imports a spec model).
+
+The AutoML search, storage and metric flags: `skillbank automl`, train's AutoML handoff
+(commands.automl_run.run_from_train) and `skillbank submit --action automl` all parse with them.
+--path-map: every command that plans for another machine (skillbank.specification.pathmap parses and
+applies the maps). Type parsers raise argparse.ArgumentTypeError (argparse's usage line, exit 2)."""
 
 from __future__ import annotations
 
@@ -24,6 +28,21 @@ def _choices(text: str) -> tuple[str, list[str]]:
     if not sep or not values:
         raise argparse.ArgumentTypeError(f"--choices wants KEY=A,B,..., got {text!r}")
     return key, [v.strip() for v in values.split(",") if v.strip()]
+
+
+def parse_count(text: str) -> int:
+    """The --decode-sample / --probe-sample value: a count >= 0, or "all" (every video record)."""
+    from skillbank.preflight.decode import ALL
+
+    if text.strip().lower() == "all":
+        return ALL
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--decode-sample wants a count or 'all', got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("--decode-sample must be 0 or more (or 'all')")
+    return value
 
 
 def add_search_arguments(p: argparse.ArgumentParser, *, trials_flags: tuple[str, ...] = ("--max-trials",)) -> None:
@@ -52,7 +71,8 @@ def add_metric_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metric", default=DEFAULT_METRIC, help="accuracy (default), f1 or balanced_accuracy (of each epoch's export on the validation set), or val_loss")
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
+def add_automl_arguments(p: argparse.ArgumentParser) -> None:
+    """Every flag of `skillbank automl` (train's AutoML handoff parses its defaults with them too)."""
     p.add_argument("--skill", default="tao-finetune-cosmos-reason", help="model skill (default: %(default)s)")
     p.add_argument("--action", choices=("train", "evaluate"), default="train",
                    help="train: each trial trains (default); evaluate: prompt search, each trial evaluates --spec (an evaluate spec)")
@@ -91,3 +111,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     live.add_argument("--yes", action="store_true", help="confirm --delete-study")
     live.add_argument("--dashboard", action="store_true", help="serve optuna-dashboard on the study's storage at http://127.0.0.1:PORT (this machine only; Ctrl-C ends it)")
     live.add_argument("--port", type=int, default=8080, help="--dashboard's port (default: %(default)s)")
+
+
+PATH_MAP_HELP = ("LOCAL=REMOTE (repeatable): data and models are checked at LOCAL on this machine, every file written for the job "
+                 "names REMOTE (both absolute; the longest matching LOCAL wins)")
+
+
+def add_path_map(parser: Any) -> None:
+    """The one --path-map flag every command that plans for another machine takes."""
+    parser.add_argument("--path-map", dest="path_map", action="append", default=[], metavar="LOCAL=REMOTE", help=PATH_MAP_HELP)
+
+
+def from_args(args: Any, *, recorded_too: bool = True) -> Any:
+    """The map of a command's --path-map flags, with the map its spec file records (`args.spec`, or
+    `args.from_file` of `skillbank spec`) when that applies here and `recorded_too`; empty when there is none."""
+    from skillbank.errors import InputError
+    from skillbank.specification.io import read_spec_file
+    from skillbank.specification.pathmap import PathMap, recorded
+
+    flags = getattr(args, "path_map", None) or ()
+    spec_file = getattr(args, "spec", None) or getattr(args, "from_file", None)
+    if not recorded_too or not spec_file:
+        return PathMap.parse(flags)
+
+    try:
+        data = read_spec_file(spec_file)
+    except InputError:
+        return PathMap.parse(flags)  # the command reports the unreadable spec itself
+    return recorded(data).with_flags(flags)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from skillbank.automl import DEFAULT_ALGORITHM
-from skillbank.automl.command import add_search_arguments
+from skillbank.commands.flags import add_search_arguments
 from skillbank.errors import InputError
 from skillbank.training.backends import BACKEND_HELP, BACKENDS, DEFAULT_BACKEND
 
@@ -68,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the plan (command, ranks, run folder; on the AutoML route the study plan) and launch nothing; "
                    "plans for the machine that will train: spec and data must pass, HF_TOKEN / redis-server / GPUs / disk are listed as 'check on the node'; "
                    "writes nothing but cosmos-rl's TOML in the job folder it prints (<results_dir>/jobs/<id>/)")
-    from skillbank.specification.pathflag import add_argument as add_path_map
+    from skillbank.commands.flags import add_path_map
 
     add_path_map(p)
     p.add_argument("--resume", action="store_true", help="continue from the newest complete checkpoint under train.output_dir (AutoML route: continue the study)")
@@ -89,7 +89,7 @@ def _preflight(args: argparse.Namespace, log: Any) -> dict[str, Any]:
     env findings are listed as "check on the node" instead of stopping the plan."""
     from skillbank.preflight.run import run_preflight
 
-    from skillbank.specification.pathmap import from_args
+    from skillbank.commands.flags import from_args
 
     runs_on = "node" if args.dry_run else "here"
     paths = from_args(args)
@@ -118,7 +118,7 @@ def _resume_from(args: argparse.Namespace, log: Any) -> Path | None:
 
 
 def _handoff_to_automl(args: argparse.Namespace) -> int:
-    from skillbank.automl.run import run_from_train
+    from skillbank.commands.automl_run import run_from_train
 
     return int(run_from_train(args) or 0)
 
@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     def log(line: str) -> None:
         print(line, file=log_stream, flush=True)
 
-    from skillbank.specification.pathmap import from_args
+    from skillbank.commands.flags import from_args
 
     paths = from_args(args, recorded_too=args.dry_run)  # a real run trains here: the spec's recorded map only moves its paths to LOCAL (load_spec)
     if paths and not args.dry_run:

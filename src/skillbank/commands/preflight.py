@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from skillbank.commands.flags import parse_count
 from skillbank.training.backends import BACKENDS
 
 HELP = "check a spec, its data and the machine before a launch (exit 2 on any error)"
@@ -39,12 +40,6 @@ the same --path-map: its REMOTE paths are read at LOCAL (stats.path_map lists th
 """
 
 
-def _decode_count(text: str) -> int:
-    from skillbank.preflight.decode import parse_count
-
-    return parse_count(text)
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--skill", required=True, help="model skill, e.g. tao-finetune-cosmos-reason")
     parser.add_argument("--action", required=True, help="train, evaluate, inference, quantize or export")
@@ -52,11 +47,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpus-per-node", type=int, metavar="N", help="GPUs per node the job gets (checks the parallel sizes)")
     parser.add_argument("--nodes", type=int, metavar="M", help="nodes the job gets (checks dp_replicate_size)")
     parser.add_argument("--backend", choices=BACKENDS, help="training backend (cosmos-rl also needs redis-server)")
-    parser.add_argument("--decode-sample", type=_decode_count, default=0, metavar="K|all",
+    parser.add_argument("--decode-sample", type=parse_count, default=0, metavar="K|all",
                         help="decode videos with PyAV and report what was measured: failures, clip lengths, frames sampled at the spec's fps / nframes. "
                              "K: K random videos of the train set (evaluate / inference / rl: of their one dataset); the validation set is not decoded. "
                              "all: every video of every dataset the action reads, custom.val_dataset included (default 0: none)")
-    parser.add_argument("--probe-sample", type=_decode_count, default=64, metavar="K|all",
+    parser.add_argument("--probe-sample", type=parse_count, default=64, metavar="K|all",
                         help="train / rl: when records state no clip length, read the container headers (no decode; cached by path, size and mtime) "
                              "of about K train clips spread over the file for the token tally (stats.tokens_per_sample; stats.probe says how many); "
                              "all: every clip, as `skillbank plan` does; 0: none (default 64)")
@@ -68,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where the job runs: here (default; env findings are errors) or node (another machine: env findings are 'check on the node')")
     parser.add_argument("--only", action="append", metavar="GROUP",
                         help="check only these groups: spec, data, env (repeat, or a comma list; default: all three)")
-    from skillbank.specification.pathflag import add_argument as add_path_map
+    from skillbank.commands.flags import add_path_map
 
     add_path_map(parser)
     parser.add_argument("--no-start-check", action="store_true",
@@ -87,7 +82,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from skillbank.preflight.report import render_table
     from skillbank.preflight.run import run_preflight
-    from skillbank.specification.pathmap import from_args
+    from skillbank.commands.flags import from_args
 
     report = run_preflight(
         paths=from_args(args),

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-# the one argument table, shared with train's AutoML handoff (automl.run) and submit (platform)
-from skillbank.automl.arguments import DEFAULT_METRIC, add_arguments, add_metric_argument, add_search_arguments, add_storage_argument  # noqa: F401
+from skillbank.commands.flags import add_automl_arguments
 
 DESCRIPTION = """\
 Search the hyperparameters a model skill's packaged train schema marks as searchable
@@ -84,7 +83,7 @@ examples:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("automl", help="hyperparameter search with Optuna over the train schema (real trials)",
                        description=DESCRIPTION, epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(p)
+    add_automl_arguments(p)
     p.set_defaults(run=run)
 
 
@@ -105,9 +104,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.spec:
         raise InputError("a study needs its base spec", where="--spec", fix="pass --spec FILE (from `skillbank spec`)")
     if args.action == "evaluate":
-        from skillbank.automl.prompts import run_prompt_search
+        from skillbank.commands.automl_prompts import run_prompt_search
 
         return run_prompt_search(args)
-    from skillbank.automl.run import run_automl
+    from skillbank.commands.automl_run import run_automl
 
     return run_automl(args)

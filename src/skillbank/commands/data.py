@@ -1,4 +1,7 @@
-"""`skillbank data import SOURCE --out DIR`: the user's dataset -> DIR/<split>/annotations.json + videos/."""
+"""`skillbank data`: get the user's data in (import), mend it (fix), describe it (stats).
+
+argparse only at import; the work is in skillbank.intake (importer, fix, stats: PyAV loads when it probes).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +12,15 @@ from pathlib import Path
 from skillbank.intake.detect import FORMATS
 from skillbank.intake.fields import ANSWER_KEYS, QUESTION_KEYS, VIDEO_KEYS
 
-DESCRIPTION = f"""\
+DESCRIPTION = """\
+Get a dataset into the shape the skills take (LLaVA annotations with video_fps, one folder per split):
+  skillbank data import SOURCE --out DIR     clip folders + label files, Hugging Face datasets, CSV / JSONL, LLaVA
+  skillbank data fix ANNOTATIONS --out FILE  a corrected copy (video_fps / duration from the containers)
+  skillbank data stats ANNOTATIONS           records, families, answers, clip lengths, vision tokens per sample
+then: skillbank spec --skill tao-finetune-cosmos-reason --action train --dataset-root DIR -o train.yaml
+"""
+
+IMPORT_DESCRIPTION = f"""\
 Turn a dataset as users keep it into what `skillbank spec --dataset-root DIR` takes: DIR/train and DIR/val
 (or the source's own splits; validation/valid/dev become val), each with annotations.json (LLaVA records)
 whose clips are reachable from that folder, plus DIR/import.json. Media: by default one symlink per split,
@@ -65,10 +76,66 @@ then: skillbank data stats DIR/train/annotations.json
       skillbank spec --skill tao-finetune-cosmos-reason --action train --dataset-root DIR -o train.yaml
 """
 
+FIX_DESCRIPTION = """\
+Write a corrected copy of a LLaVA annotations file (a JSON array), every video record's clip metadata
+read from its container's headers with PyAV (no frame decoded, clips probed in parallel):
+  video_fps, duration          written when missing, not a positive number, or more than 5% off the file's
+  num_frames, width, height    added where missing (a record with `frames` keeps it)
+Every other key, the record order, image records and records without a video path are kept as they are.
+Video paths are resolved as preflight resolves them: relative to --media-root, default the annotations'
+folder (what an empty media_path means in a spec).
 
-def register(sub: argparse._SubParsersAction) -> None:
+The input is never modified: the copy goes to --out (written atomically; --out may not be the input).
+A clip that is missing or cannot be read stops the command with exit 2 (file, record index, id, reason)
+and nothing is written; --skip-bad leaves those records out of the copy and lists them (skipped).
+Prints what changed: per field, how many records gained it (added) or had it replaced (corrected), and
+the first record indices; --json prints it as one JSON document.
+"""
+
+FIX_EXAMPLES = """\
+examples:
+  skillbank data fix data/train/annotations.json --out data/train/annotations.fixed.json
+  skillbank data fix ann.json --media-root /mnt/videos --out ann.fixed.json --skip-bad --json
+then point the spec at the copy (or move it over the original yourself) and run preflight again.
+"""
+
+STATS_DESCRIPTION = """\
+Describe a LLaVA annotations file and what its samples cost, without a model or a GPU:
+  records       count, video and image records
+  families      records per `family` key (records without one count under "")
+  answers       per family: distinct answers and the most common ones (first gpt turn, stripped)
+  clips         lengths (duration_s min/median/max, total) and frame rates, from the records' duration /
+                num_frames / video_fps; --probe reads the containers' headers (PyAV, no decode) for video
+                records that state no length or no video_fps
+  tokens        vision + text tokens per sample at the spec's vision settings (tokens_per_sample: samples,
+                mean, min, max, bound; preflight reports the same as stats.tokens_per_sample), the longest
+                clip a typical sample fits (longest_safe_clip_s), records over policy.model_max_length
+--spec takes a train or rl spec (its custom.vision, policy.model_max_length, system prompt and the patch
+size of policy.model_name_or_path's family); without it, the train template's settings. Paths in the
+records are resolved as preflight resolves them: relative to --media-root, default the annotations'
+folder. Nothing is written.
+"""
+
+STATS_EXAMPLES = """\
+examples:
+  skillbank data stats data/train/annotations.json
+  skillbank data stats data/train/annotations.json --spec train.yaml --probe --json
+"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "data", help="get data in: import, fix, stats", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.set_defaults(run=lambda _args: parser.print_help() or 2)
+    sub = parser.add_subparsers(dest="data_command", metavar="SUBCOMMAND")
+    for add in (_register_import, _register_fix, _register_stats):  # the order `skillbank data --help` lists them
+        add(sub)
+
+
+def _register_import(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("import", help="import clips + labels, a HF dataset, CSV / JSONL or LLaVA into DIR/<split>/",
-                       description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description=IMPORT_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("source", metavar="SOURCE", help="the dataset folder or file (only read)")
     p.add_argument("--out", required=True, metavar="DIR", help="the folder to write (new or empty; see --force)")
     p.add_argument("--format", choices=FORMATS, help="force a reader instead of detecting one")
@@ -87,10 +154,43 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true", help="replace an existing non-empty DIR (the old one is removed)")
     p.add_argument("--workers", type=int, metavar="N", help="probing processes (default: one per CPU, at most 8)")
     p.add_argument("--json", action="store_true", help="print import.json's content plus paths as one JSON document")
-    p.set_defaults(run=run)
+    p.set_defaults(run=run_import)
 
 
-def run(args: argparse.Namespace) -> int:
+def _register_fix(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "fix",
+        help="a corrected copy: video_fps / duration (and missing num_frames, width, height) from the containers",
+        description=FIX_DESCRIPTION,
+        epilog=FIX_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("annotations", metavar="ANNOTATIONS", help="the LLaVA annotations file to read (never modified)")
+    p.add_argument("--out", required=True, metavar="FILE", help="the corrected copy to write (not the input)")
+    p.add_argument("--media-root", default="", metavar="DIR", help="folder the records' video paths are relative to (default: the annotations' folder)")
+    p.add_argument("--skip-bad", action="store_true", help="leave records whose clip is missing or unreadable out of the copy (listed as skipped) instead of exiting 2")
+    p.add_argument("--json", action="store_true", help="print one JSON document {ok, records, written, changed_records, fields, skipped, ...}")
+    p.set_defaults(run=run_fix)
+
+
+def _register_stats(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "stats",
+        help="records, families, answers, clip lengths, vision tokens per sample at a spec's settings",
+        description=STATS_DESCRIPTION,
+        epilog=STATS_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("annotations", metavar="ANNOTATIONS", help="the LLaVA annotations file (a JSON array; read only)")
+    p.add_argument("--spec", metavar="SPEC", help="train or rl spec whose vision settings count the tokens (default: the train template's)")
+    p.add_argument("--skill", default="tao-finetune-cosmos-reason", help="model skill the spec belongs to (default: %(default)s)")
+    p.add_argument("--probe", action="store_true", help="read clip lengths and frame rates from the containers for records that state none")
+    p.add_argument("--media-root", default="", metavar="DIR", help="folder the records' video paths are relative to, for --probe (default: the annotations' folder)")
+    p.add_argument("--json", action="store_true", help="print one JSON document {ok, records, families, answers, clips, vision, tokens_per_sample, ...}")
+    p.set_defaults(run=run_stats)
+
+
+def run_import(args: argparse.Namespace) -> int:
     from skillbank.errors import InputError
     from skillbank.intake.importer import Options, run_import
 
@@ -114,4 +214,27 @@ def run(args: argparse.Namespace) -> int:
     if c["skipped"]:
         print(f"  skipped {c['skipped']} item(s) (--skip-bad): listed in {doc['paths']['import_json']}")
     print(f"next: {doc['next']}")
+    return 0
+
+
+def run_fix(args: argparse.Namespace) -> int:
+    from skillbank.intake.fix import fix_file
+
+    report = fix_file(args.annotations, args.out, media=args.media_root, skip_bad=args.skip_bad, )
+    if args.json:
+        print(json.dumps({"ok": True, **report.to_dict()}, indent=2, ensure_ascii=False))
+    else:
+        print("\n".join(report.lines()))
+    return 0
+
+
+def run_stats(args: argparse.Namespace) -> int:
+    from skillbank.intake.stats import data_stats, lines, load_budget, spec_path_arg
+
+    budget = load_budget(args.skill, spec_path_arg(args.spec))
+    doc = data_stats(args.annotations, budget, probe=args.probe, media=args.media_root)
+    if args.json:
+        print(json.dumps({"ok": True, **doc}, indent=2, ensure_ascii=False))
+    else:
+        print("\n".join(lines(doc)))
     return 0
