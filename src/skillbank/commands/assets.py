@@ -9,6 +9,8 @@ import argparse
 import json
 import sys
 
+from skillbank.cli import summary
+
 MODEL_HELP = """\
 Build a random-init tiny Qwen-VL (same classes, processor and chat template as Cosmos-Reason) with a
 byte-level BPE tokenizer trained locally: nothing is downloaded. The folder loads with
@@ -32,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from skillbank.assets.tiny_model import FAMILIES  # light: the builder imports torch / transformers when it runs
 
     m = subparsers.add_parser(
-        "make-tiny-model", help="build the tiny offline Qwen-VL model (embedded default)", description=MODEL_HELP,
+        "make-tiny-model", help=summary("make-tiny-model"), description=MODEL_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     m.add_argument("--family", choices=FAMILIES, default=FAMILIES[0], help="model family (default: %(default)s)")
@@ -43,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     m.set_defaults(run=run_model)
 
     d = subparsers.add_parser(
-        "make-demo-dataset", help="write the synthetic video QA demo dataset", description=DATA_HELP,
+        "make-demo-dataset", help=summary("make-demo-dataset"), description=DATA_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     d.add_argument("--out", default=None, help="output folder (default: the shared cache under $SKILLBANK_CACHE)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from skillbank.commands.flags import add_automl_arguments
+from skillbank.cli import summary
 
 DESCRIPTION = """\
 Search the hyperparameters a model skill's packaged train schema marks as searchable
@@ -81,7 +82,7 @@ examples:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("automl", help="hyperparameter search with Optuna over the train schema (real trials)",
+    p = sub.add_parser("automl", help=summary("automl"),
                        description=DESCRIPTION, epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_automl_arguments(p)
     p.set_defaults(run=run)

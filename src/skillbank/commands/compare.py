@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from skillbank.cli import summary
+
 DESCRIPTION = """\
 Is model A really better than model B on the same items? A and B are folders (or files) with
 evaluation results: evaluate's results_dir (results.json), an `evaluate --run` folder (its best step),
@@ -41,7 +43,7 @@ examples:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "compare",
-        help="compare two evaluations of the same items: paired difference, exact McNemar, per family",
+        help=summary("compare"),
         description=DESCRIPTION,
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,

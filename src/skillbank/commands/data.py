@@ -11,6 +11,7 @@ from pathlib import Path
 
 from skillbank.intake.detect import FORMATS
 from skillbank.intake.fields import ANSWER_KEYS, QUESTION_KEYS, VIDEO_KEYS
+from skillbank.cli import summary
 
 DESCRIPTION = """\
 Get a dataset into the shape the skills take (LLaVA annotations with video_fps, one folder per split):
@@ -125,7 +126,7 @@ examples:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "data", help="get data in: import, fix, stats", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+        "data", help=summary("data"), description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.set_defaults(run=lambda _args: parser.print_help() or 2)
     sub = parser.add_subparsers(dest="data_command", metavar="SUBCOMMAND")

@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from skillbank.cli import summary
+
 DESCRIPTION = """\
 Run the DEFT loop from a config (template: skills/applications/tao-run-deft/references/spec_template_deft.yaml):
 round 0 evaluates the starting model on the proxy set and the frozen benchmark; each round then finds
@@ -47,8 +49,7 @@ document {ok, config, sets, pool_left_out_benchmark, pool_in_base, backend, fitt
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("deft", help="the DEFT loop: evaluate -> gaps -> mine -> curate -> retrain, round by round, with a report "
-                       "(deft init: the sets and config from a pool and a test set)",
+    p = sub.add_parser("deft", help=summary("deft"),
                        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", metavar="FILE", help="DEFT config (YAML); schema: skills/applications/tao-run-deft/schemas/deft.schema.json")
     p.add_argument("--resume", action="store_true", help="continue the run in output_dir at its interrupted stage")

@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from skillbank.cli import summary
+
 DESCRIPTION = """\
 The main job on the embedded default, offline: build (or reuse from the cache) a tiny Qwen-VL and a
 synthetic video QA dataset (yes/no colour questions, left/right/straight direction, colour names),
@@ -36,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     from skillbank.demo.recipe import DemoRecipe
 
     d, dd = DemoRecipe(), DeftDemoRecipe()
-    p = sub.add_parser("demo", help="the main job on the embedded default: train, evaluate before/after, gap analysis",
+    p = sub.add_parser("demo", help=summary("demo"),
                        description=DESCRIPTION + deft_description(dd), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", metavar="DIR", help="where the run, evaluations and gaps go (default: results/demo; with --deft results/demo-deft)")
     p.add_argument("--quick", action="store_true", help="a minute-scale smoke run (tiny data, few steps): the flow, not the accuracy")

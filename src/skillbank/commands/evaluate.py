@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from skillbank.cli import summary
+
 EVALUATE_DESCRIPTION = """\
 Evaluate a model on a LLaVA video-QA set with batched generation. --config is the seed's flat
 TOML (dataset, model, task, evaluation, vision, generation, metrics, results, num_gpus,
@@ -70,7 +72,7 @@ examples:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "evaluate",
-        help="evaluate a model (or every checkpoint of a run) -> results.json + metrics.json",
+        help=summary("evaluate"),
         description=EVALUATE_DESCRIPTION,
         epilog=EVALUATE_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -83,7 +85,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     q = sub.add_parser(
         "inference",
-        help="answer a prompt about one video, or run a model over a LLaVA file",
+        help=summary("inference"),
         description=INFERENCE_DESCRIPTION,
         epilog=INFERENCE_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 
+from skillbank.cli import summary
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "export",
-        help="merge a LoRA adapter or convert a checkpoint step into a Hugging Face safetensors folder",
+        help=summary("export"),
         description="Export a model to a Hugging Face safetensors folder with its processor and export_manifest.json "
         "(sha256 of every file). Source: <run>/checkpoints/step_N, <run>/safetensors/step_N, a run folder, "
         "or a LoRA adapter folder (merged into --base-model). Flags override the spec's values.",

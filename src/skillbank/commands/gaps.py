@@ -6,6 +6,7 @@ import argparse
 import json
 
 from skillbank.scoring.answers import ANSWER_TYPES
+from skillbank.cli import summary
 
 DESCRIPTION = """\
 Find the evaluation's results.json under --results-dir (a folder or an fsspec URL such as s3://...),
@@ -36,7 +37,7 @@ examples:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "gaps",
-        help="DEFT gap analysis: results.json -> failures parquet (+ summary JSON)",
+        help=summary("gaps"),
         description=DESCRIPTION,
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,

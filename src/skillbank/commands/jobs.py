@@ -9,6 +9,7 @@ from typing import Any
 from skillbank.automl import DEFAULT_ALGORITHM, DEFAULT_TRIALS
 from skillbank.commands.flags import DEFAULT_METRIC, add_metric_argument, add_search_arguments, add_storage_argument
 from skillbank.training.backends import BACKENDS
+from skillbank.cli import summary
 
 PLATFORMS = ("local", "docker", "slurm")
 DIAGNOSE_HELP = """\
@@ -74,7 +75,7 @@ beside the folder and indexed, so the job id works from any directory. Run it wh
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "submit",
-        help="run a train spec (or an AutoML study on it, or an rl spec's GRPO) on this machine, in Docker, or on Slurm (preflight first; a job record either way)",
+        help=summary("submit"),
         description="Submit a train spec as a job: `skillbank train` (--action train, the default) or an AutoML study "
         "(--action automl: `skillbank automl --resume --study NAME --out <results_dir>/automl/NAME`; the study name defaults to "
         "the spec file's stem, so re-submitting the same spec, or a Slurm requeue, continues the same study; `jobs cancel` "
@@ -126,7 +127,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_storage_argument(search)
     p.set_defaults(run=run_submit)
 
-    jobs = sub.add_parser("jobs", help="status, logs, wait, cancel, attach or diagnose of a job (by id, record path, or any run folder for diagnose)")
+    jobs = sub.add_parser("jobs", help=summary("jobs"))
     verbs = jobs.add_subparsers(dest="verb", metavar="VERB", required=True)
     for name, fn, text in (
         ("status", run_status, "refresh and print the job record (slurm: squeue, then scontrol show job, then sacct once it left the "

@@ -9,9 +9,9 @@ import argparse
 import json
 
 from skillbank.commands.flags import parse_count
+from skillbank.cli import summary
 
 DEFAULT_SKILL = "tao-finetune-cosmos-reason"
-HELP = "size a train or rl spec (or a described dataset): memory per GPU by part, settings that fit, time with start-up / checkpoints / validation, disk, layouts"
 DESCRIPTION = """\
 How many GPUs, how long, and does it fit? For a train spec, from three counted figures:
   - parameters: the model's config.json (a local folder, the local Hugging Face cache, or the copy
@@ -78,7 +78,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from skillbank.commands.flags import add_path_map
 
     rates = Rates()
-    parser = subparsers.add_parser("plan", help=HELP, description=DESCRIPTION, epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser("plan", help=summary("plan"), description=DESCRIPTION, epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--spec", metavar="FILE", help="the train or rl spec (YAML, JSON or TOML); without it, --records describes the data and the skill's train template is planned")
     parser.add_argument("--skill", default=DEFAULT_SKILL, help=f"model skill whose spec it is (default {DEFAULT_SKILL})")
     parser.add_argument("--action", choices=("train", "rl"), help="the spec's action (default: read from the file; train without --spec)")

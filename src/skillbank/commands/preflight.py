@@ -10,8 +10,8 @@ import json
 
 from skillbank.commands.flags import parse_count
 from skillbank.training.backends import BACKENDS
+from skillbank.cli import summary
 
-HELP = "check a spec, its data and the machine before a launch (exit 2 on any error)"
 DESCRIPTION = """\
 Check everything that is known to break a launch, before it: the spec's rules, parallel sizes
 against the machine, training steps per rank, every record of every annotations file (streamed),
@@ -74,7 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("preflight", help=HELP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser("preflight", help=summary("preflight"), description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
     parser.set_defaults(run=run)
 

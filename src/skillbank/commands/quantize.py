@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 
+from skillbank.cli import summary
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "quantize",
-        help="quantize a trained model (FP8_DYNAMIC, W8A16, W4A16) into a folder vLLM and transformers load",
+        help=summary("quantize"),
         description="Quantize a Hugging Face model folder with compressed-tensors (the format vLLM loads). "
         "Writes the model, processor and quantize_manifest.json (sha256 of every file). Flags override the spec.",
     )

@@ -8,6 +8,7 @@ import json
 import sys
 
 from skillbank.reporting.build import MAX_STRIPS
+from skillbank.cli import summary
 
 DESCRIPTION = """\
 One page of evidence about a training run and its evaluations: DIR/report.html (one file that opens
@@ -43,7 +44,7 @@ examples:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="report.html + report.md with pictures: loss curves, accuracy per family, confusion, failures with frames",
+    p = sub.add_parser("report", help=summary("report"),
                        description=DESCRIPTION, epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--run", dest="run_dir", metavar="RUN", help="training run folder (<output_dir>/<timestamp>) or its output_dir")
     p.add_argument("--eval", action="append", default=[], metavar="DIR", dest="evals",

@@ -10,6 +10,7 @@ from typing import Any
 
 from skillbank.errors import InputError
 from skillbank.training.backends import BACKENDS, DEFAULT_BACKEND
+from skillbank.cli import summary
 
 SKILL = "tao-finetune-cosmos-reason"
 FIND_SCRIPT = 'import importlib.util as u; print(u.find_spec("skillbank.training.cosmos_rl.grpo_script").origin)'  # where the node has it
@@ -58,7 +59,7 @@ examples:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("rl", help="GRPO (RL) after SFT: the cosmos-rl TOML and launch command, or --backend local runs it here",
+    p = sub.add_parser("rl", help=summary("rl"),
                        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--spec", required=True, help="rl spec file (YAML or JSON)")
     p.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,

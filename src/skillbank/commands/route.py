@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from skillbank.cli import summary
+
 DESCRIPTION = """\
 Decide where a request goes. An explicit --automl-policy wins; otherwise the request's wording
 ("turn off AutoML", "no HPO", "plain training" mean off); otherwise auto. Train with auto on an
@@ -29,7 +31,7 @@ time on one node: the route is "direct" and the reason says why ("nodes", "nodes
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("route", help="decide AutoML handoff vs direct training for a request", description=DESCRIPTION,
+    p = sub.add_parser("route", help=summary("route"), description=DESCRIPTION,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--skill", required=True, help="model skill, e.g. tao-finetune-cosmos-reason")
     p.add_argument("--action", required=True, help="train, rl, evaluate, inference, quantize, export")

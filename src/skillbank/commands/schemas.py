@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 
+from skillbank.cli import summary
+
 
 def register(sub: argparse._SubParsersAction) -> None:
-    schemas = sub.add_parser("schemas", help="generate or check action schemas, manifests, templates (maintainers)")
+    schemas = sub.add_parser("schemas", help=summary("schemas"))
     verbs = schemas.add_subparsers(dest="verb", metavar="VERB", required=True)
     gen = verbs.add_parser(
         "generate",

@@ -7,6 +7,7 @@ import json
 import sys
 
 from skillbank.scoring.answers import ANSWER_TYPES
+from skillbank.cli import summary
 
 DESCRIPTION = """\
 Recompute metrics.json from an evaluation's results without loading a model, with the answer rules of
@@ -63,7 +64,7 @@ KEPT = ("model", "model_path", "annotation_path", "elapsed_s", "samples_per_s", 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "score",
-        help="metrics.json from a results.json, no model needed (any engine's results)",
+        help=summary("score"),
         description=DESCRIPTION,
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -8,6 +8,8 @@ import json
 import sys
 from typing import Any
 
+from skillbank.cli import summary
+
 DEFAULT_SKILL = "tao-finetune-cosmos-reason"
 SHORTHANDS = "@@shorthands@@"  # replaced by the skill's shorthand table when --help is printed
 
@@ -106,7 +108,7 @@ def _shorthand_table(skill: str) -> str:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "spec",
-        help="build or edit (--from) a validated spec: template, dataset root and KEY=VALUE overrides; train states the plan",
+        help=summary("spec"),
         description=DESCRIPTION,
         epilog=EXAMPLES,
         formatter_class=_HelpFormatter,

@@ -16,6 +16,7 @@ from skillbank.automl import DEFAULT_ALGORITHM
 from skillbank.commands.flags import add_search_arguments
 from skillbank.errors import InputError
 from skillbank.training.backends import BACKEND_HELP, BACKENDS, DEFAULT_BACKEND
+from skillbank.cli import summary
 
 SKILL = "tao-finetune-cosmos-reason"
 
@@ -55,7 +56,7 @@ exit codes: 0 trained; 2 bad input (nothing launched); 1 the run failed (resume 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "train",
-        help="train from a spec (routes to AutoML or trains directly)",
+        help=summary("train"),
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

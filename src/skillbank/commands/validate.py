@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 
+from skillbank.cli import summary
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "validate",
-        help="check skills: frontmatter, links, manifests, registry, generated files",
+        help=summary("validate"),
         description="Check every skill of the bank: Agent Skills frontmatter, that every relative path named in a "
         "SKILL.md or reference exists, references one level deep, manifests and skill_info.yaml against the spec "
         "models, config.json and plugin manifests against the folders, and generated files fresh (the cosmos-rl defaults and parameter-count snapshots in child processes, "
