@@ -36,6 +36,8 @@ def _modules() -> dict[str, Path]:
 
 
 MODULES = _modules()
+# folders without an __init__.py (namespace packages: training/, training/local/) are modules too, with no file
+PACKAGES = {".".join(path.relative_to(PACKAGE.parent).parts) for path in PACKAGE.rglob("*") if path.is_dir() and any(path.glob("*.py"))}
 
 
 def _room(module: str) -> str:
@@ -52,7 +54,7 @@ def _floor(room: str) -> int:
 
 def _resolve(name: str) -> str:
     """The module an import names: skillbank.x.y, else its nearest package."""
-    while name not in MODULES and "." in name:
+    while name not in MODULES and name not in PACKAGES and "." in name:
         name = name.rsplit(".", 1)[0]
     return name
 
@@ -170,6 +172,40 @@ def test_argparse_only_in_the_commands_package():
             if any(name and name.split(".")[0] == "argparse" for name in names):
                 found.append(f"{_where(module, node.lineno)} imports argparse: parse the flags in skillbank/commands/ and pass typed values down")
     assert not found, "\n".join(found)
+
+
+def _defined(module: str) -> set[str]:
+    """The names a module defines at its top level (functions, classes, assignments, imports)."""
+    names: set[str] = set()
+    for node in _tree(module).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.If):  # `if __name__ == "__main__":` blocks and the like
+            names |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return names
+
+
+def test_every_import_names_a_module_or_what_it_defines():
+    """A moved module leaves no import of its old path behind (lazy imports fail only when their code runs)."""
+    missing = []
+    for module in MODULES:
+        for node in ast.walk(_tree(module)):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module.split(".")[0] == "skillbank":
+                if node.module not in MODULES and node.module not in PACKAGES:
+                    missing.append(f"{_where(module, node.lineno)}: no module {node.module}")
+                    continue
+                defined = _defined(node.module) if node.module in MODULES else set()
+                missing += [f"{_where(module, node.lineno)}: {node.module} has no {alias.name}" for alias in node.names
+                            if f"{node.module}.{alias.name}" not in MODULES.keys() | PACKAGES and alias.name not in defined]
+            elif isinstance(node, ast.Import):
+                missing += [f"{_where(module, node.lineno)}: no module {alias.name}" for alias in node.names
+                            if alias.name.split(".")[0] == "skillbank" and alias.name not in MODULES.keys() | PACKAGES]
+    assert not missing, "imports of what does not exist:\n" + "\n".join(missing)
 
 
 @pytest.mark.parametrize("a, b", [("evaluation", "training"), ("training", "evaluation")])

@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     if len(live) > 1:
         raise InputError(f"{' and '.join(live)} are separate commands", where=live[1], fix="give one of them")
     if live:
-        from skillbank.automl import control
+        from skillbank.commands import automl_control as control
 
         return {"--status": control.show_status, "--stop-study": control.stop_study, "--delete-study": control.delete_study,
                 "--dashboard": control.serve_dashboard}[live[0]](args)

@@ -48,7 +48,7 @@ def search_fingerprint(args: argparse.Namespace, space) -> dict[str, Any]:
             "seed": args.seed, "baseline": not args.no_baseline, "space": [p.describe() for p in space.params]}
 
 
-def preflight_gate(args: argparse.Namespace, epochs: int | None = None) -> dict[str, Any]:
+def preflight_gate(args: argparse.Namespace, epochs: int | None = None, loaded: Any = None) -> dict[str, Any]:
     """The base spec passes preflight for the trials' backend, or InputError (exit 2) naming the
     findings: a study on a spec that fails would only fail or prune every trial. Trials run on this
     machine, so its environment is checked too; a dry run lists environment findings instead
@@ -56,7 +56,7 @@ def preflight_gate(args: argparse.Namespace, epochs: int | None = None) -> dict[
     from skillbank.preflight.run import run_preflight
 
     runs_on = "node" if args.dry_run else "here"
-    report = run_preflight(skill=args.skill, action="train", spec_path=args.spec, backend=args.backend, runs_on=runs_on,
+    report = run_preflight(skill=args.skill, action="train", spec_path=args.spec, spec=loaded, backend=args.backend, runs_on=runs_on,
                            trials=args.max_trials, trial_epochs=epochs)  # env.disk: the study's disk (runs.disk.study_disk)
     report.require_ok(skill=args.skill, action="train", spec_path=args.spec, outcome="no study was created, no trial started")
     return report.summary()
@@ -177,19 +177,21 @@ def _epochs(plan: dict[str, Any]) -> str:
     return f"train.epoch searched (the baseline trains {plan['epochs_per_trial']})" if searched else f"{plan['epochs_per_trial']} epoch(s) each"
 
 
-def run_automl(args: argparse.Namespace) -> int:
-    from skillbank.commands.automl_control import study_location
+def run_automl(args: argparse.Namespace, loaded: Any = None) -> int:
+    """A study on the base spec (`loaded`: the LoadedSpec train's handoff read already; else the file is read once here)."""
     from skillbank.automl.space import build_space, load_schema
+    from skillbank.commands.automl_control import study_location
     from skillbank.runs.disk import trial_epochs
     from skillbank.skillinfo import schema_path
-    from skillbank.specification.io import load_spec
+    from skillbank.specification.io import LoadedSpec
     from skillbank.specification.registry import spec_model
 
     for flag, value in (("--prompts", getattr(args, "prompts", None)), ("--holdout", getattr(args, "holdout", None))):
         if value:
             raise InputError(f"{flag} belongs to the prompt search", where=flag, fix="add --action evaluate and pass an evaluate spec")
     model = spec_model(args.skill, "train")
-    base = load_spec(args.spec, model).model_dump(mode="json")
+    loaded = loaded or LoadedSpec.read(args.spec)
+    base = loaded.model(model).model_dump(mode="json")
     schema = load_schema(schema_path(args.skill, "train"))
     space = build_space(schema, base, params=args.param, ranges=dict(args.range), choices=dict(args.choices))
     if args.algorithm == "grid":
@@ -205,7 +207,7 @@ def run_automl(args: argparse.Namespace) -> int:
     if settings.algorithm in ("hyperband", "asha") and "train.epoch" in space.keys():
         settings.max_epochs = int(max(p.high for p in space.params if p.key == "train.epoch"))
     epochs = trial_epochs(int(base["train"]["epoch"]), [(p.key, p.high) for p in space.params if p.high is not None])
-    preflight = preflight_gate(args, epochs)
+    preflight = preflight_gate(args, epochs, loaded)
     if args.dry_run:
         plan = study_plan(args, settings, space, out_dir, base, preflight)
         plan.update(study_disk_fields(args, model, base, epochs))
@@ -302,9 +304,9 @@ def stopped(args: argparse.Namespace, study, settings, rec: dict[str, Any], resu
 HANDOFF = ("backend", "max_trials", "algorithm", "param", "range", "choices", "study", "resume", "dry_run", "json")
 
 
-def run_from_train(args: argparse.Namespace) -> int:
-    """The router sent a train request here (automl_policy auto): a study on its spec, narrowed by the
-    search flags train shares with `skillbank automl`; everything else at automl's defaults."""
+def run_from_train(args: argparse.Namespace, loaded: Any = None) -> int:
+    """The router sent a train request here (automl_policy auto): a study on its spec (`loaded`: the spec
+    train read), narrowed by the search flags train shares with `skillbank automl`; everything else at automl's defaults."""
     from skillbank.commands.flags import add_automl_arguments
 
     parser = argparse.ArgumentParser()
@@ -312,4 +314,4 @@ def run_from_train(args: argparse.Namespace) -> int:
     automl_args = parser.parse_args(["--spec", str(args.spec)])
     for name in HANDOFF:
         setattr(automl_args, name, getattr(args, name))
-    return run_automl(automl_args)
+    return run_automl(automl_args, loaded)

@@ -122,20 +122,12 @@ def add_path_map(parser: Any) -> None:
     parser.add_argument("--path-map", dest="path_map", action="append", default=[], metavar="LOCAL=REMOTE", help=PATH_MAP_HELP)
 
 
-def from_args(args: Any, *, recorded_too: bool = True) -> Any:
-    """The map of a command's --path-map flags, with the map its spec file records (`args.spec`, or
-    `args.from_file` of `skillbank spec`) when that applies here and `recorded_too`; empty when there is none."""
-    from skillbank.errors import InputError
-    from skillbank.specification.io import read_spec_file
-    from skillbank.specification.pathmap import PathMap, recorded
+def spec_and_paths(spec_file: str, flags: list[str] | None, *, recorded_too: bool = True) -> tuple[Any, Any]:
+    """(the spec file read once: a LoadedSpec, the command's path map): the --path-map flags (a malformed
+    one is named before the spec is read) over the map the spec records when `recorded_too` (else the flags alone)."""
+    from skillbank.specification.io import LoadedSpec
+    from skillbank.specification.pathmap import PathMap
 
-    flags = getattr(args, "path_map", None) or ()
-    spec_file = getattr(args, "spec", None) or getattr(args, "from_file", None)
-    if not recorded_too or not spec_file:
-        return PathMap.parse(flags)
-
-    try:
-        data = read_spec_file(spec_file)
-    except InputError:
-        return PathMap.parse(flags)  # the command reports the unreadable spec itself
-    return recorded(data).with_flags(flags)
+    given = PathMap.parse(flags)
+    loaded = LoadedSpec.read(spec_file)
+    return loaded, loaded.recorded_map().with_flags(flags or ()) if recorded_too else given

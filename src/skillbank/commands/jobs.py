@@ -227,14 +227,14 @@ def study_of(record: Any) -> dict | None:
 def run_submit(args: argparse.Namespace) -> int:
     from skillbank.platform.context import Options
     from skillbank.platform.submit import submit
-    from skillbank.commands.flags import from_args
+    from skillbank.specification.pathmap import PathMap
 
     options = Options(image=args.image, partition=args.partition, account=args.account, time=args.time, shm_size=args.shm_size)
     record, path = submit(
         platform=args.platform, spec_path=args.spec, backend=args.backend, skill=args.skill,
         nodes=args.nodes, gpus_per_node=args.gpus_per_node, options=options, dry_run=args.dry_run, automl=automl_job(args),
-        paths=from_args(args, recorded_too=args.dry_run or args.platform == "slurm"), action=args.action if args.action != "automl" else "train", model_family=args.model_family,
-        resume_from=args.resume_from,
+        paths=PathMap.parse(args.path_map), recorded_map=args.dry_run or args.platform == "slurm",
+        action=args.action if args.action != "automl" else "train", model_family=args.model_family, resume_from=args.resume_from,
     )
     if args.dry_run:
         headline = f"job {record.id}: rendered for {record.platform} ({record.backend}); nothing was submitted\n{record.script}"

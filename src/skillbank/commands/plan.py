@@ -158,15 +158,15 @@ def load(args: argparse.Namespace):
     --path-map moving the node's paths to LOCAL), or the skill's template for a described dataset."""
     from skillbank.errors import InputError
     from skillbank.specification.build import build_spec, infer_action
-    from skillbank.specification.io import read_spec_file
-    from skillbank.commands.flags import from_args
+    from skillbank.specification.io import LoadedSpec
     from skillbank.specification.registry import spec_model
 
     data, action = None, args.action or "train"
     if args.spec:
-        data = read_spec_file(args.spec)
+        loaded = LoadedSpec.read(args.spec)  # read once: the spec and the path map it records
+        data = loaded.raw()
         action = args.action or infer_action(args.skill, data, where=args.spec)
-        paths = from_args(args)
+        paths = loaded.recorded_map().with_flags(args.path_map)
         if paths:
             model = spec_model(args.skill, action)
             data = paths.local(data, model)

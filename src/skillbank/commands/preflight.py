@@ -80,15 +80,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from skillbank.errors import InputError
     from skillbank.preflight.report import render_table
     from skillbank.preflight.run import run_preflight
-    from skillbank.commands.flags import from_args
+    from skillbank.specification.io import LoadedSpec
+    from skillbank.specification.pathmap import PathMap
 
+    paths, loaded = PathMap.parse(args.path_map), None
+    try:
+        loaded = LoadedSpec.read(args.spec)  # read once: the map it records and every check take it
+        paths = loaded.recorded_map().with_flags(args.path_map)
+    except InputError:
+        pass  # an unreadable spec is preflight's finding (spec.schema), not a refusal
     report = run_preflight(
-        paths=from_args(args),
+        paths=paths,
         skill=args.skill,
         action=args.action,
         spec_path=args.spec,
+        spec=loaded,
         gpus_per_node=args.gpus_per_node,
         nodes=args.nodes,
         backend=args.backend,

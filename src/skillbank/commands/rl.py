@@ -81,37 +81,36 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
-def node_specs(spec_path: str | Path, paths: Any) -> tuple[Any, Any, list[str]]:
+def node_specs(loaded: Any, paths: Any) -> tuple[Any, Any, list[str]]:
     """(this machine's view, the node's view, notes) of an rl spec under a path map (the same spec twice without one)."""
-    from skillbank.specification.io import load_spec, read_spec_file
     from skillbank.specification.rl import RlSpec
 
     if not paths:
-        spec = load_spec(spec_path, RlSpec)
+        spec = loaded.model(RlSpec)
         return spec, spec, []
     from skillbank.specification.validation import validate
 
-    local = paths.local(read_spec_file(spec_path), RlSpec)
+    local = paths.local(loaded.raw(), RlSpec)
     paths.check_used(local, RlSpec)
     remote, notes = paths.remote(local, RlSpec)
-    return validate(RlSpec, local, source=str(spec_path)), validate(RlSpec, remote, source=str(spec_path)), notes
+    return validate(RlSpec, local, source=loaded.path), validate(RlSpec, remote, source=loaded.path), notes
 
 
-def prepare(spec_path: str | Path, *, gpus_per_node: int | None = None, paths: Any = None, model_family: str | None = None,
+def prepare(loaded: Any, *, gpus_per_node: int | None = None, paths: Any = None, model_family: str | None = None,
             start_check: bool = True) -> dict[str, Any]:
-    """Preflight, then the run folder and its TOML; returns what the command prints."""
+    """Preflight, then the run folder and its TOML of the rl spec read once (a LoadedSpec); returns what the command prints."""
     from skillbank.preflight.run import run_preflight
     from skillbank.specification.pathmap import PathMap
     from skillbank.training.cosmos_rl.family import node_family
     from skillbank.training.cosmos_rl.grpo import build_grpo_toml
-    from skillbank.training.cosmos_rl.launch import RunLayout, resolve_model
+    from skillbank.training.cosmos_rl.launch import GRPO_SCRIPT, RunLayout, resolve_model
     from skillbank.training.cosmos_rl.toml import write_toml
 
     paths = paths or PathMap()
-    here, spec, path_notes = node_specs(spec_path, paths)
-    report = run_preflight(skill=SKILL, action="rl", spec_path=spec_path, gpus_per_node=gpus_per_node, runs_on="node", start_check=start_check,
+    here, spec, path_notes = node_specs(loaded, paths)
+    report = run_preflight(skill=SKILL, action="rl", spec=loaded, gpus_per_node=gpus_per_node, runs_on="node", start_check=start_check,
                            **({"paths": paths} if paths else {}))
-    report.require_ok(skill=SKILL, action="rl", spec_path=spec_path)
+    report.require_ok(skill=SKILL, action="rl", spec_path=loaded.path)
     model, notes = resolve_model(spec.policy.model_name_or_path, dry_run=True)
     family = node_family(model, here=paths.to_local(model) if model.startswith("/") else None, given=model_family)
     try:
@@ -122,7 +121,7 @@ def prepare(spec_path: str | Path, *, gpus_per_node: int | None = None, paths: A
     layout = RunLayout(created.run_id, Path(paths.to_remote(created.run_dir)) if paths else created.run_dir, created.run_dir)
     built = build_grpo_toml(spec, model=model, family=family, run_dir=layout.run_dir, run_id=layout.run_id)
     write_toml(layout.toml_path, built.data)
-    script: Any = Path(__file__).with_name("cosmos_rl") / "grpo_script.py"
+    script: Any = GRPO_SCRIPT
     if paths:  # the node's copy of the script: through the map, else looked up by the node's python
         script = paths.to_remote(script) if paths.covered(script) else f"$(python -c '{FIND_SCRIPT}')"
     node_toml = paths.to_remote(layout.toml_path) if paths else str(layout.toml_path)
@@ -151,7 +150,7 @@ def run_local(args: argparse.Namespace) -> int:
 
     from skillbank import procs
     from skillbank.preflight.run import run_preflight
-    from skillbank.specification.io import load_spec
+    from skillbank.specification.io import LoadedSpec
     from skillbank.specification.rl import RlSpec
     from skillbank.training.local.grpo_launch import rl_local
 
@@ -160,8 +159,9 @@ def run_local(args: argparse.Namespace) -> int:
     def log(line: str) -> None:
         print(line, file=log_stream, flush=True)
 
-    spec = load_spec(args.spec, RlSpec)
-    report = run_preflight(skill=SKILL, action="rl", spec_path=args.spec, backend="local", runs_on="here",
+    loaded = LoadedSpec.read(args.spec)
+    spec = loaded.model(RlSpec)
+    report = run_preflight(skill=SKILL, action="rl", spec=loaded, backend="local", runs_on="here",
                            start_check=not args.no_start_check)
     report.require_ok(skill=SKILL, action="rl", spec_path=args.spec)
     if report.stats.get("start_check"):
@@ -197,10 +197,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--dry-run and --resume belong to --backend local: with cosmos-rl, skillbank rl launches nothing "
                          "(it writes the TOML and prints the command; cosmos-rl resumes with train.resume in the TOML)",
                          where="--dry-run" if args.dry_run else "--resume", fix="drop the flag, or add --backend local")
-    from skillbank.commands.flags import from_args
+    from skillbank.commands.flags import spec_and_paths
 
-    out = prepare(args.spec, gpus_per_node=args.gpus_per_node, paths=from_args(args), model_family=args.model_family,
-                  start_check=not args.no_start_check)
+    loaded, paths = spec_and_paths(args.spec, args.path_map)  # read once: the path map it records, both views, preflight
+    out = prepare(loaded, gpus_per_node=args.gpus_per_node, paths=paths, model_family=args.model_family, start_check=not args.no_start_check)
     if args.json:
         print(json.dumps(out))
         return 0

@@ -134,11 +134,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from skillbank.errors import InputError
     from skillbank.specification.build import build_spec, infer_action
-    from skillbank.specification.io import dump_yaml, read_spec_file, write_spec
+    from skillbank.specification.io import LoadedSpec, dump_yaml, write_spec
+    from skillbank.specification.pathmap import PathMap
 
-    base, action, converted = None, args.action, None
+    base, action, converted, loaded = None, args.action, None, None
     if args.from_file:
-        base = read_spec_file(args.from_file)
+        loaded = LoadedSpec.read(args.from_file)  # read once: the spec to edit and the path map it records
+        base = loaded.raw()
         converted = _from_cosmos(args, base)
         if converted is not None:
             base, action = converted.data, "train"
@@ -146,9 +148,7 @@ def run(args: argparse.Namespace) -> int:
     elif not action:
         raise InputError("no action given", where="--action", fix="pass --action train|evaluate|inference|quantize|export, or --from FILE to edit a spec")
     from skillbank.runs import fitting
-    from skillbank.commands.flags import from_args
-
-    paths = from_args(args)
+    paths = loaded.recorded_map().with_flags(args.path_map) if loaded else PathMap.parse(args.path_map)
     root = paths.to_local(args.dataset_root) if args.dataset_root else None
     built = build_spec(args.skill, action, args.assignments, dataset_root=root, base=base, source=args.from_file)
     filled = _from_recipe(built, action, paths)

@@ -84,17 +84,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
-def _preflight(args: argparse.Namespace, log: Any) -> dict[str, Any]:
+def _preflight(args: argparse.Namespace, loaded: Any, log: Any) -> dict[str, Any]:
     """Spec and data must pass wherever this runs; the environment (token, redis-server, GPUs, disk)
     is this machine's only for a real run: a dry run plans for the machine that will train, so its
     env findings are listed as "check on the node" instead of stopping the plan."""
     from skillbank.preflight.run import run_preflight
 
-    from skillbank.commands.flags import from_args
-
     runs_on = "node" if args.dry_run else "here"
-    paths = from_args(args)
-    report = run_preflight(skill=SKILL, action="train", spec_path=args.spec, backend=args.backend, gpus_per_node=None, nodes=None, runs_on=runs_on,
+    paths = loaded.recorded_map().with_flags(args.path_map)
+    report = run_preflight(skill=SKILL, action="train", spec=loaded, backend=args.backend, gpus_per_node=None, nodes=None, runs_on=runs_on,
                            **({"paths": paths} if paths else {}))
     report.require_ok(skill=SKILL, action="train", spec_path=args.spec)
     for line in report.summary()["check_on_node"]:
@@ -118,10 +116,10 @@ def _resume_from(args: argparse.Namespace, log: Any) -> Path | None:
                          fix="pass a complete checkpoint (`skillbank jobs diagnose RUN_DIR` names the last complete one), or --resume") from None
 
 
-def _handoff_to_automl(args: argparse.Namespace) -> int:
+def _handoff_to_automl(args: argparse.Namespace, loaded: Any) -> int:
     from skillbank.commands.automl_run import run_from_train
 
-    return int(run_from_train(args) or 0)
+    return int(run_from_train(args, loaded) or 0)
 
 
 def _no_search_flags(args: argparse.Namespace, route: str) -> None:
@@ -134,8 +132,9 @@ def _no_search_flags(args: argparse.Namespace, route: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from skillbank.commands.flags import spec_and_paths
     from skillbank.routing.router import route
-    from skillbank.specification.io import load_spec
+    from skillbank.specification.pathmap import PathMap
     from skillbank.specification.train import TrainSpec
 
     log_stream = sys.stderr if args.json else sys.stdout
@@ -143,13 +142,14 @@ def run(args: argparse.Namespace) -> int:
     def log(line: str) -> None:
         print(line, file=log_stream, flush=True)
 
-    from skillbank.commands.flags import from_args
-
-    paths = from_args(args, recorded_too=args.dry_run)  # a real run trains here: the spec's recorded map only moves its paths to LOCAL (load_spec)
-    if paths and not args.dry_run:
+    if args.path_map and not args.dry_run:
+        PathMap.parse(args.path_map)  # a malformed map is named first
         raise InputError("--path-map plans for another machine: it goes with --dry-run (this command trains here)", where="--path-map",
                          fix="add --dry-run, or use `skillbank submit --path-map ...` to render the job for the node")
-    spec = load_spec(args.spec, TrainSpec)
+    # read once: the model, the path map and preflight all take it; a real run trains here: the spec's recorded
+    # map only moves its paths to LOCAL (LoadedSpec.model)
+    loaded, paths = spec_and_paths(args.spec, args.path_map, recorded_too=args.dry_run)
+    spec = loaded.model(TrainSpec)
     decision = route(skill=SKILL, action="train", request=args.request, automl_policy=args.automl_policy)
     if decision.action != "train":  # the request asks for RL (GRPO): that is the rl action's spec, not this SFT one
         raise InputError(f"the request routes to the {decision.action} action: {decision.reason}", where="--request",
@@ -162,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError("--path-map plans a direct run; this request routes to AutoML", where="--path-map",
                              fix="add --automl-policy off, or render the study for the node with `skillbank submit --action automl --path-map ...`")
         log(f"route: automl ({decision.reason})")
-        return _handoff_to_automl(args)
+        return _handoff_to_automl(args, loaded)
     if not decision.runnable:
         raise InputError(f"the router cannot run this request: {decision.reason}", where="--automl-policy", fix="pass --automl-policy off to train directly")
     _no_search_flags(args, decision.route)
@@ -170,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
     resume_from = _resume_from(args, log)
     if resume_from is not None and paths:
         resume_from = Path(paths.to_remote(str(resume_from)))  # the TOML names the node's path
-    preflight = _preflight(args, log)
+    preflight = _preflight(args, loaded, log)
 
     job = None
     if not args.dry_run:

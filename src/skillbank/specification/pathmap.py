@@ -13,8 +13,8 @@ as the node sees them (REMOTE). One map serves spec, preflight, train --dry-run,
 - `check_used` makes each LOCAL earn its place: it exists here, or is a prefix of a path the spec
   names (an output folder not created yet).
 - a spec written with a map records it (`paths.map`, `PathsSpec`): `recorded` reads it back, and every
-  command that reads the spec on this machine applies it (`load_spec` gives the LOCAL view; `from_args`
-  adds it to the flags of the commands that render for the node), so later commands need no flags. It
+  command that reads the spec on this machine applies it (`LoadedSpec.model` gives the LOCAL view; its
+  `recorded_map()` joins the flags of the commands that render for the node), so later commands need no flags. It
   applies only where one of its LOCAL folders exists: on the node itself the spec is read as written.
   The node's view (`remote`) carries no map: job folders and TOMLs name REMOTE only.
 Light imports only: agent-facing commands parse maps.

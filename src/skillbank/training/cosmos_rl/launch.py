@@ -33,6 +33,7 @@ from skillbank.runs.steps import plan_lines
 from skillbank.redaction import redact
 
 SCRIPT = Path(__file__).with_name("script.py")
+GRPO_SCRIPT = Path(__file__).with_name("grpo_script.py")  # the rl action's (skillbank rl)
 # Set for the launcher: its shell scripts run `python` (ours must come first on PATH); unbuffered
 # output lets the watcher see lines as they happen; with one trainer and no respawn, the controller
 # should end when the policy does instead of waiting for replicas forever.
