@@ -253,7 +253,7 @@ def _fit_train(spec: Any, explicit: set[str]) -> tuple[Any, list[Any], dict[str,
     """The train plan from the annotation files' record counts (a note says why it was skipped), the
     batches fitted, and a note when the run barely trains (preflight reports the same as a warning)."""
     from skillbank.errors import InputError
-    from skillbank.preflight import env_checks
+    from skillbank.models.params import model_params
     from skillbank.runs import fitting, steps
 
     if not spec.custom.train_dataset.annotation_path:
@@ -267,7 +267,7 @@ def _fit_train(spec: Any, explicit: set[str]) -> tuple[Any, list[Any], dict[str,
     errors = steps.plan_errors(spec, count, val_records)
     if errors:
         _refuse(errors, explicit)
-    params, how = env_checks.model_params(env_checks.resolve("policy.model_name_or_path", spec.policy.model_name_or_path))
+    params, how = model_params(spec.policy.model_name_or_path.strip())  # as preflight counts it (modelref.parse strips)
     problem = steps.steps_problem(spec, count)
     notes = [f"{problem.severity}: {problem.message} (fix: {problem.fix})"] if problem else []
     return spec, fits, steps.run_plan(spec, count, val_records=val_records, params=params, params_from=how), notes
