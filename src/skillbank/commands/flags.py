@@ -12,10 +12,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from skillbank.automl import ALGORITHMS, DEFAULT_ALGORITHM, DEFAULT_TRIALS
-from skillbank.training.backends import BACKEND_HELP, BACKENDS, DEFAULT_BACKEND
-
-
 DEFAULT_SKILL = "tao-finetune-cosmos-reason"
 
 
@@ -51,6 +47,8 @@ def add_assignments(p: Any, help: str) -> None:
 
 
 def add_backend(p: Any, help: str, *, default: str | None = None) -> None:
+    from skillbank.training.backends import BACKENDS
+
     p.add_argument("--backend", choices=BACKENDS, default=default, help=help)
 
 
@@ -137,6 +135,8 @@ def parse_count(text: str) -> int:
 
 def add_search_arguments(p: argparse.ArgumentParser, *, trials_flags: tuple[str, ...] = ("--max-trials",)) -> None:
     """What a study searches and how: shared by `skillbank automl` and train's AutoML handoff."""
+    from skillbank.automl import ALGORITHMS, DEFAULT_ALGORITHM, DEFAULT_TRIALS
+
     p.add_argument("--algorithm", choices=ALGORITHMS, default=DEFAULT_ALGORITHM, help="search algorithm (default: %(default)s)")
     p.add_argument(*trials_flags, dest="max_trials", type=int, default=DEFAULT_TRIALS, metavar="N",
                    help="finished (complete or pruned) trials of the study, baseline included (default: %(default)s)")
@@ -163,6 +163,8 @@ def add_metric_argument(p: argparse.ArgumentParser) -> None:
 
 def add_automl_arguments(p: argparse.ArgumentParser) -> None:
     """Every flag of `skillbank automl` (train's AutoML handoff parses its defaults with them too)."""
+    from skillbank.training.backends import BACKEND_HELP, DEFAULT_BACKEND
+
     add_skill(p, "model skill (default: %(default)s)", default=DEFAULT_SKILL)
     p.add_argument("--action", choices=("train", "evaluate"), default="train",
                    help="train: each trial trains (default); evaluate: prompt search, each trial evaluates --spec (an evaluate spec)")
