@@ -9,9 +9,9 @@ import argparse
 import json
 from pathlib import Path
 
+from skillbank.commands.flags import add_json, add_skill, add_spec, command_parser, DEFAULT_SKILL
 from skillbank.intake.detect import FORMATS
 from skillbank.intake.fields import ANSWER_KEYS, QUESTION_KEYS, VIDEO_KEYS
-from skillbank.commands.flags import add_json, add_skill, add_spec, command_parser, DEFAULT_SKILL
 
 DESCRIPTION = """\
 Get a dataset into the shape the skills take (LLaVA annotations with video_fps, one folder per split):

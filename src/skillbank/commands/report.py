@@ -7,8 +7,8 @@ import argparse
 import json
 import sys
 
-from skillbank.reporting.build import MAX_STRIPS
 from skillbank.commands.flags import add_json, command_parser
+from skillbank.reporting.build import MAX_STRIPS
 
 DESCRIPTION = """\
 One page of evidence about a training run and its evaluations: DIR/report.html (one file that opens

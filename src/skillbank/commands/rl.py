@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from skillbank.errors import InputError
-from skillbank.training.backends import DEFAULT_BACKEND
 from skillbank.commands.flags import (add_backend, add_dry_run, add_gpus_per_node, add_json, add_model_family,
                                       add_spec, add_start_check, command_parser, DEFAULT_SKILL)
+from skillbank.errors import InputError
+from skillbank.training.backends import DEFAULT_BACKEND
 
 SKILL = DEFAULT_SKILL  # the skill whose action this command runs
 FIND_SCRIPT = 'import importlib.util as u; print(u.find_spec("skillbank.training.cosmos_rl.grpo_script").origin)'  # where the node has it
