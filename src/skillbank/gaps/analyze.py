@@ -47,6 +47,7 @@ from skillbank.evaluation.results import (
 COLUMNS = ("video_id", "media_path", "question", "ground_truth", "response", "answer", "family", "error_type")
 T = TypeVar("T")
 COMPRESSION = "zstd, COMPRESSION_LEVEL 1"  # half the size of snappy; level 1 writes in 60% of the default's time, no larger
+WHOLE_PART = 64 << 20  # parts of a large file (nothing is read back here: as few as keep every thread busy)
 ERROR_TYPE = "CASE WHEN kind = 'yes_no' THEN CASE WHEN truth = 'yes' THEN 'FN' ELSE 'FP' END ELSE 'mismatch' END"
 
 
@@ -196,7 +197,7 @@ def _on_parts(con: Any, path: str, columns: tuple[str, ...], run: Callable[[str]
     when DuckDB cannot read a part (then its error names the file itself)."""
     import duckdb
 
-    parts = None if is_url(path) else jsonparts.split_array(path)
+    parts = None if is_url(path) else jsonparts.split_array(path, jsonparts.part_size(con, path, most=WHOLE_PART))
     if parts is None or len(parts.bounds) < 2:
         if parts is not None:
             jsonparts.release(parts)
