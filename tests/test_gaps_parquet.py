@@ -109,6 +109,16 @@ def test_results_json_written_again_makes_the_parquet_stale(tmp_path):
     assert summary["total"] == 3 and "results.json changed after" in summary["results_parquet_ignored"]
 
 
+def test_a_parquet_is_read_only_for_the_results_json_it_was_written_beside(tmp_path):
+    folder, annotations = evaluation(tmp_path, YES_NO)
+    other = folder / "other.json"  # another results file in the folder, same bytes and mtime
+    other.write_bytes((folder / "results.json").read_bytes())
+    st = (folder / "results.json").stat()
+    os.utime(other, ns=(st.st_atime_ns, st.st_mtime_ns))
+    summary = analyze_gaps(str(other), str(tmp_path / "g.parquet"), annotations=str(annotations))
+    assert summary["results_read"] == str(other) and "not other.json" in summary["results_parquet_ignored"]
+
+
 def test_a_parquet_older_than_results_json_is_not_trusted(tmp_path):
     folder, annotations = evaluation(tmp_path, YES_NO)
     st = (folder / "results.json").stat()

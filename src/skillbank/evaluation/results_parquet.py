@@ -12,7 +12,7 @@ had when the parquet was written, the annotations file the records came from (ab
 mtime; null when unknown), task_type and answer_type.
 
 The rule a reader trusts it by (`check`): a local parquet beside a local results.json, with a stamp of
-this format; results.json still has the size and mtime the stamp recorded (else results.json was
+this format written for a file of that name; results.json still has the size and mtime the stamp recorded (else results.json was
 written again after the parquet: stale); the parquet is not older than results.json; its row count is
 the stamp's (results.json's, when it was written). Anything else: read results.json, and say why.
 Written with DuckDB (skillbank.scoring.columns: no pandas).
@@ -111,6 +111,8 @@ def check(con: Any, results_json: str) -> Trust:
     if not isinstance(stamp, dict) or stamp.get("format") != FORMAT:
         return Trust(None, f"{path} carries no {STAMP_KEY} stamp of format {FORMAT} (not written by skillbank evaluate): read results.json")
     written = stamp.get("results_json") or {}
+    if Path(str(written.get("path") or "")).name != Path(results_json).name:
+        return Trust(None, f"{path} was written beside {Path(str(written.get('path'))).name}, not {Path(results_json).name}: read it", stamp)
     if parquet["mtime_ns"] < results["mtime_ns"]:
         return Trust(None, f"{path} is older than results.json: read results.json", stamp)
     if (written.get("size"), written.get("mtime_ns")) != (results["size"], results["mtime_ns"]):
