@@ -11,8 +11,9 @@ from skillbank.commands.flags import add_json, add_quiet, command_parser
 EVALUATE_DESCRIPTION = """\
 Evaluate a model on a LLaVA video-QA set with batched generation. --config is the seed's flat
 TOML (dataset, model, task, evaluation, vision, generation, metrics, results, num_gpus,
-results_dir); it writes results_dir/results.json ([{video_id, question, gt, response}]) and
-results_dir/metrics.json. evaluation.answer_type "short" (greedy, 16 tokens, the response is
+results_dir); it writes results_dir/results.json ([{video_id, question, gt, response}]),
+results_dir/results.parquet (the same rows and each record's video, stamped with results.json's
+size and mtime: gaps reads it at scale) and results_dir/metrics.json. evaluation.answer_type "short" (greedy, 16 tokens, the response is
 the answer; the default without a recipe) or "reasoning" (the seed's: the prompt family's reasoning prompt, <think>...</think> then
 the answer, 1024 tokens at temperature 0.6, up to 10 retries of unreadable answers); null generation
 settings take the answer type's defaults. evaluation.engine "transformers" (default) or "vllm" (GPUs).

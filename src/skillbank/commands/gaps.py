@@ -19,8 +19,12 @@ is FN when the truth is yes, FP when it is no), else mismatch. Unparseable answe
 never dropped. NAME.summary.json beside it counts failures by error type, by family (and dataset)
 and unparseable answers. --task / --answer-format default to those recorded in the metrics.json
 beside results.json, else "" and short. --annotations joins each failing id to its video, under
---media-root (default: the annotations' folder). The public flags --gaps-parquet, --kpi-ann-path
-and --kpi-media-path are accepted as aliases.
+--media-root (default: the annotations' folder). results.parquet (written by evaluate beside
+results.json) is read instead of results.json when its stamp matches (same results.json size and
+mtime, not older, same row count); its video column then stands in for --annotations when they are
+the stamped file. The summary says what was read: results_read, media_from, and
+results_parquet_ignored (why the parquet was not trusted). The public flags --gaps-parquet,
+--kpi-ann-path and --kpi-media-path are accepted as aliases.
 """
 
 EXAMPLES = """\

@@ -69,7 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="read field THEIRS as OURS (gt, response, question, video_id, family, dataset); repeat; for a field set not known")
     p.add_argument("--out", metavar="FILE", help="metrics file to write (default: metrics.json beside our results.json, ./metrics.json for "
                    "other engines' results; metrics.score.json there when a metrics.json exists: it is never replaced unless named here)")
-    p.add_argument("--per-sample", metavar="FILE", help="also write one JSON line per result: id, question, family, dataset, reference, answer, correct")
+    p.add_argument("--per-sample", metavar="FILE", help="also write one JSON line per result: id, question, family, dataset, reference, answer, correct (parquet when FILE ends in .parquet)")
     add_json(p, "print the metrics document as one JSON document")
     p.set_defaults(run=run)
 

@@ -121,11 +121,22 @@ def evaluate(
                      *report.get("warnings", [])],
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
-    if spec.results.save_individual:
-        atomic.write_json(out_dir / RESULTS, rows)
-    atomic.write_json(out_dir / METRICS, document)
+    write_outputs(out_dir, rows, [r.get("video") for r in records], document, spec)
     document["results_dir"] = str(out_dir)
     return document
+
+
+def write_outputs(out_dir: Path, rows: list[dict[str, Any]], videos: list[Any], document: dict[str, Any], spec: EvaluateSpec) -> None:
+    """results.json and, beside it, results.parquet (the same rows and each record's video: what gaps
+    reads; evaluation.results_parquet), when results.save_individual; then metrics.json."""
+    from skillbank.evaluation import results_parquet
+
+    if spec.results.save_individual:
+        atomic.write_json(out_dir / RESULTS, rows)
+        results_parquet.write(out_dir / results_parquet.PARQUET, rows, videos, results_json=out_dir / RESULTS,
+                              annotations=spec.dataset.annotation_path, task_type=spec.task.type,
+                              answer_type=spec.evaluation.answer_type or "short")
+    atomic.write_json(out_dir / METRICS, document)
 
 
 def _training_overlap(spec: EvaluateSpec, records: list[dict[str, Any]], settings: "Settings", cache: Any) -> tuple[list[dict[str, Any]], dict[str, Any], Any]:
