@@ -272,3 +272,11 @@ def test_another_answer_type_than_the_recipe_sends_its_own_prompt_and_diagnoses_
     assert doc["unparseable"] == 3
     assert any(w.startswith("3 of 3 answers are unparseable: they are read as reasoning answers but the model's recipe says it was "
                             "trained for short answers") for w in doc["warnings"])
+    # a field, not only warnings: metrics.json names the causes; and the summary line on stdout says it
+    codes = [c["code"] for c in doc["diagnosis"]["causes"]]  # (and "truncated": max_tokens 4 cuts every reply)
+    assert codes[0] == "answer_type_not_the_recipes" and "no_reasoning_format" in codes
+    assert json.loads((tmp_path / "r" / "metrics.json").read_text())["diagnosis"] == doc["diagnosis"]
+    code = main(["evaluate", "--config", str(_config(run, tmp_path / "r2", run["trained"], answer_type="reasoning", limit=3)), "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 0 and out.startswith("accuracy 0.0000 on 3 samples, 3 unparseable (diagnosis: read as reasoning answers but the model "
+                                        "was trained for short: set evaluation.answer_type = 'short'; metrics.json diagnosis)")
