@@ -22,11 +22,15 @@ Items only in one set are counted and named (only_in_a / only_in_b), not compare
 On the paired items, overall and per family (per dataset when rows carry no family):
   n, a_correct, b_correct, a_accuracy, b_accuracy, a_ci95, b_ci95 (Wilson 95%),
   a_only (A right, B wrong), b_only, diff (accuracy A - B), diff_ci95 (Newcombe 1998 paired
-  interval, method 10), p_value (exact McNemar, two-sided), p_value_one_sided (H1: A better);
+  interval, method 10), diff_ci95_exact (the exact conditional interval, consistent with the
+  test), p_value (exact McNemar, two-sided, full precision in --json), p_value_one_sided (H1: A
+  better), n_for_power_0_8 (pairs needed to detect the observed difference at 80% power, two-sided
+  0.05, Connor 1987), disagreement (a sentence when Newcombe's interval and the exact test disagree);
   each family also p_adjusted (Holm across the families).
 training_overlap: each side's overlap with its model's training data (metrics.json's
 training_overlap, or computed from the recipe it names; "not checked" with the reason otherwise);
-when overlapping items are paired, `clean` repeats the overall comparison without them.
+when overlapping items are paired, `clean` repeats the comparison without them, overall and per
+family (clean.families, Holm across them).
 
 Prints the markdown table (or with --json one JSON document); --out FILE.md also writes the table.
 Nothing is written anywhere else.

@@ -32,8 +32,10 @@ a warning per set, family or yes/no class under 30 samples (with the n its accur
 lower bound of 0.9), and a diagnosis when more than half the answers are unparseable. With
 evaluation.answer_type set to another format than the recipe's and no system prompt set, that answer
 type's own prompt is sent (generation.system_prompt records it). Retries stop at the first pass that
-fixes nothing. The summary line names unparseable answers and, for yes/no, precision and recall; one
-line per family gives its accuracy with its interval.
+fixes nothing. The summary line names unparseable answers and, for yes/no, TP FP TN FN and precision
+and recall with their 95% intervals; one line per family gives its accuracy with its interval. When most
+answers are unparseable, stdout says why and metrics.json "diagnosis" holds the causes (e.g. a
+reasoning request to a model trained for short answers).
 
 Training overlap: the evaluated clips are compared with the training data the model's recipe names
 (the same clip bytes, sha256 cached per file; or the same question and answer about a clip, questions

@@ -16,7 +16,11 @@ offline, every picture embedded as a PNG) and DIR/report.md with the PNG files b
 the run and `skillbank evaluate` wrote and recomputes none of it. Nothing is written outside --out, and
 nothing at all when an input is bad (exit 2 names the file and the fix).
 
-sections, and the inputs each needs (a section without its inputs says so):
+At the top, a summary: what improved and whether it is significant (exact McNemar, Holm across
+families), with the caveats (training overlap, small groups, the evaluated set being the run's own
+validation split). Sections without data are left out and listed once at the end with what they need.
+
+sections, and the inputs each needs:
   Training and validation loss   --run: metrics.jsonl (both backends write it) or, for a cosmos-rl run
                                  launched without skillbank, its logs (step, loss, validation loss, lr)
   Accuracy per family            --eval: metrics.json (accuracy, correct / total, ci95 per family; a
@@ -29,7 +33,8 @@ sections, and the inputs each needs (a section without its inputs says so):
   Recipe and training overlap    --run: its newest export's skillbank_recipe.json (else its spec), or
                                  the evaluated model's recipe; metrics.json training_overlap per
                                  evaluation ("not recorded" when the key is absent)
-  Comparison                     two --eval folders: the table of `skillbank compare A B`
+  Comparison                     --base and --eval (each --eval against the base), or two --eval
+                                 folders: the table of `skillbank compare A B`
 
 An --eval / --base folder is a results_dir of `skillbank evaluate` (results.json + metrics.json), or an
 `evaluate --run` folder (its best step). --run is a run folder (<output_dir>/<timestamp>) or its
@@ -54,7 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-failures", type=int, default=MAX_STRIPS, metavar="N",
                    help=f"failures per evaluation shown with frames (default {MAX_STRIPS}; all are listed)")
     p.add_argument("--no-frames", action="store_true", help="list the failures without frames (no clip is read)")
-    add_json(p, "print one JSON document {ok, html, markdown, images, sections: {key: {title, shown, needs, why}}, "
+    p.add_argument("--title", metavar="TEXT", help="the page's title and heading (default: Training and evaluation report)")
+    add_json(p, "print one JSON document {ok, title, summary, html, markdown, images, sections: {key: {title, shown, needs, why, images}}, comparison, "
                    "accuracy: {eval: {family: {accuracy, ci95, correct, total, ci95_from}}}, failures: {eval: count}, wall_s}")
     p.set_defaults(run=run)
 
@@ -65,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     from skillbank.reporting.build import Request, build
 
     req = Request(out=Path(args.out), run=args.run_dir, evals=tuple(args.evals), base=args.base, media_dir=args.media_dir,
-                  max_strips=args.max_failures, frames=not args.no_frames, progress=not args.json)
+                  max_strips=args.max_failures, frames=not args.no_frames, progress=not args.json, title=args.title)
     doc = build(req)
     if args.json:
         print(json.dumps(doc, indent=2))

@@ -71,6 +71,7 @@ examples:
       --set custom.val_dataset.annotation_path=/data/val/annotations.json
   skillbank spec --from train.yaml --set epochs=2 --set nframes=8 -o train2.yaml     # edit: every other value kept
   skillbank spec --action evaluate --dataset-root /data/qa/val --set num_gpus=0 --set model=DIR -o eval.toml
+  skillbank spec --action evaluate --dataset-root /data/qa --annotations collision_test.json -o eval.toml   # another file in DIR
   skillbank spec --from eval.toml --set fps=4 -o eval.toml                             # TOML in, TOML out
   skillbank spec --from sft.toml --set model_max_length=40960 -o train.yaml           # a cosmos-rl TOML: its defaults kept
   skillbank spec --from out/20250601120000/checkpoints/step_400/policy/cosmos_config -o resume.yaml   # a run's own config
@@ -116,6 +117,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "or is a TOML with [train] and no results_dir), skillbank (a skill spec), cosmos-rl")
     add_assignments(p, "dotted key or shorthand override (repeatable)")
     p.add_argument("--dataset-root", metavar="DIR", help="folder with annotations.json (or train/ and val/ subfolders)")
+    p.add_argument("--annotations", metavar="FILE", help="the annotation file instead of DIR/annotations.json: a path, or a file name inside "
+                   "--dataset-root DIR (clips relative to DIR, else to the file's folder)")
     from skillbank.commands.flags import add_path_map
 
     add_path_map(p)
@@ -143,7 +146,8 @@ def run(args: argparse.Namespace) -> int:
     from skillbank.runs import fitting
     paths = loaded.recorded_map().with_flags(args.path_map) if loaded else PathMap.parse(args.path_map)
     root = paths.to_local(args.dataset_root) if args.dataset_root else None
-    built = build_spec(args.skill, action, args.assignments, dataset_root=root, base=base, source=args.from_file)
+    annotations = paths.to_local(args.annotations) if args.annotations else None
+    built = build_spec(args.skill, action, args.assignments, dataset_root=root, base=base, source=args.from_file, annotations=annotations)
     filled = _from_recipe(built, action, paths)
     node_spec, notes = _for_the_node(built, paths, source=args.from_file)  # built.spec: this machine's view
     local, fitted, plan, plan_notes = _fit(built.spec, action, built.explicit)  # refuses (InputError) before anything is written
