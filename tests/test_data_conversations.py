@@ -169,3 +169,24 @@ def test_duration_bins_hold_their_upper_edge():
 
     assert [duration_bin(s) for s in (0.5, 1.0, 2.0, 2.002, 2.5, 5.0, 300.0, 301.0)] == \
         ["0-1 s", "0-1 s", "1-2 s", "1-2 s", "2-5 s", "2-5 s", "120-300 s", ">300 s"]
+
+
+def test_stats_count_every_answer_per_turn_and_preflight_takes_the_import(sources, tmp_path, tiny_model_dir, capsys):
+    from helpers import SKILL
+
+    out = tmp_path / "swift"
+    assert run(capsys, str(sources / "swift.jsonl"), "--out", str(out), "--skip-bad", "--val-fraction", "0")[0] == 0
+    assert main(["data", "stats", str(out / "train" / "annotations.json"), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["turns"] == {"answers": 4, "per_turn": {"1": 2, "2": 2}, "records_by_answers": {"2": 2}, "multi_turn_records": 2}
+    assert {t["answer"]: t["answers"] for t in doc["answers"][""]["top"]} == {"It equals 2": 1, "It equals 3": 1, "A road.": 1, "yes": 1}
+    assert main(["data", "stats", str(out / "train" / "annotations.json")]) == 0
+    assert "answers: 4 (turn 1: 2, turn 2: 2); 2 multi-turn record(s), every assistant turn trains" in capsys.readouterr().out
+    spec = tmp_path / "train.yaml"
+    assert main(["spec", "--skill", SKILL, "--action", "train", "--set", f"annotation_path={out / 'train' / 'annotations.json'}",
+                 "--set", f"model={tiny_model_dir}", "--set", "dp_shard_size=1", "--set", "batch_size=1", "--set", "mini_batch=1",
+                 "-o", str(spec)]) == 0
+    capsys.readouterr()
+    code = main(["preflight", "--skill", SKILL, "--action", "train", "--spec", str(spec), "--backend", "local", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["ok"] and not [f for f in report["findings"] if f["severity"] == "error"], report
