@@ -39,6 +39,10 @@ SOURCE kinds (detected and named in the report; --format forces one):
           or absolute) or the Video feature's {{bytes, path}} struct (the bytes are written under DIR).
   csv, jsonl   a table with a video column (paths relative to the file's folder); a `split` column is kept.
   llava   an existing LLaVA annotations.json: re-probed and re-split (paths relative to its folder).
+  messages   conversations as LLaMA-Factory (sharegpt, OpenAI) and ms-swift keep them: a .json array or
+          .jsonl lines with `messages` ({{role, content}}) or `conversations` ({{from, value}}) and the clip
+          under `videos` (a list of one) or `video`; every turn is kept, the <video> tag may sit in any
+          user turn. A file of the wrong shape is one error naming the keys found and the shape expected.
 Question / answer / video keys are found among common names
   question: {", ".join(QUESTION_KEYS)}
   answer:   {", ".join(ANSWER_KEYS)}
@@ -73,6 +77,7 @@ examples:
   skillbank data import labels.csv --out DIR --video-key clip_path --media-root /mnt/clips
   skillbank data import qa.jsonl --out DIR --skip-bad --json
   skillbank data import old/annotations.json --out DIR --val-fraction 0.2 --seed 1 --copy-media
+  skillbank data import chats.json --out DIR --media-root /mnt/clips     # messages + videos, several turns
 then: skillbank data stats DIR/train/annotations.json
       skillbank spec --skill tao-finetune-cosmos-reason --action train --dataset-root DIR -o train.yaml
 """
@@ -104,7 +109,9 @@ STATS_DESCRIPTION = """\
 Describe a LLaVA annotations file and what its samples cost, without a model or a GPU:
   records       count, video and image records
   families      records per `family` key (records without one count under "")
-  answers       per family: distinct answers and the most common ones (first gpt turn, stripped)
+  answers       per family: distinct answers and the most common ones, over every gpt turn (stripped)
+  turns         answers in all, per turn index (per_turn {"1": first answers, "2": ...}),
+                records_by_answers, multi_turn_records
   clips         lengths (duration_s min/median/max, total) and frame rates, from the records' duration /
                 num_frames / video_fps; --probe reads the containers' headers (PyAV, no decode) for video
                 records that state no length or no video_fps
