@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "submit": ("jobs", "run a train spec (or an AutoML study on it, or an rl spec's GRPO) on this machine, in Docker, or on Slurm (preflight first; a job record either way)"),
     "jobs": ("jobs", "status, logs, wait, cancel, attach or diagnose of a job (by id, record path, or any run folder for diagnose)"),
     "schemas": ("schemas", "generate or check action schemas, manifests, templates (maintainers)"),
+    "models": ("models", "the model table: list the models the bank knows, add one from its config.json (maintainers)"),
     "validate": ("validate", "check skills: frontmatter, links, manifests, registry, generated files"),
     "make-tiny-model": ("assets", "build the tiny offline Qwen-VL model (embedded default)"),
     "make-demo-dataset": ("assets", "write the synthetic video QA demo dataset"),

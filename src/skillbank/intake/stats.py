@@ -57,7 +57,7 @@ def load_budget(skill: str, spec_path: str | None) -> Budget:
     """The spec's VisionBudget (a train or rl spec; the train template when no spec is given).
     The patch size comes from the model the spec names, as preflight takes it (env_checks.patch_size)."""
     from skillbank.preflight import env_checks
-    from skillbank.preflight.run import rl_budget
+    from skillbank.preflight.rl_checks import rl_budget
     from skillbank.specification.build import infer_action, load_template
     from skillbank.specification.io import read_spec_file
     from skillbank.specification.registry import spec_model
