@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import signal
 import sys
 
@@ -104,6 +105,20 @@ def _report(exc: InputError | RunError, as_json: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. Its output piped into a reader that stops early (`skillbank plan | head`) ends it quietly
+    with 128 + SIGPIPE, as a process the signal ended, instead of a BrokenPipeError traceback."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # inside the try: a reader gone shows here, not at the interpreter's exit
+        return code
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's last flush of stdout must not fail again
+        os.close(devnull)
+        return 128 + signal.SIGPIPE
+
+
+def _main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else "")
     args = parser.parse_args(argv)

@@ -185,7 +185,7 @@ def recommend(rows: list[dict[str, Any]], gpu: est.Gpu, fits_with: list[dict[str
             fastest = min(same or timed, key=lambda r: r["total_time_h"])
             also = "" if fastest is row else f"; {fastest['nodes']} node(s) would take {fastest['total_time_h']} h {at}"
             return {"nodes": nodes, "stated_by": who,
-                    "reason": f"{nodes} node(s) as {who} states: fits, {row['total_time_h']} h {batch_said}{also}{other}"}
+                    "reason": f"as {who} states: fits, {row['total_time_h']} h {batch_said}{also}{other}"}
     if not same:
         fastest = min(timed, key=lambda r: r["total_time_h"])
         return {"nodes": fastest["nodes"], "reason": f"no layout that fits trains {at}; fastest that fits: {fastest['nodes']} node(s) at global batch "

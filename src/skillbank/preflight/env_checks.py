@@ -64,23 +64,29 @@ def check_models(refs: list[ModelRef], findings: Findings) -> None:
 
 
 def patch_size(ref: ModelRef, findings: Findings | None = None) -> int:
-    """The vision patch size of the model's family, for the token estimate.
+    """The model's vision patch size, for the token estimate: its config.json's (a local folder, the hub cache,
+    the model table's), else its family's.
 
     With `findings` (the cosmos-rl backend) a family cosmos-rl cannot train is a spec.model error.
-    When the family cannot be told: Qwen3-VL's 16 (more pixels per token, so fewer tokens: the
+    When neither can be told: Qwen3-VL's 16 (more pixels per token, so fewer tokens: the
     estimate stays a lower bound for errors; 14 would overstate them)."""
     from skillbank.errors import InputError
+    from skillbank.models.params import find_config
+    from skillbank.models.table import vision_of
 
+    config = find_config(ref.value) if ref.where != "missing" else None
+    vision = vision_of(config.data) if config is not None else None
     try:
         from skillbank.training.cosmos_rl.family import family_of
     except ImportError:  # pragma: no cover - the backend module is optional here
-        return 16
+        return vision.patch_size if vision else 16
     try:
-        return family_of(ref.value).patch_size
+        family = family_of(ref.value)
     except InputError as exc:
         if findings is not None and ref.where != "missing":
             findings.error("spec.model", exc.message, exc.fix, ref.key)
-        return 16
+        return vision.patch_size if vision else 16
+    return vision.patch_size if vision else family.patch_size
 
 
 def check_hf_token(refs: list[ModelRef], findings: Findings) -> None:
