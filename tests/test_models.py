@@ -216,6 +216,8 @@ def test_preflight_refuses_a_tp_size_the_heads_do_not_allow_whatever_the_backend
     assert "one of 1, 2" in found[0]["fix"] and found[0]["where"] == "policy.parallelism.tp_size"
     code, out, _ = run_cli(capsys, "plan", "--spec", str(spec), "--set", "tp_size=4", "--set", "dp_shard_size=2", "--json")
     assert code == 2 and json.loads(out)["error"]["message"] == found[0]["message"]
+    code, out, _ = run_cli(capsys, "spec", "--from", str(spec), "--set", "tp_size=4", "--set", "dp_shard_size=2", "--json")
+    assert code == 2 and json.loads(out)["error"]["message"] == found[0]["message"]
     code, out, _ = run_cli(capsys, "preflight", "--skill", SKILL, "--action", "train", "--spec", str(spec), "--set", "tp_size=2",
                            "--set", "dp_shard_size=4", "--gpus-per-node", "8", "--runs-on", "node", "--backend", backend, "--json")
     assert not [f for f in json.loads(out)["findings"] if f["check"] == "spec.parallelism"]
