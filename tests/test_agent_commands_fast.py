@@ -32,6 +32,7 @@ print(" ".join(m for m in {heavy!r} if m in sys.modules))
         ["spec", "--skill", SKILL, "--action", "train", "--set", "epoch=1", "--json"],
         ["schemas", "generate", "--check"],
         ["validate", "--json"],
+        ["models", "list", "--json"],
     ],
     ids=lambda a: a[0],
 )
@@ -55,7 +56,7 @@ def test_python_dash_m_skillbank_runs_the_cli():
     assert '"automl_policy"' in proc.stdout
 
 
-OWN = {"route": "route", "spec": "spec", "preflight": "preflight", "schemas": "schemas", "validate": "validate"}
+OWN = {"route": "route", "spec": "spec", "preflight": "preflight", "schemas": "schemas", "validate": "validate", "models": "models"}
 COMMAND_PROBE = """
 import sys, io, contextlib
 from skillbank import cli
@@ -76,6 +77,7 @@ print(" ".join(sorted(m for m in sys.modules if m.startswith("skillbank.commands
         ["preflight", "--help"],
         ["schemas", "generate", "--check"],
         ["validate", "--json"],
+        ["models", "list"],
     ],
     ids=lambda a: a[0],
 )

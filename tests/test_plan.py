@@ -73,8 +73,10 @@ def test_preflight_disk_estimate_uses_the_counted_parameters(tmp_path, demo_data
     from skillbank.preflight import env_checks
     from skillbank.preflight.run import run_preflight
 
-    count, how = env_checks.model_params(env_checks.resolve("policy.model_name_or_path", "nvidia/Cosmos-Reason2-8B"))
-    assert count == 8_767_123_696 and "meta-device count" in how
+    from skillbank.preflight.report import Findings
+
+    count = env_checks.model_count(env_checks.resolve("policy.model_name_or_path", "nvidia/Cosmos-Reason2-8B"), Findings(runs_on="here"))
+    assert count.total == 8_767_123_696 and "meta-device count" in count.source
     # a config re-saved by another transformers version in the hub cache (no weights) has the bundled one's shape
     config = json.loads(params.bundled_config("nvidia/Cosmos-Reason2-8B").read_text())
     snapshot = tmp_path / "hf-home" / "hub" / "models--nvidia--Cosmos-Reason2-8B" / "snapshots" / "abc"

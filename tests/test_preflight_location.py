@@ -144,8 +144,19 @@ def test_gpus_are_counted_with_nvidia_smi(tmp_path, monkeypatch, demo_dataset_di
 
 
 def test_disk_is_measured_at_output_dir_and_checked_on_the_node_elsewhere(tmp_path, demo_dataset_dir):
-    """A model whose checkpoint no disk holds (the size in its name), so the test does not depend on free space."""
-    spec = write_spec(tmp_path, demo_dataset_dir, model="hf_model://Qwen/Qwen3-VL-90000B")
+    """A model whose checkpoint no disk holds (a local folder with 1 TiB of weights, sparse: ~550B parameters, ~8 TB a
+    checkpoint), so the test does not depend on free space."""
+    import json as json_module
+
+    from skillbank.models.table import CONFIGS
+
+    huge = tmp_path / "huge-model"
+    huge.mkdir()
+    config = json_module.loads((CONFIGS / "nvidia--Cosmos-Reason2-2B.json").read_text())
+    (huge / "config.json").write_text(json_module.dumps({**config, "text_config": {**config["text_config"], "num_hidden_layers": 5}}))
+    with open(huge / "model.safetensors", "wb") as weights:
+        weights.truncate(1 << 40)
+    spec = write_spec(tmp_path, demo_dataset_dir, model=str(huge))
     [here] = [f for f in run_preflight(skill=SKILL, action="train", spec_path=spec, backend="local").findings if f.check == "env.disk"]
     assert here.severity == "error" and here.where == "train.output_dir" and f"free at {tmp_path}" in here.message
     node = run_preflight(skill=SKILL, action="train", spec_path=spec, backend="local", runs_on="node")

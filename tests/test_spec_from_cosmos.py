@@ -59,6 +59,20 @@ def test_the_defaults_snapshot_is_the_installed_cosmos_rl(cosmos_config):
     assert read_defaults() == json.loads(DEFAULTS_FILE.read_text()), "regenerate: skillbank schemas generate"
 
 
+def test_the_snapshot_child_reads_the_same_defaults_with_cosmos_rl_config_alone(tmp_path):
+    """`schemas generate`'s child imports cosmos-rl's config module without cosmos_rl's package __init__ (torch,
+    transformers, every model): the text is the one the whole package gives (the test above), and nothing heavy loads."""
+    import subprocess
+    import sys
+
+    probe = ("import sys; from skillbank.training.cosmos_rl.defaults import snapshot_text_alone; text = snapshot_text_alone(); "
+             "print(' '.join(m for m in ('torch', 'transformers') if m in sys.modules)); print(text, end='')")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    heavy, _, text = proc.stdout.partition("\n")
+    assert heavy == "" and text == DEFAULTS_FILE.read_text()
+
+
 def test_a_raw_toml_keeps_cosmos_defaults_and_lists_where_the_template_differs(tmp_path):
     raw = tmp_path / "sft.toml"
     raw.write_text(RAW)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import signal
 import sys
 
@@ -38,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "submit": ("jobs", "run a train spec (or an AutoML study on it, or an rl spec's GRPO) on this machine, in Docker, or on Slurm (preflight first; a job record either way)"),
     "jobs": ("jobs", "status, logs, wait, cancel, attach or diagnose of a job (by id, record path, or any run folder for diagnose)"),
     "schemas": ("schemas", "generate or check action schemas, manifests, templates (maintainers)"),
+    "models": ("models", "the model table: list the models the bank knows, add one from its config.json (maintainers)"),
     "validate": ("validate", "check skills: frontmatter, links, manifests, registry, generated files"),
     "make-tiny-model": ("assets", "build the tiny offline Qwen-VL model (embedded default)"),
     "make-demo-dataset": ("assets", "write the synthetic video QA demo dataset"),
@@ -103,6 +105,20 @@ def _report(exc: InputError | RunError, as_json: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. Its output piped into a reader that stops early (`skillbank plan | head`) ends it quietly
+    with 128 + SIGPIPE, as a process the signal ended, instead of a BrokenPipeError traceback."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # inside the try: a reader gone shows here, not at the interpreter's exit
+        return code
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's last flush of stdout must not fail again
+        os.close(devnull)
+        return 128 + signal.SIGPIPE
+
+
+def _main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else "")
     args = parser.parse_args(argv)

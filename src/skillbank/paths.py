@@ -40,3 +40,11 @@ def skill_dir(skill: str) -> Path:
 def cache_dir() -> Path:
     """Where built assets (tiny models, demo datasets) are cached between runs."""
     return Path(os.environ.get("SKILLBANK_CACHE", Path.home() / ".cache" / "skillbank"))
+
+
+def child_env() -> dict[str, str]:
+    """This process's environment for a child Python process that imports this skillbank, wherever the parent found it."""
+    package = Path(__file__).resolve().parent
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(package.parent), *filter(None, [env.get("PYTHONPATH")])])
+    return env

@@ -138,7 +138,9 @@ def study_disk_fields(args: argparse.Namespace, model: Any, base: dict[str, Any]
     from skillbank.runs.disk import study_disk_doc
 
     spec = model.model_validate(base)
-    params, how = model_params(spec.policy.model_name_or_path)
+    params, how = model_params(spec.policy.model_name_or_path)  # an unknown hub id: the one refusal (models.params.unknown_model)
+    if params is None:
+        return {}  # a model folder only the node has: its job's preflight sizes the disk there
     doc = study_disk_doc(spec, params, trials=args.max_trials, epochs=epochs, params_from=how)
     return {"disk_gib": doc["disk_gib"], "disk": doc}
 

@@ -9,7 +9,7 @@ import argparse
 import json
 from pathlib import Path
 
-from skillbank.commands.flags import add_json, add_skill, add_spec, command_parser, DEFAULT_SKILL
+from skillbank.commands.flags import add_assignments, add_json, add_skill, add_spec, command_parser, DEFAULT_SKILL
 from skillbank.intake.detect import FORMATS
 from skillbank.intake.fields import ANSWER_KEYS, QUESTION_KEYS, VIDEO_KEYS
 
@@ -118,8 +118,10 @@ Describe a LLaVA annotations file and what its samples cost, without a model or 
   tokens        vision + text tokens per sample at the spec's vision settings (tokens_per_sample: samples,
                 mean, min, max, bound; preflight reports the same as stats.tokens_per_sample), the longest
                 clip a typical sample fits (longest_safe_clip_s), records over policy.model_max_length
---spec takes a train or rl spec (its custom.vision, policy.model_max_length, system prompt and the patch
-size of policy.model_name_or_path's family); without it, the train template's settings. Paths in the
+--spec takes a train or rl spec (its custom.vision, policy.model_max_length, system prompt and the vision
+patch of policy.model_name_or_path: its config.json, the model table's for a model the bank ships, e.g. 14
+for Qwen2.5-VL, 16 for Qwen3-VL); without it, the train template's settings; --set KEY=VALUE changes either
+for this count (`--set model=Qwen/Qwen2.5-VL-3B-Instruct`, `--set fps=4`). Paths in the
 records are resolved as preflight resolves them: relative to --media-root, default the annotations'
 folder. Nothing is written.
 """
@@ -128,6 +130,7 @@ STATS_EXAMPLES = """\
 examples:
   skillbank data stats data/train/annotations.json
   skillbank data stats data/train/annotations.json --spec train.yaml --probe --json
+  skillbank data stats data/train/annotations.json --set model=Qwen/Qwen2.5-VL-3B-Instruct   # that model's patch (14)
 """
 
 
@@ -184,6 +187,7 @@ def _register_stats(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("annotations", metavar="ANNOTATIONS", help="the LLaVA annotations file (a JSON array; read only)")
     add_spec(p, "train or rl spec whose vision settings count the tokens (default: the train template's)", metavar="SPEC")
     add_skill(p, "model skill the spec belongs to (default: %(default)s)", default=DEFAULT_SKILL)
+    add_assignments(p, "dotted key or shorthand override of the spec (or the template) for this count (repeatable; as `skillbank spec --set`)")
     p.add_argument("--probe", action="store_true", help="read clip lengths and frame rates from the containers for records that state none")
     p.add_argument("--media-root", default="", metavar="DIR", help="folder the records' video paths are relative to, for --probe (default: the annotations' folder)")
     add_json(p, "print one JSON document {ok, records, families, answers, clips, vision, tokens_per_sample, ...}")
@@ -231,7 +235,7 @@ def run_fix(args: argparse.Namespace) -> int:
 def run_stats(args: argparse.Namespace) -> int:
     from skillbank.intake.stats import data_stats, lines, load_budget, spec_path_arg
 
-    budget = load_budget(args.skill, spec_path_arg(args.spec))
+    budget = load_budget(args.skill, spec_path_arg(args.spec), args.assignments)
     doc = data_stats(args.annotations, budget, probe=args.probe, media=args.media_root)
     if args.json:
         print(json.dumps({"ok": True, **doc}, indent=2, ensure_ascii=False))

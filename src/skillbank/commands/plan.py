@@ -14,8 +14,10 @@ from skillbank.commands.flags import (add_assignments, add_gpus_per_node, add_js
 DESCRIPTION = """\
 How many GPUs, how long, and does it fit? For a train spec, from three counted figures:
   - parameters: the model's config.json (a local folder, the local Hugging Face cache, or the copy
-    the bank ships of nvidia/Cosmos-Reason2-8B, Cosmos-Reason2-2B and Cosmos-Reason1-7B: no network)
-    built on the meta device; with policy.lora the adapters peft adds are the trained parameters;
+    the model table ships, no network: `skillbank models list`)
+{models}
+    built on the meta device; with policy.lora the adapters peft adds are the trained parameters.
+    Another hub id is refused (exit 2): `skillbank models add` it once;
   - tokens per sample, from the data by default: records that state duration / num_frames and width /
     height count them; for every other record the clip's container headers are read (PyAV, no decode,
     worker processes, a progress bar on a terminal, cached by path, size and mtime under SKILLBANK_CACHE:
@@ -43,7 +45,10 @@ validation (forward passes over the validation records); total_time_h is their s
 total + 25% + 15 min, rounded up to 15 min: `skillbank submit --platform slurm` uses it when --time is
 not given. A table of layouts (1, 2, 4 nodes and --nodes; one FSDP replica per node) at the spec's
 global batch (the per-rank batch scales down as GPUs grow; --per-gpu-batch fixed keeps it instead),
-and a recommendation: the fastest layout that fits.
+and a recommendation: the fastest layout that fits at that batch (a row that changes the batch is
+named as such), on the nodes --nodes (or the spec) states when it fits there. tp_size and cp_size must
+divide the heads cosmos-rl shards (the model table's `skillbank models list`): a spec whose do not is
+refused, with the sizes that do.
 
 rl specs (GRPO): the policy's GPUs (FSDP memory as for SFT at the longest prompt + max_response_length),
 the rollout GPUs (vLLM: bf16 weights / tp + the KV cache of the sequences in flight + an overhead,
@@ -76,8 +81,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from skillbank.planning.timing import Rates
     from skillbank.commands.flags import add_path_map
 
+    from skillbank.generate.models import help_lines
+
     rates = Rates()
-    parser = command_parser(subparsers, "plan", DESCRIPTION, epilog=EXAMPLES)
+    parser = command_parser(subparsers, "plan", DESCRIPTION.replace("{models}", help_lines()), epilog=EXAMPLES)
     add_spec(parser, "the train or rl spec (YAML, JSON or TOML); without it, --records describes the data and the skill's train template is planned", metavar="FILE")
     add_skill(parser, f"model skill whose spec it is (default {DEFAULT_SKILL})", default=DEFAULT_SKILL)
     parser.add_argument("--action", choices=("train", "rl"), help="the spec's action (default: read from the file; train without --spec)")

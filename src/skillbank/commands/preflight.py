@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from skillbank.commands.flags import (add_backend, add_gpus_per_node, add_json, add_nodes, add_skill, add_spec,
+from skillbank.commands.flags import (add_assignments, add_backend, add_gpus_per_node, add_json, add_nodes, add_skill, add_spec,
                                       add_start_check, command_parser, parse_count)
 
 DESCRIPTION = """\
@@ -45,7 +45,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_spec(parser, "the action's spec (YAML, JSON or TOML)", required=True, metavar="FILE")
     add_gpus_per_node(parser, "GPUs per node the job gets (checks the parallel sizes)", metavar="N")
     add_nodes(parser, "nodes the job gets (checks dp_replicate_size)", metavar="M")
-    add_backend(parser, "training backend (cosmos-rl also needs redis-server)")
+    from skillbank.training.backends import DEFAULT_BACKEND
+
+    add_backend(parser, f"training backend, as train / automl / submit take it (default: {DEFAULT_BACKEND}, as theirs): cosmos-rl also checks "
+                        "redis-server, the GPUs and the model family; local checks what the local backend runs", default=DEFAULT_BACKEND)
+    add_assignments(parser, "dotted key or shorthand override for this check only (repeatable; as `skillbank spec --set`); the file is not changed")
     parser.add_argument("--decode-sample", type=parse_count, default=0, metavar="K|all",
                         help="decode videos with PyAV and report what was measured: failures, clip lengths, frames sampled at the spec's fps / nframes. "
                              "K: K random videos of the train set (evaluate / inference / rl: of their one dataset); the validation set is not decoded. "
@@ -90,6 +94,10 @@ def run(args: argparse.Namespace) -> int:
         paths = loaded.recorded_map().with_flags(args.path_map)
     except InputError:
         pass  # an unreadable spec is preflight's finding (spec.schema), not a refusal
+    if args.assignments and loaded is not None:
+        from skillbank.specification.build import with_assignments
+
+        loaded = LoadedSpec(loaded.path, with_assignments(args.skill, args.action, loaded.raw(), args.assignments)[0])
     report = run_preflight(
         paths=paths,
         skill=args.skill,

@@ -237,11 +237,31 @@ def _fit(spec: Any, action: str, explicit: set[str]) -> tuple[Any, list[Any], di
     """Batches the user did not set fitted to the data (skillbank.runs.steps), then the plan; a plan
     that cannot run is an InputError naming the fix, raised before anything is written.
     Returns (spec, fits, plan, notes)."""
+    if action in ("train", "rl"):
+        _check_model(spec)
     if action == "train":
         return _fit_train(spec, explicit)
     if action == "rl":
         return _fit_rl(spec, explicit)
     return spec, [], None, []
+
+
+def _check_model(spec: Any) -> None:
+    """The model as preflight and plan judge it, refused with their words: a hub id the bank cannot count
+    (models.params.unknown_model: `skillbank models add`), tp_size / cp_size that do not divide its heads."""
+    from skillbank.errors import InputError
+    from skillbank.models.params import find_config, lookup
+    from skillbank.training.cosmos_rl.family import parallel_check
+
+    value = spec.policy.model_name_or_path.strip()
+    if not value:
+        return
+    lookup(value)
+    config = find_config(value)
+    par = spec.policy.parallelism
+    problem = parallel_check(value, config.data, par.tp_size, getattr(par, "cp_size", 1)) if config is not None else None
+    if problem:
+        raise InputError(problem[0], where=problem[2], fix=problem[1])
 
 
 def _refuse(problems: list[Any], explicit: set[str]) -> None:
@@ -271,7 +291,7 @@ def _fit_train(spec: Any, explicit: set[str]) -> tuple[Any, list[Any], dict[str,
     errors = steps.plan_errors(spec, count, val_records)
     if errors:
         _refuse(errors, explicit)
-    params, how = model_params(spec.policy.model_name_or_path.strip())  # as preflight counts it (modelref.parse strips)
+    params, how = model_params(spec.policy.model_name_or_path.strip())  # as preflight counts it; None: a path only the node has
     problem = steps.steps_problem(spec, count)
     notes = [f"{problem.severity}: {problem.message} (fix: {problem.fix})"] if problem else []
     return spec, fits, steps.run_plan(spec, count, val_records=val_records, params=params, params_from=how), notes

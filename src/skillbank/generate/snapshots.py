@@ -9,8 +9,9 @@ only where its libraries are importable; elsewhere the file is reported as not c
 A snapshot found fresh (or just written) is remembered in the file cache (skillbank.filecache, kind
 "snapshot", keyed by the snapshot file's path, size and mtime) with a digest of everything it is
 computed from: the libraries' versions, the library files that define it and our source files. A later
-run with the same digest starts no child (a cold check costs the children's imports, 5-15 s; a warm
-one a few milliseconds of hashing).
+run with the same digest starts no child (a cold check costs the children's imports: the counts child's torch and
+transformers, ~6 s of CPU; the cosmos-rl child imports only cosmos-rl's config module, training.cosmos_rl.defaults.
+snapshot_text_alone, 0.3 s where all of cosmos-rl took ~8 s; a warm check a few milliseconds of hashing).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import hashlib
 import importlib
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -30,6 +30,7 @@ from pathlib import Path
 from skillbank import atomic
 from skillbank.filecache import FileCache
 from skillbank.hashing import sha256_many
+from skillbank.paths import child_env
 
 PACKAGE = Path(__file__).resolve().parents[1]  # src/skillbank
 
@@ -46,12 +47,12 @@ class Snapshot:
 
 
 SNAPSHOTS = (
-    Snapshot("cosmos_rl_defaults", PACKAGE / "specification" / "cosmos_rl_defaults.json", "skillbank.training.cosmos_rl.defaults:snapshot_text",
+    Snapshot("cosmos_rl_defaults", PACKAGE / "specification" / "cosmos_rl_defaults.json", "skillbank.training.cosmos_rl.defaults:snapshot_text_alone",
              needs=("cosmos_rl",), versions=("cosmos-rl", "pydantic"),
              sources=("specification/*.py", "training/cosmos_rl/defaults.py", "generate/snapshots.py"), library=("cosmos_rl", "policy/config/**/*.py")),
     Snapshot("plan_param_counts", PACKAGE / "models" / "configs" / "counts.json", "skillbank.models.params:counts_text",
              needs=("torch", "transformers"), versions=("torch", "transformers", "peft"),
-             sources=("models/params.py", "models/configs/*.json", "modelref.py", "generate/snapshots.py")),
+             sources=("models/params.py", "models/table.py", "models/entries/*.yaml", "models/configs/*.json", "modelref.py", "generate/snapshots.py")),
 )
 
 
@@ -97,13 +98,6 @@ def digest(snap: Snapshot) -> str:
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
 
-def _child_env() -> dict[str, str]:
-    """The child imports this skillbank, wherever the parent found it."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(PACKAGE.parent), *filter(None, [env.get("PYTHONPATH")])])
-    return env
-
-
 def _compute(snaps: list[Snapshot]) -> dict[str, tuple[str | None, str]]:
     """{name: (text or None, why)}: each snapshot's text from its own child process, all at once."""
     out: dict[str, tuple[str | None, str]] = {}
@@ -114,7 +108,7 @@ def _compute(snaps: list[Snapshot]) -> dict[str, tuple[str | None, str]]:
                 target, log = Path(tmp) / snap.name, Path(tmp) / f"{snap.name}.stderr"
                 argv = [sys.executable, "-m", "skillbank.generate.snapshots", snap.producer, str(target)]
                 with open(log, "w") as err:  # a file, not a pipe: the libraries' chatter never blocks a child
-                    procs[snap.name] = (subprocess.Popen(argv, env=_child_env(), stdout=subprocess.DEVNULL, stderr=err), target, log)
+                    procs[snap.name] = (subprocess.Popen(argv, env=child_env(), stdout=subprocess.DEVNULL, stderr=err), target, log)
             for name, (proc, target, log) in procs.items():
                 proc.wait()
                 if proc.returncode == 0 and target.is_file():
@@ -130,9 +124,10 @@ def _compute(snaps: list[Snapshot]) -> dict[str, tuple[str | None, str]]:
     return out
 
 
-def run(*, write: bool) -> list[Status]:
+def run(*, write: bool, computed: dict[str, str] | None = None) -> list[Status]:
     """Each snapshot's state: written (write=True) or stale when it differs, fresh, not_checked where its
-    libraries are missing, failed when its child failed."""
+    libraries are missing, failed when its child failed. `computed`: {name: text} a caller that has the
+    libraries loaded already computed in-process (`skillbank models add`: the counts); no child for those."""
     statuses: dict[str, Status] = {}
     todo: list[Snapshot] = []
     cache = FileCache("snapshot")
@@ -147,9 +142,11 @@ def run(*, write: bool) -> list[Status]:
             statuses[snap.name] = Status(snap, "fresh", "cached: same inputs as when last found fresh")
         else:
             todo.append(snap)
-    computed = _compute(todo) if todo else {}
+    given = {name: (text, "") for name, text in (computed or {}).items()}
+    children = [snap for snap in todo if snap.name not in given]
+    results = {**given, **(_compute(children) if children else {})}
     for snap in todo:
-        text, why = computed[snap.name]
+        text, why = results[snap.name]
         if text is None:
             statuses[snap.name] = Status(snap, "failed", why)
             continue

@@ -54,11 +54,12 @@ class Budget:
         }
 
 
-def load_budget(skill: str, spec_path: str | None) -> Budget:
-    """The spec's VisionBudget (a train or rl spec; the train template when no spec is given).
-    The patch size comes from the model the spec names, as preflight takes it (env_checks.patch_size)."""
+def load_budget(skill: str, spec_path: str | None, assignments: list[str] | None = None) -> Budget:
+    """The spec's VisionBudget (a train or rl spec; the train template when no spec is given), with `assignments`
+    (--set) applied. The patch size comes from the model the spec names, as preflight takes it (env_checks.patch_size:
+    its config.json, the model table's for a model the bank ships)."""
     from skillbank.preflight import env_checks
-    from skillbank.preflight.run import rl_budget
+    from skillbank.preflight.rl_checks import rl_budget
     from skillbank.specification.build import infer_action, load_template
     from skillbank.specification.io import read_spec_file
     from skillbank.specification.registry import spec_model
@@ -75,6 +76,11 @@ def load_budget(skill: str, spec_path: str | None) -> Budget:
                 where="--spec",
                 fix="pass the train (or rl) spec of the run, or leave --spec out for the train template's settings",
             )
+    if assignments:
+        from skillbank.specification.build import with_assignments
+
+        data = with_assignments(skill, action, data, assignments)[0]
+        source += " with " + " ".join(f"--set {a}" for a in assignments)
     spec: Any = validate(spec_model(skill, action), data, source=source)
     model_name = spec.policy.model_name_or_path
     patch = env_checks.patch_size(env_checks.resolve("policy.model_name_or_path", model_name)) if model_name.strip() else 16

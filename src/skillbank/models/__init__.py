@@ -1,1 +1,1 @@
-"""Models: what a model reference is made of (parameters counted from its config.json, the bundled configs)."""
+"""Models: the model table (entries/, table.py: one declarative entry per model the bank knows), the parameter counter (params.py) and `skillbank models add`'s writer (add.py)."""

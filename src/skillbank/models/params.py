@@ -6,27 +6,34 @@ the largest FSDP unit (a vision block or decoder layer, what FSDP gathers at onc
 the units (embeddings, lm_head, mergers: the root unit) and, for LoRA, the adapters peft adds for
 policy.lora's r / target_modules (peft on meta too).
 
-The config comes from a local model folder, the local Hugging Face cache (an owner/repo id), or the
-config.json files of the public Cosmos-Reason models shipped in `configs/` so that planning works
-offline. `configs/counts.json` holds the meta-device counts of those shipped files, keyed by the
-config keys that decide the count (a test recounts them): the light path (`model_params`, what preflight's disk estimate and `skillbank spec` use)
-reads it without importing torch; `skillbank plan` counts whatever config it finds.
+The config comes from a local model folder, the local Hugging Face cache (an owner/repo id), or the model
+table (models.table: the public config.json of every model the bank knows, so that planning works
+offline). `configs/counts.json` holds the meta-device counts of the table's configs, keyed by the config
+keys that decide the count (`skillbank schemas generate` writes it; a test recounts them): the light path
+(`lookup` / `model_params`: spec, preflight's disk estimate, the AutoML dry run) reads it without importing
+torch; `skillbank plan` counts whatever config it finds.
+
+One behaviour for a model the bank cannot count: a hub id that is neither in the table nor in the local
+Hugging Face cache is refused with `unknown_model`'s message and fix (`skillbank models add`) by spec,
+preflight, plan and the AutoML dry run alike; nothing is guessed from its name.
 """
 
 from __future__ import annotations
 
 import json
-import re
+import subprocess
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from skillbank import modelref
+from skillbank.errors import InputError
+from skillbank.models import table
 
-CONFIGS = Path(__file__).parent / "configs"
-COUNTS_FILE = CONFIGS / "counts.json"
-DEFAULT_PARAMS = 8.8e9  # Cosmos-Reason2-8B with its vision tower, when nothing better is known
-NAME_SIZE = re.compile(r"(?<![0-9.])(\d+(?:\.\d+)?)[bB](?![a-zA-Z])")
+CONFIGS = table.CONFIGS
+COUNTS_FILE = table.COUNTS_FILE
+MODEL_KEY = "policy.model_name_or_path"
 
 
 @dataclass(frozen=True)
@@ -36,7 +43,7 @@ class ModelConfig:
     data: dict[str, Any]
     path: Path
     where: str
-    bundled: str | None = None  # the owner/repo of a config shipped with the bank
+    bundled: str | None = None  # the owner/repo of a config the model table ships
 
 
 @dataclass(frozen=True)
@@ -52,18 +59,29 @@ class ParamCount:
         return asdict(self)
 
 
+def unknown_model(value: str, where: str = MODEL_KEY) -> InputError:
+    """The one refusal of a model the bank cannot count (spec, preflight, plan and the AutoML dry run say the same)."""
+    return InputError(
+        f"unknown model {value!r}: not in the bank's model table, not a local model folder with config.json, and not in the local "
+        "Hugging Face cache, so its parameters, memory and parallel layouts cannot be known (nothing is guessed from the name)",
+        where=where,
+        fix="add it once with `skillbank models add --config CONFIG.json --id ORG/NAME` (or --snapshot DIR: a downloaded model folder), "
+            f"or point {where} at a local model folder with config.json; the table: `skillbank models list` ({', '.join(table.ids())})",
+    )
+
+
 def bundled_config(repo: str) -> Path | None:
-    path = CONFIGS / (repo.replace("/", "--") + ".json")
-    return path if path.is_file() else None
+    entry = table.get(repo)
+    return entry.config_file if entry is not None else None
 
 
 def bundled_repos() -> list[str]:
-    return sorted(p.stem.replace("--", "/") for p in CONFIGS.glob("*--*.json"))
+    return table.ids()
 
 
 def find_config(value: str) -> ModelConfig | None:
     """The config.json a model reference names, without the network: the folder's, the local hub
-    cache's snapshot, else the bank's copy for a public Cosmos-Reason id; None when none is found."""
+    cache's snapshot, else the model table's; None when none is found."""
     ref = modelref.parse(value)
     path, where, bundled = None, "", None
     if ref.kind == "local" and ref.path is not None and (ref.path / "config.json").is_file():
@@ -71,12 +89,11 @@ def find_config(value: str) -> ModelConfig | None:
         where = str(path)
     elif ref.kind == "hub" and ref.repo:
         cached = modelref.cached_file(ref.repo, "config.json")
+        entry = table.get(ref.repo)
         if cached is not None:
             path, where = cached, f"the local Hugging Face cache's config.json of {ref.repo}"
-        else:
-            path = bundled_config(ref.repo)
-            bundled = ref.repo if path else None
-            where = f"the bundled config.json of {ref.repo}"
+        elif entry is not None:
+            path, bundled, where = entry.config_file, entry.id, f"the bundled config.json of {entry.id}"
     if path is None:
         return None
     try:
@@ -86,11 +103,16 @@ def find_config(value: str) -> ModelConfig | None:
     return ModelConfig(data, path, where, bundled)
 
 
-def _counts() -> dict[str, Any]:
-    try:
-        return json.loads(COUNTS_FILE.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+def require_config(value: str, where: str = MODEL_KEY) -> ModelConfig:
+    """find_config, or unknown_model (a hub id) / a missing-folder InputError (a path that holds no config.json here)."""
+    config = find_config(value) if value.strip() else None
+    if config is not None:
+        return config
+    ref = modelref.parse(value)
+    if ref.kind == "local" or ref.path is not None:
+        raise InputError(f"{value!r} holds no config.json on this machine", where=where,
+                         fix="point it at a Hugging Face model folder with config.json (a path only the training node has: plan with --path-map LOCAL=REMOTE)")
+    raise unknown_model(value, where)
 
 
 SHAPE_KEYS = ("model_type", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
@@ -109,9 +131,12 @@ def signature(data: dict[str, Any]) -> str:
 
 
 def known_count(config: ModelConfig) -> ParamCount | None:
-    """The shipped meta-device count of a config with a bundled one's shape; no torch."""
+    """The shipped meta-device count of a config with a table entry's shape; no torch."""
     sig = signature(config.data)
-    for repo, row in _counts().items():
+    rows = table.counts()
+    order = ([config.bundled] if config.bundled in rows else []) + sorted(rows)
+    for repo in order:
+        row = rows[repo]
         if row.get("signature") == sig:
             return ParamCount(row["total"], row["total"], 0, row["largest_unit"], row["root"],
                               f"a meta-device count of {config.where}" + ("" if config.bundled == repo else f" (the shape of the bundled {repo})"))
@@ -145,24 +170,35 @@ def count_on_meta(config: ModelConfig, lora: Any = None) -> ParamCount:
                       f"a meta-device count of {config.where}")
 
 
-def model_params(value: str) -> tuple[float, str]:
-    """(parameter count, how it was found) without importing torch: the meta-device count shipped for
-    a bundled config (or an identical one), else the weights on disk, else the size in the name, else 8.8B."""
-    config = find_config(value)
-    if config is not None:
-        known = known_count(config)
-        if known is not None:
-            return float(known.total), known.source
+def lookup(value: str, where: str = MODEL_KEY) -> ParamCount | None:
+    """The parameters of the model `value` names, without importing torch here: the shipped count of a config
+    with a table entry's shape, else the weights on disk of a local folder, else its config.json counted on the
+    meta device in a child process (cached by the file). None: a path that is not on this machine (the node's
+    preflight counts it there). A hub id the bank cannot count: unknown_model (InputError)."""
+    config = find_config(value) if value.strip() else None
     ref = modelref.parse(value)
+    known = known_count(config) if config is not None else None
+    if known is not None:
+        return known
     if ref.kind == "local" and ref.path is not None and ref.path.is_dir():
         size = weights_bytes(ref.path)
         if size:
-            dtype = str((config.data if config else {}).get("torch_dtype", (config.data if config else {}).get("dtype", "")))
-            return size / (4 if dtype == "float32" else 2), f"weights in {ref.path}"
-    match = NAME_SIZE.search(value.rsplit("/", 1)[-1])
-    if match:
-        return float(match.group(1)) * 1e9, f"the {match.group(0)} in its name (no config.json found here)"
-    return DEFAULT_PARAMS, "a conservative 8.8B figure (no config.json found here)"
+            data = config.data if config is not None else {}
+            total = int(size / (4 if str(data.get("torch_dtype", data.get("dtype", ""))) == "float32" else 2))
+            return ParamCount(total, total, 0, 0, 0, f"weights in {ref.path}")
+    if config is not None:
+        return count_in_child(config)
+    if ref.kind == "local" or ref.path is not None:
+        return None
+    raise unknown_model(value, where)
+
+
+def model_params(value: str, where: str = MODEL_KEY) -> tuple[float | None, str]:
+    """(parameter count, how it was found) as `lookup` finds it; (None, why) for a path not on this machine."""
+    count = lookup(value, where)
+    if count is None:
+        return None, f"{value} is not on this machine"
+    return float(count.total), count.source
 
 
 def weights_bytes(folder: Path) -> int:
@@ -173,36 +209,54 @@ def weights_bytes(folder: Path) -> int:
     return 0
 
 
-def count_rows() -> dict[str, Any]:
-    """The bundled configs recounted on the meta device: counts.json's rows."""
-    rows = {}
-    for repo in bundled_repos():
-        config = find_config_bundled(repo)
-        count = count_on_meta(config)
-        rows[repo] = {"signature": signature(config.data), "total": count.total, "largest_unit": count.largest_unit, "root": count.root}
-    return rows
+def count_in_child(config: ModelConfig) -> ParamCount:
+    """count_on_meta in a child Python (torch stays out of this process), remembered in the file cache by the
+    config file's path, size and mtime."""
+    from skillbank.filecache import FileCache
+    from skillbank.paths import child_env
+
+    with FileCache("param_count") as cache:
+        hit = cache.get(str(config.path))
+        if hit is None:
+            proc = subprocess.run([sys.executable, "-m", "skillbank.models.params", str(config.path)], capture_output=True, text=True, env=child_env())
+            if proc.returncode != 0:
+                lines = [line for line in proc.stderr.splitlines() if line.strip()] or [f"exit {proc.returncode}"]
+                raise InputError(f"{config.where} could not be built on the meta device: {lines[-1]}", where=MODEL_KEY,
+                                 fix="point it at a Qwen-VL model folder whose config.json transformers can load")
+            hit = json.loads(proc.stdout.strip().splitlines()[-1])
+            cache.put(str(config.path), hit)
+    return ParamCount(hit["total"], hit["total"], 0, hit["largest_unit"], hit["root"], f"a meta-device count of {config.where}")
+
+
+def count_row(config: ModelConfig) -> dict[str, Any]:
+    count = count_on_meta(config)
+    return {"signature": signature(config.data), "total": count.total, "largest_unit": count.largest_unit, "root": count.root}
+
+
+def count_rows(entries: Any = None) -> dict[str, Any]:
+    """The table's configs recounted on the meta device: counts.json's rows."""
+    return {e.id: count_row(find_config_bundled(e.id)) for e in (entries if entries is not None else table.all_entries())}
 
 
 def counts_text() -> str:
-    """counts.json's text (`skillbank schemas generate` writes it and `--check` compares it; run it after adding a config)."""
+    """counts.json's text (`skillbank schemas generate` writes it and `--check` compares it)."""
     return json.dumps(count_rows(), indent=2, sort_keys=True) + "\n"
 
 
-def write_counts() -> dict[str, Any]:
-    """Recount the bundled configs on the meta device into counts.json (`skillbank schemas generate` does it too)."""
-    from skillbank import atomic
-
-    text = counts_text()
-    atomic.write_text(COUNTS_FILE, text)
-    return json.loads(text)
-
-
 def find_config_bundled(repo: str) -> ModelConfig:
-    path = bundled_config(repo)
-    if path is None:
+    entry = table.get(repo)
+    if entry is None:
         raise KeyError(repo)
-    return ModelConfig(json.loads(path.read_text(encoding="utf-8")), path, f"the bundled config.json of {repo}", repo)
+    return ModelConfig(json.loads(entry.config_file.read_text(encoding="utf-8")), entry.config_file, f"the bundled config.json of {entry.id}", entry.id)
+
+
+def _main(argv: list[str]) -> int:
+    """The child of count_in_child: one config.json counted on the meta device, as one JSON line."""
+    path = Path(argv[0])
+    count = count_on_meta(ModelConfig(json.loads(path.read_text(encoding="utf-8")), path, str(path)))
+    print(json.dumps({"total": count.total, "largest_unit": count.largest_unit, "root": count.root}))
+    return 0
 
 
 if __name__ == "__main__":
-    print(json.dumps(write_counts(), indent=2))
+    raise SystemExit(_main(sys.argv[1:]))

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skillbank.errors import InputError
-from skillbank.models.params import ModelConfig, bundled_repos, find_config
+from skillbank.models.params import ModelConfig, require_config
 from skillbank.planning import estimate as est
 from skillbank.planning import layouts, timing
 from skillbank.planning.tokens import Described, TokenFigures
@@ -31,16 +31,23 @@ class Inputs:
 
 
 def model_config(spec: Any) -> ModelConfig:
-    value = spec.policy.model_name_or_path
-    config = find_config(value) if value.strip() else None
-    if config is None:
-        raise InputError(
-            f"no config.json found for the model {value!r} (not a local model folder, not in the local Hugging Face cache, and not one the bank ships)",
-            where="policy.model_name_or_path",
-            fix=f"point it at a local model folder with config.json, download the model into the hub cache, or plan with the architecture of one the bank "
-                f"ships: --set policy.model_name_or_path=ONE OF {', '.join(bundled_repos())}",
-        )
+    """The model's config.json (a local folder, the hub cache, the model table), else the one refusal
+    spec, preflight and the AutoML dry run give too (models.params.unknown_model); its heads checked against
+    the spec's tp_size / cp_size (check_parallel)."""
+    config = require_config(spec.policy.model_name_or_path)
+    check_parallel(spec, config)
     return config
+
+
+def check_parallel(spec: Any, config: ModelConfig) -> None:
+    """tp_size / cp_size against the heads cosmos-rl shards: refused here as preflight reports it, whatever the backend."""
+    from skillbank.training.cosmos_rl.family import parallel_check
+
+    par = spec.policy.parallelism
+    problem = parallel_check(spec.policy.model_name_or_path, config.data, par.tp_size, getattr(par, "cp_size", 1))
+    if problem:
+        message, fix, where = problem
+        raise InputError(message, where=where, fix=fix)
 
 
 def check_inputs(inputs: Inputs) -> est.Gpu:

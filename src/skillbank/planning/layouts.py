@@ -158,8 +158,12 @@ def usable(gpu: est.Gpu) -> float:
     return gpu.memory_gib * (1 - est.RESERVE)
 
 
-def recommend(rows: list[dict[str, Any]], gpu: est.Gpu, fits_with: list[dict[str, Any]]) -> dict[str, Any]:
-    """The fastest layout that fits and trains at the spec's global batch (and the cheapest in GPU-hours when it differs)."""
+def recommend(rows: list[dict[str, Any]], gpu: est.Gpu, fits_with: list[dict[str, Any]], *, batch: int | None = None,
+              stated: tuple[int, str] | None = None) -> dict[str, Any]:
+    """The layout to train on: the nodes the user stated (`stated`: (nodes, who said so)) when that row fits and trains,
+    else the fastest that fits at the spec's global batch `batch` (and the cheapest in GPU-hours when it differs). A row
+    that changes the global batch is another recipe: never called "at the spec's global batch", and named only beside
+    the pick when it would be faster."""
     fitting = [r for r in rows if r["fits"]]
     if not fitting:
         fixes = "; ".join(" ".join(f["set"]) + f" ({f['memory_per_gpu_gib']:.1f} GiB)" for f in fits_with) or "none of mini_batch 1, gradient checkpointing, the fused loss or LoRA is enough: more GPUs per replica (--gpus-per-node) or fewer tokens per sample (custom.vision.fps / total_pixels)"
@@ -170,10 +174,38 @@ def recommend(rows: list[dict[str, Any]], gpu: est.Gpu, fits_with: list[dict[str
         why = "every layout that fits trains zero steps (fewer records per rank than train.train_batch_per_replica)" if known else \
             "the step count is unknown (no train records counted)"
         return {"nodes": fitting[0]["nodes"] if not known else None, "reason": f"fits in memory, but {why}"}
-    fastest = min(timed, key=lambda r: r["total_time_h"])
-    cheapest = min(timed, key=lambda r: (r["gpu_hours"], r["gpus"]))
+    same = [r for r in timed if batch is None or r["global_batch"] == batch]
+    at = f"at the spec's global batch {batch}" if batch is not None else "at the spec's global batch"
+    other = _faster_other_batch(timed, same, batch)
+    if stated is not None:
+        nodes, who = stated
+        row = next((r for r in timed if r["nodes"] == nodes), None)
+        if row is not None:
+            batch_said = at if row in same else f"at global batch {row['global_batch']} ({row['batch_note']})"
+            fastest = min(same or timed, key=lambda r: r["total_time_h"])
+            also = "" if fastest is row else f"; {fastest['nodes']} node(s) would take {fastest['total_time_h']} h {at}"
+            return {"nodes": nodes, "stated_by": who,
+                    "reason": f"as {who} states: fits, {row['total_time_h']} h {batch_said}{also}{other}"}
+    if not same:
+        fastest = min(timed, key=lambda r: r["total_time_h"])
+        return {"nodes": fastest["nodes"], "reason": f"no layout that fits trains {at}; fastest that fits: {fastest['nodes']} node(s) at global batch "
+                                                     f"{fastest['global_batch']} ({fastest['batch_note']})"}
+    fastest = min(same, key=lambda r: r["total_time_h"])
+    cheapest = min(same, key=lambda r: (r["gpu_hours"], r["gpus"]))
     if fastest is cheapest:
-        return {"nodes": fastest["nodes"], "reason": "fits in memory, fastest and fewest GPU-hours at the spec's global batch"}
+        return {"nodes": fastest["nodes"], "reason": f"fits in memory, fastest and fewest GPU-hours {at}{other}"}
     return {"nodes": fastest["nodes"], "cheapest_nodes": cheapest["nodes"],
-            "reason": f"fastest that fits at the spec's global batch ({fastest['total_time_h']} h, all-reduce between nodes included); "
-                      f"{cheapest['nodes']} node(s) cost fewest GPU-hours ({cheapest['gpu_hours']})"}
+            "reason": f"fastest that fits {at} ({fastest['total_time_h']} h, all-reduce between nodes included); "
+                      f"{cheapest['nodes']} node(s) cost fewest GPU-hours ({cheapest['gpu_hours']}){other}"}
+
+
+def _faster_other_batch(timed: list[dict[str, Any]], same: list[dict[str, Any]], batch: int | None) -> str:
+    """'; N node(s) would be faster but ...' for the fastest row that changes the global batch, when it beats every same-batch row."""
+    others = [r for r in timed if r not in same]
+    if not others or not same:
+        return ""
+    quick = min(others, key=lambda r: r["total_time_h"])
+    if quick["total_time_h"] >= min(r["total_time_h"] for r in same):
+        return ""
+    return (f"; {quick['nodes']} node(s) would take {quick['total_time_h']} h but change the recipe: global batch {quick['global_batch']} "
+            f"instead of {batch} ({quick['batch_note']})")

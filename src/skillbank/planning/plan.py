@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from skillbank.models.params import ParamCount, count_on_meta, find_config
+from skillbank.models.params import ParamCount, count_on_meta, find_config, lookup
 from skillbank.planning import estimate as est
 from skillbank.planning import layouts, timing
 from skillbank.planning.inputs import Inputs, check_inputs, model_config, token_figures
@@ -80,10 +80,19 @@ def build_plan(inputs: Inputs) -> dict[str, Any]:
         "disk": disk,
         "steps": steps.run_plan(main_spec, records, val_records=figures.val_records) if records else None,
         "layouts": rows,
-        "recommendation": layouts.recommend(rows, gpu, fixes),
+        "recommendation": layouts.recommend(rows, gpu, fixes, batch=layouts.global_batch(spec) if inputs.per_gpu_batch == "scaled" else None,
+                                            stated=_stated_nodes(inputs, spec)),
         "assumptions": figures.assumptions + _assumptions(inputs, gpu, arch, spec, records),
         "units": "GiB (1024^3 bytes) for memory and disk, hours for time",
     }
+
+
+def _stated_nodes(inputs: Inputs, spec: Any) -> tuple[int, str] | None:
+    """The node count the user stated: --nodes (the router passes the request's), else a spec on several nodes."""
+    if inputs.nodes is not None:
+        return inputs.nodes, f"--nodes {inputs.nodes}"
+    replicas = spec.policy.parallelism.dp_replicate_size
+    return (replicas, f"the spec (policy.parallelism.dp_replicate_size {replicas})") if replicas > 1 else None
 
 
 def _assumptions(inputs: Inputs, gpu: est.Gpu, arch: est.Arch, spec: Any, records: Any) -> list[str]:
@@ -133,7 +142,7 @@ def _disk(inputs: Inputs, count: ParamCount, records: steps.TrainCount | None, m
 def suggest_slurm_time(spec: Any, stats: dict[str, Any], *, action: str, nodes: int, gpus_per_node: int, gpu: str = "h100-80gb") -> tuple[str | None, str]:
     """A Slurm --time for a job, from its preflight stats (the submit gate's token tally and record counts) and the
     plan's arithmetic, without torch (the shipped parameter count, or the weights on disk): (HH:MM:SS or None, why)."""
-    from skillbank.models.params import known_count, model_params
+    from skillbank.models.params import known_count
     from skillbank.planning.tokens import TokenFigures
 
     config = find_config(spec.policy.model_name_or_path) if spec.policy.model_name_or_path.strip() else None
@@ -146,8 +155,10 @@ def suggest_slurm_time(spec: Any, stats: dict[str, Any], *, action: str, nodes: 
         return None, f"no --time suggested: {config.where} does not state the architecture; pass --time"
     count = known_count(config)
     if count is None or getattr(getattr(spec.policy, "lora", None), "enable", False):  # rl specs have no LoRA
-        total, how = model_params(spec.policy.model_name_or_path)
-        count = ParamCount(int(total), int(total), 0, 0, 0, how)
+        found = lookup(spec.policy.model_name_or_path)
+        if found is None:
+            return None, "no --time suggested: the model is not on this machine; pass --time"
+        count = ParamCount(found.total, found.total, 0, 0, 0, found.source)
     tokens = {**tally, "memory_at": tally["max"], "time_at": tally["mean"]}
     if action == "rl":
         from skillbank.planning.rl import rl_time

@@ -24,12 +24,23 @@ def _time_line(p: dict[str, Any]) -> str:
     return f"time: {b['total']:.2f} h = {parts} h{slurm}"
 
 
+def count_text(n: float) -> str:
+    """A parameter count at one precision: 3.75B, 74.0M."""
+    return f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.1f}M"
+
+
+def params_line(total: int, trained: int, lora: int) -> str:
+    """One figure per count: '3.75B parameters, all trained' or '3.75B parameters, 74.0M trained (LoRA)'."""
+    if trained >= total:
+        return f"{count_text(total)} parameters, all trained"
+    return f"{count_text(total)} parameters, {count_text(trained)} trained" + (" (LoRA)" if lora else "")
+
+
 def plan_text(p: dict[str, Any]) -> str:
     if p.get("action") == "rl":
         return rl_text(p)
     lines = [
-        f"model {p['model']}: {p['params'] / 1e9:.2f}B parameters, {p['trainable_params'] / 1e9:.3f}B trained"
-        + (f" ({p['lora_params'] / 1e6:.1f}M LoRA)" if p["lora_params"] else ""),
+        f"model {p['model']}: {params_line(p['params'], p['trainable_params'], p['lora_params'])}",
         _tokens_line(p["tokens_per_sample"]),
         f"on {p['nodes']} node(s) x {p['gpus_per_node']} {p['gpu']}: {p['memory_per_gpu_gib']:.1f} GiB per GPU "
         f"({'fits' if p['fits'] else 'DOES NOT FIT'}; gradient checkpointing {'on' if p['gradient_checkpointing'] else 'off'}"

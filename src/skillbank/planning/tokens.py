@@ -63,7 +63,7 @@ class TokenFigures:
 
 def budget_of(spec: Any, patch: int, action: str) -> VisionBudget:
     if action == "rl":
-        from skillbank.preflight.run import rl_budget
+        from skillbank.preflight.rl_checks import rl_budget
 
         return rl_budget(spec, patch)
     return VisionBudget.from_train_spec(spec, patch)

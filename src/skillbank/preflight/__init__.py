@@ -10,12 +10,14 @@ and do not fail: the rendered job runs the env checks first where it runs.
 
 Checks (each finding names one; severity error, warning or node; any error means exit 2):
 - spec.schema            the spec models' rules (skillbank.specification), where = the dotted key
-- spec.parallelism       dp_shard*tp*cp*pp == --gpus-per-node; dp_replicate == --nodes
+- spec.parallelism       dp_shard*tp*cp*pp == --gpus-per-node; dp_replicate == --nodes; tp_size / cp_size divide the
+                         model's heads as cosmos-rl shards them (training.cosmos_rl.family.parallel_check), whatever --backend
 - spec.steps_per_rank    optimizer steps as cosmos-rl counts them (skillbank.runs.steps): zero is an error,
                          fewer than 4 per epoch a warning (both propose batches); validation that cosmos-rl would drop whole
 - spec.validation_data   validation.enable with no validation data
 - spec.dataset_paths     annotation path empty or missing; media folder empty
-- spec.model             a model value naming neither a path nor a hub repo; a family cosmos-rl cannot train;
+- spec.model             a model value naming neither a path nor a hub repo; a hub id the bank cannot count (not in the
+                         model table nor the hub cache: models.params.unknown_model, as spec / plan refuse it); a family cosmos-rl cannot train;
                          evaluate: a checkpoint whose model_type is not the family evaluation.prompt_family names (warning)
 - spec.recipe            evaluate: a vision / prompt setting that differs from the model's skillbank_recipe.json;
                          rl: custom.vision / a set custom.system_prompt that differs from the start model's (warnings)
@@ -33,7 +35,8 @@ Checks (each finding names one; severity error, warning or node; any error means
 - vision.budget          vision + text tokens over policy.model_max_length; nframes > clip frames
 - env.redis              redis-server on PATH (cosmos-rl backend)
 - env.vllm               rl with cosmos-rl: vllm importable in the job's Python (the GRPO rollout workers import it)
-- env.hf_token           HF_TOKEN for gated models (nvidia/Cosmos-Reason*), by name, never printed
+- env.hf_token           the credentials a hub model's entry of the model table names (HF_TOKEN for a gated one), when it
+                         is not in the hub cache yet; by name, never printed
 - env.upload             train.ckpt.upload_s3 without AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, upload_hf without a
                          token, "wandb" in logging.logger without the package (warnings: the run goes on)
 - env.model              a model path that is no model folder here (no network)

@@ -13,17 +13,15 @@ counted with `nvidia-smi -L` (no torch). Secrets are looked up by name and never
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from skillbank import modelref
 from skillbank.preflight.report import Findings
 
-GATED = re.compile(r"^nvidia/cosmos-reason", re.IGNORECASE)
 TOKEN_VARS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 GB = 1024**3  # GiB (the JSON keys *_gb hold GiB)
 
@@ -70,34 +68,53 @@ def check_models(refs: list[ModelRef], findings: Findings) -> None:
 
 
 def patch_size(ref: ModelRef, findings: Findings | None = None) -> int:
-    """The vision patch size of the model's family, for the token estimate.
+    """The model's vision patch size, for the token estimate: its config.json's (a local folder, the hub cache,
+    the model table's), else its family's.
 
     With `findings` (the cosmos-rl backend) a family cosmos-rl cannot train is a spec.model error.
-    When the family cannot be told: Qwen3-VL's 16 (more pixels per token, so fewer tokens: the
+    When neither can be told: Qwen3-VL's 16 (more pixels per token, so fewer tokens: the
     estimate stays a lower bound for errors; 14 would overstate them)."""
     from skillbank.errors import InputError
+    from skillbank.models.params import find_config
+    from skillbank.models.table import vision_of
 
+    config = find_config(ref.value) if ref.where != "missing" else None
+    vision = vision_of(config.data) if config is not None else None
     try:
         from skillbank.training.cosmos_rl.family import family_of
     except ImportError:  # pragma: no cover - the backend module is optional here
-        return 16
+        return vision.patch_size if vision else 16
     try:
-        return family_of(ref.value).patch_size
+        family = family_of(ref.value)
     except InputError as exc:
         if findings is not None and ref.where != "missing":
             findings.error("spec.model", exc.message, exc.fix, ref.key)
-        return 16
+        return vision.patch_size if vision else 16
+    return vision.patch_size if vision else family.patch_size
 
 
 def check_hf_token(refs: list[ModelRef], findings: Findings) -> None:
-    gated = [r for r in refs if r.where == "hub" and r.repo and GATED.match(r.repo) and not _cached(r.repo)]
-    if not gated or _have_token():
-        return
-    for ref in gated:
+    """The credentials each hub model's entry of the model table (skillbank.models.table) names, when its weights
+    are not in the local cache yet: a gated model without HF_TOKEN loops on authentication at download."""
+    from skillbank.models import table
+
+    for ref in refs:
+        entry = table.get(ref.repo) if ref.where == "hub" and ref.repo else None
+        if entry is None or not entry.credentials or _cached(ref.repo):
+            continue
+        missing = [c for c in entry.credentials if not (_have_token() if c in TOKEN_VARS else os.environ.get(c))]
+        if not missing:
+            continue
+        if entry.gated:
+            message = (f"{ref.key} {ref.repo} is a gated model and {' and '.join(missing)} is not set (the model table: "
+                       f"{table.entry_file(entry.id).name}); the download would loop on authentication")
+        else:
+            message = f"{ref.key} {ref.repo} needs {' and '.join(missing)} to download (the model table: {table.entry_file(entry.id).name})"
         findings.error(
             "env.hf_token",
-            f"{ref.key} {ref.repo} is a gated model and no Hugging Face token is set (HF_TOKEN); the download would loop on authentication",
-            "export HF_TOKEN (a token whose account accepted the model's license), or `huggingface-cli login`, or point at a local copy",
+            message,
+            "export HF_TOKEN (a token whose account accepted the model's license), or `huggingface-cli login`, or point at a local copy"
+            if any(c in TOKEN_VARS for c in missing) else f"export {' and '.join(missing)}",
             ref.key,
         )
 
@@ -218,12 +235,34 @@ def check_gpus(need: int, findings: Findings) -> dict[str, int]:
 # ---- disk ------------------------------------------------------------------------------------------
 
 
-def model_params(ref: ModelRef) -> tuple[float, str]:
-    """(parameter count, how it was found): skillbank.models.params, the one counter (the meta-device
-    count of its config.json when known without torch, else the weights on disk, the name, 8.8B)."""
-    from skillbank.models.params import model_params as count
+def model_count(ref: ModelRef, findings: Findings) -> Any:
+    """The model's parameters (skillbank.models.params.lookup, the one counter: no torch here), or None: a path
+    not on this machine (env.model says so), or a hub id the bank cannot count, reported as spec.model with the
+    refusal spec, plan and the AutoML dry run give (models.params.unknown_model)."""
+    from skillbank.errors import InputError
+    from skillbank.models.params import lookup
 
-    return count(ref.value)
+    if ref.where == "missing" and ref.path is None:
+        return None  # a value that names nothing: check_models reported it
+    try:
+        return lookup(ref.value, ref.key)
+    except InputError as exc:
+        findings.error("spec.model", exc.message, exc.fix, exc.where or ref.key)
+        return None
+
+
+def check_parallel(spec: Any, ref: ModelRef, findings: Findings) -> None:
+    """tp_size / cp_size against the heads cosmos-rl shards (training.cosmos_rl.family.parallel_check), whatever
+    the backend: cosmos-rl asserts it only after launch; plan refuses the same spec with the same words."""
+    from skillbank.models.params import find_config
+    from skillbank.training.cosmos_rl.family import parallel_check
+
+    config = find_config(ref.value) if ref.where != "missing" else None
+    par = spec.policy.parallelism
+    problem = parallel_check(ref.value, config.data, par.tp_size, getattr(par, "cp_size", 1)) if config is not None else None
+    if problem:
+        message, fix, key = problem
+        findings.error("spec.parallelism", message, fix, key)
 
 
 def nearest_existing(path: str) -> Path:

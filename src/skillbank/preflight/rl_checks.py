@@ -137,3 +137,13 @@ def samples_per_step(spec: RlSpec, prompts: int, f: Findings) -> dict[str, int]:
 def _indices(items: Sequence[int]) -> str:
     shown = ", ".join(f"#{i}" for i in items[:SHOWN])
     return shown + (f" and {len(items) - SHOWN:,} more" if len(items) > SHOWN else "")
+
+
+def rl_budget(spec: Any, patch: int) -> Any:
+    """The token estimate of a GRPO spec: the train spec's shape (the same vision table), with the prompt the rollouts get."""
+    from types import SimpleNamespace
+
+    from skillbank.preflight.vision import VisionBudget
+    from skillbank.training.cosmos_rl.grpo import system_prompt
+
+    return VisionBudget.from_train_spec(SimpleNamespace(custom=SimpleNamespace(vision=spec.custom.vision, system_prompt=system_prompt(spec)), policy=spec.policy), patch)

@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from skillbank.errors import InputError
@@ -49,6 +48,7 @@ class Context:
     study: tuple[int, int | None] | None = None  # (trials, most epochs per trial) of an AutoML study on this base spec
     datasets: list[Dataset] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
+    count: Any = None  # the model's ParamCount (skillbank.models.params), once counted; None: not known here
 
     def wants(self, group: Group) -> bool:
         return self.findings.wants(group)
@@ -186,9 +186,12 @@ def _train(spec: Any, ctx: Context) -> None:
     spec_checks.validation_data(spec, f)
     model = env_checks.resolve("policy.model_name_or_path", spec.policy.model_name_or_path)
     env_checks.check_models([model], f)
+    ctx.count = env_checks.model_count(model, f)
+    env_checks.check_parallel(spec, model, f)
     if ctx.wants("env"):
         _train_env(spec, model, ctx)
-    patch = env_checks.patch_size(model, f if ctx.backend == "cosmos-rl" else None)
+    counted = ctx.count is not None or model.where != "hub"  # an uncountable hub id is spec.model once (model_count), not twice
+    patch = env_checks.patch_size(model, f if ctx.backend == "cosmos-rl" and counted else None)
     budget = VisionBudget.from_train_spec(spec, patch)
     _fixed_frames(budget, f)
     if not (ctx.wants("data") or ctx.wants("spec")):
@@ -310,8 +313,10 @@ def _probe(ctx: Context, data: Dataset | None, budget: VisionBudget) -> int:
 
 def _train_disk(spec: Any, model: env_checks.ModelRef, ctx: Context) -> None:
     """env.disk for the checkpoints the run keeps at once (skillbank.runs.steps.disk_need: LoRA,
-    max_keep, the steps that decide how many are saved)."""
-    params, how = env_checks.model_params(model)
+    max_keep, the steps that decide how many are saved); not checked when the model cannot be counted here."""
+    if ctx.count is None:
+        return
+    params, how = float(ctx.count.total), ctx.count.source
     if ctx.study is not None:  # an AutoML study: trials x every epoch's checkpoint, one figure with plan --trials and the dry run
         from skillbank.runs.disk import study_disk
 
@@ -344,12 +349,15 @@ def _disk_steps(spec: Any, ctx: Context) -> steps.StepPlan | None:
 def _plan(spec: Any, model: env_checks.ModelRef, train_records: int, val: Dataset | None, ctx: Context) -> None:
     """stats["plan"]: the run's arithmetic (records per rank, global batch, steps, checkpoints, disk)."""
     count = steps.train_count(spec, train_records)
-    params, how = env_checks.model_params(model)
+    params, how = (float(ctx.count.total), ctx.count.source) if ctx.count is not None else (None, "")
     ctx.stats["plan"] = steps.run_plan(spec, count, val_records=val.records if val else None, params=params, params_from=how, backend=ctx.backend)
 
 
 def _output_disk(key: str, output_dir: str, model: env_checks.ModelRef, bytes_per_param: float, ctx: Context) -> None:
-    params, how = env_checks.model_params(model)
+    count = env_checks.model_count(model, ctx.findings)
+    if count is None:
+        return
+    params, how = float(count.total), count.source
     need = params * bytes_per_param
     what = f"the output needs ~{need / env_checks.GB:,.1f} GiB ({params / 1e9:.1f}B parameters from {how})"
     ctx.stats["disk"] = env_checks.check_disk(key, output_dir, need, need, what, ctx.findings)
@@ -382,8 +390,11 @@ def _rl(spec: Any, ctx: Context) -> None:
     model = env_checks.resolve("policy.model_name_or_path", spec.policy.model_name_or_path) if spec.policy.model_name_or_path.strip() else None
     rl_checks.start(spec, model, f)
     _rl_recipe(spec, f)
+    counted = True
     if model is not None:
         env_checks.check_models([model], f)
+        counted = env_checks.model_count(model, f) is not None or model.where != "hub"  # a hub id the bank cannot count: the one refusal
+        env_checks.check_parallel(spec, model, f)
     if ctx.wants("env"):
         if model is not None:
             env_checks.check_hf_token([model], f)
@@ -391,9 +402,9 @@ def _rl(spec: Any, ctx: Context) -> None:
             env_checks.check_redis("cosmos-rl", f)
             env_checks.check_vllm(f)  # the rollout engine, in the job's environment
             ctx.stats["gpus"] = rl_checks.visible_gpus(spec, f)
-    patch = env_checks.patch_size(model, f) if model is not None else 16
+    patch = env_checks.patch_size(model, f if counted else None) if model is not None else 16
     custom = spec.custom
-    budget = rl_budget(spec, patch)
+    budget = rl_checks.rl_budget(spec, patch)
     _fixed_frames(budget, f)
     if not (ctx.wants("data") or ctx.wants("spec")):
         return
@@ -432,13 +443,6 @@ def _start_check(spec: Any, model: Any, ctx: Context) -> None:
     problem = grpo_start.finding(result)
     if problem:
         ctx.findings.warning("spec.start_rewards", *problem, "policy.model_name_or_path")
-
-
-def rl_budget(spec: Any, patch: int) -> VisionBudget:
-    """The token estimate of a GRPO spec: the train spec's shape (the same vision table), with the prompt the rollouts get."""
-    from skillbank.training.cosmos_rl.grpo import system_prompt
-
-    return VisionBudget.from_train_spec(SimpleNamespace(custom=SimpleNamespace(vision=spec.custom.vision, system_prompt=system_prompt(spec)), policy=spec.policy), patch)
 
 
 def _rl_recipe(spec: Any, f: Findings) -> None:

@@ -8,6 +8,11 @@ parse) and whose schema marks parameters for AutoML (automl_default_parameters) 
 `tao-skill-bank:tao-run-automl`; otherwise training is direct. Other actions stay with the model
 skill. The override is for this run only: nothing in the skill changes.
 
+A request that names a model of the model table (skillbank.models.table: its id, or a short name such as
+"Cosmos-Reason2-8B" or "Qwen2.5-VL-3B") sets `model` in the route, and every next step it prints (plan_step,
+data_step: the spec and plan commands) carries `--set model=ID`; a request that names none leaves the
+skill's default (the template's) in place.
+
 A train or rl request that asks how many GPUs, how long, or whether it fits goes to `skillbank plan`
 (route "plan"): sizing comes before a launch. A request whose layout spans several nodes (its words,
 --nodes, or the spec's dp_replicate_size) is never handed to AutoML: a study runs its trials one at a
@@ -24,6 +29,7 @@ from typing import Any
 import yaml
 
 from skillbank.errors import InputError
+from skillbank.models import table
 from skillbank.paths import bank_root, skill_dir
 from skillbank.routing.phrases import (data_import_from_request, deft_from_request, nodes_from_request, plan_from_request, policy_from_request,
                                        rl_from_request)
@@ -36,6 +42,18 @@ DATA_IMPORT_STEP = "skillbank data import SOURCE --out DIR; skillbank data stats
 DEFT_TARGET = "tao-skill-bank:tao-run-deft"  # improve a model with more data from a pool
 PLAN_STEP = ("skillbank spec --action train --dataset-root DIR -o train.yaml; skillbank plan --spec train.yaml --json "
              "(a dataset only described: skillbank plan --records N --clip-seconds S --json); then train where after_plan says")
+
+
+def plan_step(model: str | None = None, nodes: int | None = None) -> str:
+    """PLAN_STEP with the model the request names (`--set model=ID`) and the nodes it states (`--nodes N`)."""
+    m, n = (f" --set model={model}" if model else ""), (f" --nodes {nodes}" if nodes else "")
+    return (f"skillbank spec --action train --dataset-root DIR{m} -o train.yaml; skillbank plan --spec train.yaml{n} --json "
+            f"(a dataset only described: skillbank plan --records N --clip-seconds S{m}{n} --json); then train where after_plan says")
+
+
+def data_step(model: str | None = None) -> str:
+    """DATA_IMPORT_STEP with the model the request names carried into the spec command."""
+    return DATA_IMPORT_STEP.replace("spec --dataset-root DIR", f"spec --dataset-root DIR --set model={model}") if model else DATA_IMPORT_STEP
 
 
 @dataclass(frozen=True)
@@ -56,6 +74,8 @@ class RouteDecision:
     nodes: int | None = None  # the nodes the request, --nodes or the spec asks to train on (None: not said)
     nodes_source: str = ""  # what said so
     after_plan: dict[str, Any] | None = None  # route "plan": where the training goes once sized {route, target, reason}
+    model: str | None = None  # the model of the table the request names (None: the skill's default); every next step sets it
+    model_source: str = ""  # the words that named it
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -108,9 +128,11 @@ def route(*, skill: str, action: str, request: str | None = None, automl_policy:
     if nodes is None:
         nodes, said = nodes_from_request(request)
         nodes_source = f'the request ("{said}")' if said else ""
+    model, model_source = model_from_request(request)
     common = dict(skill=skill, action=action, automl_policy=policy, policy_source=source,
                   skill_dir=folder.relative_to(bank_root()).as_posix(), automl_enabled=enabled, action_source=action_source,
-                  data_step=DATA_IMPORT_STEP if data_import_from_request(request) else "", nodes=nodes, nodes_source=nodes_source)
+                  data_step=data_step(model) if data_import_from_request(request) else "", nodes=nodes, nodes_source=nodes_source,
+                  model=model, model_source=model_source)
     what = "RL (GRPO) training" if action == "rl" else "model training"
     if action_source == "request":
         what += " (the request asks for RL: the rl action)"
@@ -119,12 +141,22 @@ def route(*, skill: str, action: str, request: str | None = None, automl_policy:
                              reason=f"{action} is not a train action: it stays with the model skill")
     if plan_from_request(request):
         then = _train_route(common, info, request, what)
-        return RouteDecision(**{**common, "plan_step": PLAN_STEP, "after_plan": {"route": then.route, "target": then.target, "reason": then.reason}},
+        return RouteDecision(**{**common, "plan_step": plan_step(model, nodes), "after_plan": {"route": then.route, "target": then.target, "reason": then.reason}},
                              route="plan", target=skill, runnable=True,
                              reason="the request asks how many GPUs, how long or whether it fits: `skillbank plan` answers it (parameters, "
                                     f"memory per GPU by part, hours, disk, layouts) before anything is launched; then {then.route} "
                                     "(after_plan: where the training itself goes)")
     return _train_route(common, info, request, what)
+
+
+def model_from_request(request: str | None) -> tuple[str | None, str]:
+    """(the id of the model of the table the request names, what named it); the first one named when it names several."""
+    named = table.named_in(request)
+    if not named:
+        return None, ""
+    entry, words = named[0]
+    others = [e.id for e, _ in named[1:]]
+    return entry.id, f'the request ("{words}")' + (f"; it also names {', '.join(others)}" if others else "")
 
 
 def _train_route(common: dict[str, Any], info: dict[str, Any], request: str | None, what: str) -> RouteDecision:

@@ -156,6 +156,24 @@ def _validates(model: type[BaseModel], data: dict[str, Any]) -> bool:
     return True
 
 
+def resolve_assignments(skill: str, action: str, assignments: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """--set KEY=VALUE texts as {dotted key: raw value}, the action's shorthands resolved (an unknown key: InputError)."""
+    model = spec_model(skill, action)
+    shorthands = shorthand_keys(skill, action)
+    out: dict[str, Any] = {}
+    for text in assignments:
+        key, value = parse_assignment(text)
+        out[resolve_key(model, key, shorthands)] = value
+    return out
+
+
+def with_assignments(skill: str, action: str, data: dict[str, Any], assignments: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """A spec dict (not validated: preflight reports what is wrong) with --set applied, as `skillbank spec` applies it; (data, notes)."""
+    out = copy.deepcopy(data)
+    notes = apply_overrides(spec_model(skill, action), out, resolve_assignments(skill, action, assignments))
+    return out, notes
+
+
 def build_spec(
     skill: str,
     action: str,
@@ -172,15 +190,12 @@ def build_spec(
     LoRA's (specification.learning_rate)."""
     model = spec_model(skill, action)
     data = copy.deepcopy(base) if base is not None else load_template(skill, action)
-    shorthands = shorthand_keys(skill, action)
     overrides: dict[str, Any] = {}
     root_notes: list[str] = []
     if dataset_root is not None or annotations is not None:
         mapped, root_notes = dataset_root_overrides(skill, action, dataset_root, annotations)
         overrides.update(mapped)
-    for text in assignments:
-        key, value = parse_assignment(text)
-        overrides[resolve_key(model, key, shorthands)] = value
+    overrides.update(resolve_assignments(skill, action, assignments))
     notes = root_notes + apply_overrides(model, data, overrides)
     if action == "train":
         notes += apply_lora_default(data, set_now=set(overrides), base=base)

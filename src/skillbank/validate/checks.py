@@ -181,5 +181,31 @@ def _package_rel(path: Path) -> str:
     return shown(path)
 
 
-CHECKS = {"frontmatter": frontmatter, "links": links, "depth": depth, "manifests": manifests, "registry": registry, "index": index,
+def models() -> list[str]:
+    """The model table (skillbank.models.table): every entry parses and names its config, a family cosmos-rl trains,
+    a config the bank can read (skillbank.models.add.config_problems) and a counts.json row of that config."""
+    from skillbank.models import table
+    from skillbank.models.add import config_problems
+    from skillbank.models.params import signature
+    from skillbank.training.cosmos_rl.family import FAMILIES
+
+    try:
+        entries = table.all_entries()
+    except ValueError as exc:
+        return [str(exc)]
+    found = []
+    for e in entries:
+        where = _package_rel(e.path)
+        if e.family not in FAMILIES:
+            found.append(f"{where}: family {e.family!r} is not one cosmos-rl trains ({', '.join(FAMILIES)})")
+        found += [f"{where}: {problem}" for problem in config_problems(e.config)]
+        if e.config.get("model_type") != e.family:
+            found.append(f"{where}: family {e.family!r} but its config's model_type is {e.config.get('model_type')!r}")
+        row = e.count
+        if row is None or row.get("signature") != signature(e.config):
+            found.append(f"{_package_rel(table.COUNTS_FILE)}: no count of {e.id}'s config (run `skillbank schemas generate`)")
+    return found
+
+
+CHECKS = {"frontmatter": frontmatter, "links": links, "depth": depth, "manifests": manifests, "registry": registry, "index": index, "models": models,
           "generated": generated}

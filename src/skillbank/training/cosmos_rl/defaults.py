@@ -42,3 +42,27 @@ def read_defaults() -> dict[str, Any]:
 def snapshot_text() -> str:
     """The file's text, as `skillbank schemas generate` writes it."""
     return json.dumps(read_defaults(), indent=2, sort_keys=True) + "\n"
+
+
+CONFIG_PACKAGES = ("cosmos_rl", "cosmos_rl.policy", "cosmos_rl.utils")
+
+
+def snapshot_text_alone() -> str:
+    """snapshot_text in a process of its own (`schemas generate`'s child) that imports only cosmos-rl's config
+    module and the two utils it reads (logging, modelscope): `import cosmos_rl.policy.config` otherwise runs
+    cosmos_rl's package __init__, which imports torch, transformers and every model (~8 s of CPU; 0.3 s alone).
+    The packages on its way are registered bare (their __path__, not their __init__), so this process must not
+    import cosmos_rl otherwise: only the child calls it. The text is the same (tests/test_spec_from_cosmos.py)."""
+    import importlib.util
+    import sys
+    import types
+
+    for name in CONFIG_PACKAGES:
+        if name not in sys.modules:
+            spec = importlib.util.find_spec(name)
+            if spec is None or not spec.submodule_search_locations:
+                raise ModuleNotFoundError(name)
+            package = types.ModuleType(name)
+            package.__path__, package.__spec__, package.__package__ = list(spec.submodule_search_locations), spec, name
+            sys.modules[name] = package
+    return snapshot_text()

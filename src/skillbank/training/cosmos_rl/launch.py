@@ -135,7 +135,7 @@ def train_cosmos_rl(
     resume_from: a step_N/policy folder: the new run starts from it (train.resume = its path); with
     resume too, the newest complete checkpoint under output_dir wins when there is one.
     `paths` (a dry run's --path-map): `spec` names the node's paths; they are read at LOCAL here."""
-    layout = _planned_layout(spec, paths) if dry_run else RunLayout.new(spec.train.output_dir)
+    layout = _planned_layout(spec, paths, spec_path) if dry_run else RunLayout.new(spec.train.output_dir)
     plan = prepare(spec, layout=layout, resume=resume_setting(spec, resume, resume_from), dry_run=dry_run, log=log, paths=paths)
     if layout.job_dir is not None:
         log(f"job folder: {layout.job_dir} (the only thing this dry run wrote: {run_layout.TOML_FILE})")
@@ -167,13 +167,18 @@ def train_cosmos_rl(
     return _report(result, layout=layout, job=job, fields=fields, log=log)
 
 
-def _planned_layout(spec: TrainSpec, paths: Any = None) -> RunLayout:
+def _planned_layout(spec: TrainSpec, paths: Any = None, spec_path: Path | None = None) -> RunLayout:
     """A dry run's layout: the run folder it would create, named, not created (<output_dir>/<timestamp>,
-    as the node sees it), and a job folder <results_dir>/jobs/<id>/ here for the TOML."""
+    as the node sees it), and a job folder <results_dir>/jobs/<id>/ here for the TOML: a relative
+    results_dir is the spec file's (taken from its folder), so a dry run never writes into whatever
+    folder it was started from."""
     from skillbank.runs.record import job_dir, new_job_id
 
     output_dir = Path(spec.train.output_dir).expanduser()
-    results = Path(paths.to_local(spec.results_dir) if paths else spec.results_dir).expanduser().resolve()
+    results = Path(paths.to_local(spec.results_dir) if paths else spec.results_dir).expanduser()
+    if not results.is_absolute() and spec_path is not None:
+        results = Path(spec_path).expanduser().resolve().parent / results
+    results = results.resolve()
     stamp = run_layout.timestamp()
     return RunLayout(stamp, (output_dir if output_dir.is_absolute() else output_dir.resolve()) / stamp, job_dir(results, new_job_id("train")))
 
