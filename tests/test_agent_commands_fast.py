@@ -32,6 +32,7 @@ print(" ".join(m for m in {heavy!r} if m in sys.modules))
         ["spec", "--skill", SKILL, "--action", "train", "--set", "epoch=1", "--json"],
         ["schemas", "generate", "--check"],
         ["validate", "--json"],
+        ["evals", "list", "--json"],
     ],
     ids=lambda a: a[0],
 )

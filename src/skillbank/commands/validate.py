@@ -14,7 +14,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=summary("validate"),
         description="Check every skill of the bank: Agent Skills frontmatter, that every relative path named in a "
         "SKILL.md or reference exists, references one level deep, manifests and skill_info.yaml against the spec "
-        "models, config.json and plugin manifests against the folders, and generated files fresh (the cosmos-rl defaults and parameter-count snapshots in child processes, "
+        "models, config.json and plugin manifests against the folders, every skill's evals/evals.json against schemas/evals.schema.json, and generated files fresh (the cosmos-rl defaults and parameter-count snapshots in child processes, "
         "where cosmos_rl / torch are importable; elsewhere they are listed as not checked). Exit 2 on any problem.",
     )
     p.add_argument("--json", action="store_true", help="print one JSON document {ok, checks: {name: [problems]}, not_checked: [...]}")

@@ -2,7 +2,7 @@
 
 Per model skill: schemas/<action>.schema.json, schemas/manifest.json,
 references/spec_template_<action>.yaml and the generated blocks of references/parameters.md;
-bank-wide: skills/models/automl_support.json.
+bank-wide: skills/models/automl_support.json and schemas/evals.schema.json (every skill's evals/evals.json).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from skillbank import atomic
 from skillbank.generate.schema import action_schema
 from skillbank.generate.tables import parameter_table
 from skillbank.paths import bank_root, skill_dir
+from skillbank.specification.evals import json_schema as evals_schema
 from skillbank.specification.io import dump_yaml
 from skillbank.specification.registry import APP_CONFIGS, SPEC_MODELS
 
@@ -119,6 +120,7 @@ def all_outputs() -> dict[Path, str]:
     for skill in sorted(APP_CONFIGS):
         out.update(app_outputs(skill))
     out[bank_root() / "skills" / "models" / "automl_support.json"] = _json(automl_support(skills))
+    out[bank_root() / "schemas" / "evals.schema.json"] = _json(evals_schema())
     return out
 
 

@@ -376,6 +376,6 @@ def json_schema() -> dict[str, Any]:
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "skillbank://schemas/evals.schema.json",
         "title": "A skill's agent evals (evals/evals.json)",
-        "description": (__doc__ or "").strip().replace("\n", " "),
+        "description": " ".join((__doc__ or "").split()),
         **schema,
     }
