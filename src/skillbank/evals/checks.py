@@ -23,6 +23,7 @@ import yaml
 
 from skillbank.evals.transcript import Invocation, Transcript, normalise
 from skillbank.evals.workspace import MISSING, Workspace, dig
+from skillbank.hashing import sha256_file
 from skillbank.specification import evals as spec
 
 _NUMBER = re.compile(r"[-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
@@ -104,7 +105,9 @@ def _number(value: Any) -> float | None:
 
 
 def _equal(found: Any, wanted: Any) -> bool:
-    if isinstance(wanted, (int, float)) and not isinstance(wanted, bool):
+    if isinstance(wanted, bool) or isinstance(found, bool):
+        return found is wanted
+    if isinstance(wanted, (int, float)):
         number = _number(found)
         return number is not None and math.isclose(number, float(wanted), rel_tol=1e-9, abs_tol=1e-12)
     return found == wanted
@@ -183,9 +186,10 @@ def unchanged_check(c: spec.UnchangedCheck, g: Grading) -> tuple[bool, str]:
     before = setup["files"].get(rel)
     if before is None:
         return False, f"{rel}: the setup did not write it"
-    now = g.ws.files().get(rel)
-    if now is None:
+    path = g.ws.root / rel
+    if not path.is_file():
         return False, f"{rel}: removed"
+    now = sha256_file(path)
     return now == before, f"{rel}: " + ("as the setup left it" if now == before else "modified (inputs are never modified: write a new file)")
 
 
@@ -195,8 +199,9 @@ def code_lines_check(c: spec.CodeLinesCheck, g: Grading) -> tuple[bool, str]:
         return False, "the workspace was not prepared by `skillbank evals prepare` (no .skillbank-eval/setup.json)"
     before = setup["files"]
     over = []
-    for rel, digest in g.ws.files().items():
-        if Path(rel).suffix.lower() not in c.suffixes or before.get(rel) == digest:
+    suffixes = {s.lower() for s in c.suffixes}
+    for rel, digest in g.ws.files(lambda name: Path(name).suffix.lower() in suffixes).items():
+        if before.get(rel) == digest:
             continue
         if any(fnmatch.fnmatch(rel, g.ws.expand(pattern)) for pattern in c.exclude):
             continue

@@ -215,14 +215,15 @@ class Workspace:
         return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
     # ---- writing the frame around the setup -----------------------------------------------------------
-    def files(self) -> dict[str, str]:
-        """sha256 of every file (symlinks to files included, the eval's own files left out) by relative path."""
+    def files(self, only: Callable[[str], bool] | None = None) -> dict[str, str]:
+        """sha256 of every file (symlinks to files included, the eval's own files left out; `only`: the names it
+        accepts) by relative path."""
         out: dict[str, str] = {}
         for folder, dirs, names in os.walk(self.root):
             dirs[:] = [d for d in dirs if d != META and d != "__pycache__"]
             for name in names:
                 path = Path(folder) / name
-                if path.name == TRANSCRIPT or not path.is_file():
+                if path.name == TRANSCRIPT or (only is not None and not only(name)) or not path.is_file():
                     continue
                 out[self.rel(path)] = sha256_file(path)
         return out
