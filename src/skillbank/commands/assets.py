@@ -9,7 +9,7 @@ import argparse
 import json
 import sys
 
-from skillbank.cli import summary
+from skillbank.commands.flags import add_json, command_parser
 
 MODEL_HELP = """\
 Build a random-init tiny Qwen-VL (same classes, processor and chat template as Cosmos-Reason) with a
@@ -33,26 +33,20 @@ val has ~15% of --records. Deterministic given --seed.
 def register(subparsers: argparse._SubParsersAction) -> None:
     from skillbank.assets.tiny_model import FAMILIES  # light: the builder imports torch / transformers when it runs
 
-    m = subparsers.add_parser(
-        "make-tiny-model", help=summary("make-tiny-model"), description=MODEL_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    m = command_parser(subparsers, "make-tiny-model", MODEL_HELP)
     m.add_argument("--family", choices=FAMILIES, default=FAMILIES[0], help="model family (default: %(default)s)")
     m.add_argument("--out", default=None, help="output folder (default: the shared cache under $SKILLBANK_CACHE)")
     m.add_argument("--seed", type=int, default=0, help="weight-init seed (default 0)")
     m.add_argument("--cache", action="store_true", help="build once in the shared cache and copy it to --out")
-    m.add_argument("--json", action="store_true", help="print one JSON document")
+    add_json(m, "print one JSON document")
     m.set_defaults(run=run_model)
 
-    d = subparsers.add_parser(
-        "make-demo-dataset", help=summary("make-demo-dataset"), description=DATA_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    d = command_parser(subparsers, "make-demo-dataset", DATA_HELP)
     d.add_argument("--out", default=None, help="output folder (default: the shared cache under $SKILLBANK_CACHE)")
     d.add_argument("--records", type=int, default=2100, help="train records (default 2100); val gets ~15%% of this")
     d.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     d.add_argument("--cache", action="store_true", help="build once in the shared cache and copy it to --out")
-    d.add_argument("--json", action="store_true", help="print one JSON document")
+    add_json(d, "print one JSON document")
     d.set_defaults(run=run_dataset)
 
 

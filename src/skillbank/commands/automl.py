@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from skillbank.commands.flags import add_automl_arguments
-from skillbank.cli import summary
+from skillbank.commands.flags import add_automl_arguments, command_parser
 
 DESCRIPTION = """\
 Search the hyperparameters a model skill's packaged train schema marks as searchable
@@ -82,8 +81,7 @@ examples:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("automl", help=summary("automl"),
-                       description=DESCRIPTION, epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command_parser(sub, "automl", DESCRIPTION, epilog=EXAMPLES)
     add_automl_arguments(p)
     p.set_defaults(run=run)
 

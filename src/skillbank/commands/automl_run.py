@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any, get_args
 
-from skillbank.errors import InputError, RunError
 from skillbank.automl.space import exclusive_apply, null_base_notes
+from skillbank.errors import InputError, RunError
 from skillbank.redaction import redact
 
 

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from skillbank.cli import summary
+from skillbank.commands.flags import add_json, command_parser
 
 DESCRIPTION = """\
 Is model A really better than model B on the same items? A and B are folders (or files) with
@@ -41,17 +41,11 @@ examples:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "compare",
-        help=summary("compare"),
-        description=DESCRIPTION,
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser(sub, "compare", DESCRIPTION, epilog=EXAMPLES)
     p.add_argument("a", metavar="A", help="results of model A (a results_dir, results.json, or any results score reads)")
     p.add_argument("b", metavar="B", help="results of model B, on the same items")
     p.add_argument("--out", metavar="FILE.md", help="also write the markdown table to this file")
-    p.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
+    add_json(p, "print one JSON document instead of the table")
     p.set_defaults(run=run)
 
 

@@ -9,9 +9,9 @@ import argparse
 import json
 from pathlib import Path
 
+from skillbank.commands.flags import add_json, add_skill, add_spec, command_parser, DEFAULT_SKILL
 from skillbank.intake.detect import FORMATS
 from skillbank.intake.fields import ANSWER_KEYS, QUESTION_KEYS, VIDEO_KEYS
-from skillbank.cli import summary
 
 DESCRIPTION = """\
 Get a dataset into the shape the skills take (LLaVA annotations with video_fps, one folder per split):
@@ -125,18 +125,20 @@ examples:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "data", help=summary("data"), description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = command_parser(subparsers, "data", DESCRIPTION)
     parser.set_defaults(run=lambda _args: parser.print_help() or 2)
     sub = parser.add_subparsers(dest="data_command", metavar="SUBCOMMAND")
     for add in (_register_import, _register_fix, _register_stats):  # the order `skillbank data --help` lists them
         add(sub)
 
 
+def _verb(sub: argparse._SubParsersAction, name: str, help: str, description: str, epilog: str | None = None) -> argparse.ArgumentParser:
+    """One `skillbank data` subcommand's parser (its texts shown as written)."""
+    return sub.add_parser(name, help=help, description=description, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 def _register_import(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("import", help="import clips + labels, a HF dataset, CSV / JSONL or LLaVA into DIR/<split>/",
-                       description=IMPORT_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _verb(sub, "import", "import clips + labels, a HF dataset, CSV / JSONL or LLaVA into DIR/<split>/", IMPORT_DESCRIPTION)
     p.add_argument("source", metavar="SOURCE", help="the dataset folder or file (only read)")
     p.add_argument("--out", required=True, metavar="DIR", help="the folder to write (new or empty; see --force)")
     p.add_argument("--format", choices=FORMATS, help="force a reader instead of detecting one")
@@ -154,40 +156,30 @@ def _register_import(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--skip-bad", action="store_true", help="import what can be imported; list the rest in import.json")
     p.add_argument("--force", action="store_true", help="replace an existing non-empty DIR (the old one is removed)")
     p.add_argument("--workers", type=int, metavar="N", help="probing processes (default: one per CPU, at most 8)")
-    p.add_argument("--json", action="store_true", help="print import.json's content plus paths as one JSON document")
+    add_json(p, "print import.json's content plus paths as one JSON document")
     p.set_defaults(run=run_import)
 
 
 def _register_fix(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "fix",
-        help="a corrected copy: video_fps / duration (and missing num_frames, width, height) from the containers",
-        description=FIX_DESCRIPTION,
-        epilog=FIX_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = _verb(subparsers, "fix", "a corrected copy: video_fps / duration (and missing num_frames, width, height) from the containers",
+              FIX_DESCRIPTION, FIX_EXAMPLES)
     p.add_argument("annotations", metavar="ANNOTATIONS", help="the LLaVA annotations file to read (never modified)")
     p.add_argument("--out", required=True, metavar="FILE", help="the corrected copy to write (not the input)")
     p.add_argument("--media-root", default="", metavar="DIR", help="folder the records' video paths are relative to (default: the annotations' folder)")
     p.add_argument("--skip-bad", action="store_true", help="leave records whose clip is missing or unreadable out of the copy (listed as skipped) instead of exiting 2")
-    p.add_argument("--json", action="store_true", help="print one JSON document {ok, records, written, changed_records, fields, skipped, ...}")
+    add_json(p, "print one JSON document {ok, records, written, changed_records, fields, skipped, ...}")
     p.set_defaults(run=run_fix)
 
 
 def _register_stats(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "stats",
-        help="records, families, answers, clip lengths, vision tokens per sample at a spec's settings",
-        description=STATS_DESCRIPTION,
-        epilog=STATS_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = _verb(subparsers, "stats", "records, families, answers, clip lengths, vision tokens per sample at a spec's settings",
+              STATS_DESCRIPTION, STATS_EXAMPLES)
     p.add_argument("annotations", metavar="ANNOTATIONS", help="the LLaVA annotations file (a JSON array; read only)")
-    p.add_argument("--spec", metavar="SPEC", help="train or rl spec whose vision settings count the tokens (default: the train template's)")
-    p.add_argument("--skill", default="tao-finetune-cosmos-reason", help="model skill the spec belongs to (default: %(default)s)")
+    add_spec(p, "train or rl spec whose vision settings count the tokens (default: the train template's)", metavar="SPEC")
+    add_skill(p, "model skill the spec belongs to (default: %(default)s)", default=DEFAULT_SKILL)
     p.add_argument("--probe", action="store_true", help="read clip lengths and frame rates from the containers for records that state none")
     p.add_argument("--media-root", default="", metavar="DIR", help="folder the records' video paths are relative to, for --probe (default: the annotations' folder)")
-    p.add_argument("--json", action="store_true", help="print one JSON document {ok, records, families, answers, clips, vision, tokens_per_sample, ...}")
+    add_json(p, "print one JSON document {ok, records, families, answers, clips, vision, tokens_per_sample, ...}")
     p.set_defaults(run=run_stats)
 
 

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from skillbank.cli import summary
+from skillbank.commands.flags import add_dry_run, add_json, command_parser
 
 DESCRIPTION = """\
 Run the DEFT loop from a config (template: skills/applications/tao-run-deft/references/spec_template_deft.yaml):
@@ -49,12 +49,11 @@ document {ok, config, sets, pool_left_out_benchmark, pool_in_base, backend, fitt
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("deft", help=summary("deft"),
-                       description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command_parser(sub, "deft", DESCRIPTION)
     p.add_argument("--config", metavar="FILE", help="DEFT config (YAML); schema: skills/applications/tao-run-deft/schemas/deft.schema.json")
     p.add_argument("--resume", action="store_true", help="continue the run in output_dir at its interrupted stage")
-    p.add_argument("--dry-run", action="store_true", help="preflight and plan only; nothing is trained or written")
-    p.add_argument("--json", action="store_true", help="print one JSON document {ok, stop_reason, best, report, ...}; "
+    add_dry_run(p, "preflight and plan only; nothing is trained or written")
+    add_json(p, "print one JSON document {ok, stop_reason, best, report, ...}; "
                    "a benchmark that leaks: {ok: false, error, overlaps: every overlapping record}")
     p.set_defaults(run=run)
     inner = p.add_subparsers(dest="deft_command", metavar="init")
@@ -70,7 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     i.add_argument("--pool-media-dir", default="", metavar="DIR", help="folder the pool's video paths are relative to (default: its file's folder)")
     i.add_argument("--benchmark-media-dir", default="", metavar="DIR", help="folder the benchmark's video paths are relative to (default: its file's folder)")
     i.add_argument("--base-media-dir", default="", metavar="DIR", help="folder the base set's video paths are relative to (default: the run's, else its file's folder)")
-    i.add_argument("--json", action="store_true", help="print one JSON document {ok, config, sets, pool_in_base, warnings, ...}")
+    add_json(i, "print one JSON document {ok, config, sets, pool_in_base, warnings, ...}")
     i.set_defaults(run=run_init)
 
 

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from skillbank.cli import summary
+from skillbank.commands.flags import add_json, command_parser
 
 DESCRIPTION = """\
 The main job on the embedded default, offline: build (or reuse from the cache) a tiny Qwen-VL and a
@@ -38,8 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     from skillbank.demo.recipe import DemoRecipe
 
     d, dd = DemoRecipe(), DeftDemoRecipe()
-    p = sub.add_parser("demo", help=summary("demo"),
-                       description=DESCRIPTION + deft_description(dd), formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command_parser(sub, "demo", DESCRIPTION + deft_description(dd))
     p.add_argument("--out", metavar="DIR", help="where the run, evaluations and gaps go (default: results/demo; with --deft results/demo-deft)")
     p.add_argument("--quick", action="store_true", help="a minute-scale smoke run (tiny data, few steps): the flow, not the accuracy")
     p.add_argument("--steps", type=int, help=f"training steps (default: {d.steps}; the learning rate {d.lr:g} decays to zero by "
@@ -48,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--records", type=int, help=f"training clips (default: {d.records})")
     p.add_argument("--seed", type=int, help=f"seed of data, model and training (default: {d.seed})")
     p.add_argument("--family", choices=FAMILIES, help=f"tiny model family (default: {d.family})")
-    p.add_argument("--json", action="store_true", help="print one JSON document {families, artifacts, timings, wall_s, cpu_s (with the training ranks), load_average, short_of_expected (the families under what the default recipe reached on seeds 0-2), ...}; "
+    add_json(p, "print one JSON document {families, artifacts, timings, wall_s, cpu_s (with the training ranks), load_average, short_of_expected (the families under what the default recipe reached on seeds 0-2), ...}; "
                    "with --deft {arms: {mined, random}: rounds (records added, benchmark per family), comparison, report}")
     g = p.add_argument_group("--deft: the DEFT loop, mined selection against random (default --out results/demo-deft)")
     g.add_argument("--deft", action="store_true", help=f"run the DEFT demo (--steps then means each round's training steps, default {dd.steps}; "

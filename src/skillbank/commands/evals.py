@@ -11,7 +11,8 @@ import json
 import shlex
 from pathlib import Path
 
-from skillbank.cli import COMMANDS, summary
+from skillbank.cli import COMMANDS
+from skillbank.commands.flags import add_json, command_parser
 from skillbank.errors import InputError
 
 HELP = """\
@@ -35,18 +36,18 @@ examples:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("evals", help=summary("evals"), description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command_parser(sub, "evals", HELP)
     verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
 
     ls = verbs.add_parser("list", help="the evals of every skill (or one)")
     ls.add_argument("--skill", default=None, help="one skill's evals")
-    ls.add_argument("--json", action="store_true", help="print one JSON document")
+    add_json(ls, "print one JSON document {ok, evals: [{skill, id, question, expected_script, checks, pending}], count}")
     ls.set_defaults(run=run_list)
 
     pre = verbs.add_parser("prepare", help="build one eval's fresh workspace, prompt and recording shim")
     _one(pre)
     pre.add_argument("--workspace", required=True, help="a new (or empty) folder")
-    pre.add_argument("--json", action="store_true", help="print one JSON document")
+    add_json(pre, "print one JSON document {ok, workspace, prompt_file, path, transcript, bank}")
     pre.set_defaults(run=run_prepare)
 
     gr = verbs.add_parser("grade", help="grade a workspace: one line per check, exit 0 only when all pass")
@@ -54,14 +55,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     gr.add_argument("--workspace", required=True, help="the folder the agent worked in")
     gr.add_argument("--transcript", action="append", default=[], metavar="FILE",
                     help="the agent's own transcript too (JSONL with argv / command / message entries, or text with `$ ` command lines); repeatable")
-    gr.add_argument("--json", action="store_true", help="print one JSON document")
+    add_json(gr, "print one JSON document {ok, passed, failed, checks: [{id, kind, passed, why, note}], ...}")
     gr.set_defaults(run=run_grade)
 
     fx = verbs.add_parser("fixture", help="build the eval's known-good workspace (--bad: the known-bad one)")
     _one(fx)
     fx.add_argument("--workspace", required=True, help="a new (or empty) folder")
     fx.add_argument("--bad", action="store_true", help="the known-bad workspace (the good one with the eval's bad steps)")
-    fx.add_argument("--json", action="store_true", help="print one JSON document")
+    add_json(fx, "print one JSON document (prepare's, with fixture and the checks it should fail)")
     fx.set_defaults(run=run_fixture)
 
     rn = verbs.add_parser("run", help="run an agent command over evals, each in a fresh workspace, graded")
@@ -72,7 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     rn.add_argument("--eval", dest="eval_id", default=None, help="only this eval")
     rn.add_argument("--timeout", type=float, default=1800.0, metavar="S", help="seconds per eval before the agent is stopped (default 1800)")
     rn.add_argument("--out", default="results/evals", metavar="DIR", help="workspaces and results (default results/evals); must not hold a previous run")
-    rn.add_argument("--json", action="store_true", help="print one JSON document")
+    add_json(rn, "print one JSON document (OUT/results.json's)")
     rn.set_defaults(run=run_run)
 
 

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from skillbank.cli import summary
+from skillbank.commands.flags import add_json, add_quiet, command_parser
 
 EVALUATE_DESCRIPTION = """\
 Evaluate a model on a LLaVA video-QA set with batched generation. --config is the seed's flat
@@ -70,26 +70,14 @@ examples:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "evaluate",
-        help=summary("evaluate"),
-        description=EVALUATE_DESCRIPTION,
-        epilog=EVALUATE_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser(sub, "evaluate", EVALUATE_DESCRIPTION, epilog=EVALUATE_EXAMPLES)
     p.add_argument("--config", metavar="FILE.toml", help="evaluate config (flat TOML, EvaluateSpec)")
     p.add_argument("--run", dest="run_dir", metavar="DIR", help="evaluate every safetensors/step_N of this training run")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--json", action="store_true", help="print one JSON document (metrics, or best_checkpoint for --run)")
+    add_quiet(p)
+    add_json(p, "print one JSON document (metrics, or best_checkpoint for --run)")
     p.set_defaults(run=run_evaluate)
 
-    q = sub.add_parser(
-        "inference",
-        help=summary("inference"),
-        description=INFERENCE_DESCRIPTION,
-        epilog=INFERENCE_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    q = command_parser(sub, "inference", INFERENCE_DESCRIPTION, epilog=INFERENCE_EXAMPLES)
     q.add_argument("--config", metavar="FILE", help="inference spec (InferenceSpec, YAML or TOML)")
     q.add_argument("--model", dest="model_path", metavar="DIR", help="model folder, hf_model://owner/repo or owner/repo")
     q.add_argument("--video", metavar="FILE", help="one video (single mode)")
@@ -103,8 +91,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--max-tokens", dest="max_tokens", type=int)
     q.add_argument("--temperature", type=float, help="0 is greedy")
     q.add_argument("--batch-size", dest="batch_size", type=int)
-    q.add_argument("--quiet", action="store_true", help="no progress bar")
-    q.add_argument("--json", action="store_true", help="print one JSON document")
+    add_quiet(q)
+    add_json(q, "print one JSON document")
     q.set_defaults(run=run_inference)
 
 

@@ -5,25 +5,25 @@ from __future__ import annotations
 import argparse
 import json
 
-from skillbank.cli import summary
+from skillbank.commands.flags import add_json, add_output, add_overwrite, add_spec, command_parser
+
+DESCRIPTION = (
+    "Export a model to a Hugging Face safetensors folder with its processor and export_manifest.json "
+    "(sha256 of every file). Source: <run>/checkpoints/step_N, <run>/safetensors/step_N, a run folder, "
+    "or a LoRA adapter folder (merged into --base-model). Flags override the spec's values."
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "export",
-        help=summary("export"),
-        description="Export a model to a Hugging Face safetensors folder with its processor and export_manifest.json "
-        "(sha256 of every file). Source: <run>/checkpoints/step_N, <run>/safetensors/step_N, a run folder, "
-        "or a LoRA adapter folder (merged into --base-model). Flags override the spec's values.",
-    )
-    p.add_argument("--spec", metavar="FILE", help="export spec (ExportSpec YAML)")
+    p = command_parser(sub, "export", DESCRIPTION, raw=False)
+    add_spec(p, "export spec (ExportSpec YAML)", metavar="FILE")
     p.add_argument("--source", metavar="DIR", help="source folder (spec: source)")
-    p.add_argument("--out", metavar="DIR", help="output folder (spec: output_dir)")
+    add_output(p)
     p.add_argument("--base-model", metavar="DIR", help="base model of a LoRA adapter (spec: base_model_path)")
     p.add_argument("--dtype", help="bfloat16 (default), float16 or float32: dtype of the exported weights (spec: dtype)")
     p.add_argument("--no-merge", action="store_true", help="copy a LoRA adapter instead of merging it (spec: merge_lora: false)")
-    p.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
-    p.add_argument("--json", action="store_true", help="print the manifest as one JSON document")
+    add_overwrite(p)
+    add_json(p, "print the manifest as one JSON document")
     p.set_defaults(run=run_export)
 
 

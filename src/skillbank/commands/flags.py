@@ -1,6 +1,8 @@
 """The flags more than one command takes, declared once (argparse only; nothing here imports a spec model).
 
-The AutoML search, storage and metric flags: `skillbank automl`, train's AutoML handoff
+`command_parser`: a command's parser, its one-line help from skillbank.cli's table. The common flags
+(--skill, --spec, --json, --set, --backend, --gpus-per-node / --nodes, --dry-run, ...) take the help text
+the command gives them; their names, types and defaults live here. The AutoML search, storage and metric flags: `skillbank automl`, train's AutoML handoff
 (commands.automl_run.run_from_train) and `skillbank submit --action automl` all parse with them.
 --path-map: every command that plans for another machine (skillbank.specification.pathmap parses and
 applies the maps). Type parsers raise argparse.ArgumentTypeError (argparse's usage line, exit 2)."""
@@ -10,8 +12,94 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from skillbank.automl import ALGORITHMS, DEFAULT_ALGORITHM, DEFAULT_TRIALS
-from skillbank.training.backends import BACKEND_HELP, BACKENDS, DEFAULT_BACKEND
+DEFAULT_SKILL = "tao-finetune-cosmos-reason"
+
+
+def command_parser(sub: Any, name: str, description: str | None = None, *, epilog: str | None = None, raw: bool = True,
+                   formatter_class: Any = None) -> argparse.ArgumentParser:
+    """One command's parser: its help line from skillbank.cli's table, its description shown as written
+    (`raw`; False: argparse rewraps it), or `formatter_class`."""
+    from skillbank.cli import summary
+
+    formatter = formatter_class or (argparse.RawDescriptionHelpFormatter if raw else argparse.HelpFormatter)
+    return sub.add_parser(name, help=summary(name), description=description, epilog=epilog, formatter_class=formatter)
+
+
+def add_json(p: Any, help: str) -> None:
+    p.add_argument("--json", action="store_true", help=help)
+
+
+def add_dry_run(p: Any, help: str) -> None:
+    p.add_argument("--dry-run", action="store_true", help=help)
+
+
+def add_skill(p: Any, help: str, *, required: bool = False, default: str | None = None) -> None:
+    p.add_argument("--skill", required=required, default=default, help=help)
+
+
+def add_spec(p: Any, help: str, *, required: bool = False, metavar: str | None = None) -> None:
+    p.add_argument("--spec", required=required, metavar=metavar, help=help)
+
+
+def add_assignments(p: Any, help: str) -> None:
+    """--set KEY=VALUE (repeatable): dotted keys or the skill's shorthands, as `skillbank spec` applies them."""
+    p.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE", help=help)
+
+
+def add_backend(p: Any, help: str, *, default: str | None = None) -> None:
+    from skillbank.training.backends import BACKENDS
+
+    p.add_argument("--backend", choices=BACKENDS, default=default, help=help)
+
+
+def add_gpus_per_node(p: Any, help: str, *, metavar: str | None = None) -> None:
+    p.add_argument("--gpus-per-node", type=int, metavar=metavar, help=help)
+
+
+def add_nodes(p: Any, help: str, *, metavar: str | None = None) -> None:
+    p.add_argument("--nodes", type=int, metavar=metavar, help=help)
+
+
+def add_model_family(p: Any, help: str) -> None:
+    from skillbank.training.cosmos_rl.family import FAMILIES
+
+    p.add_argument("--model-family", choices=tuple(FAMILIES), default=None, help=help)
+
+
+def add_start_check(p: Any, help: str) -> None:
+    p.add_argument("--no-start-check", action="store_true", help=help)
+
+
+def add_resume_from(p: Any, help: str) -> None:
+    p.add_argument("--resume-from", metavar="CHECKPOINT", default=None, help=help)
+
+
+def add_results_dir(p: Any) -> None:
+    """The evaluation results a scorer reads: `skillbank score` and `skillbank gaps`."""
+    p.add_argument("--results-dir", required=True, metavar="DIR", help="evaluation results_dir (or a results.json), local or URL")
+
+
+def add_answer_format(p: Any) -> None:
+    """How a scorer reads the answers (the task, the answer format): `skillbank score` and `skillbank gaps`."""
+    from skillbank.scoring.answers import ANSWER_TYPES
+
+    p.add_argument("--task", choices=("", "its_directionality", "mcq"), default=None,
+                   help='task type (default: metrics.json\'s task_type, else "")')
+    p.add_argument("--answer-format", dest="answer_type", choices=ANSWER_TYPES, default=None,
+                   help="how responses hold the answer (default: metrics.json's answer_type, else short)")
+
+
+def add_output(p: Any) -> None:
+    """--out of a command that writes a model folder from a spec (export, quantize)."""
+    p.add_argument("--out", metavar="DIR", help="output folder (spec: output_dir)")
+
+
+def add_overwrite(p: Any) -> None:
+    p.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
+
+
+def add_quiet(p: Any) -> None:
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def _range(text: str) -> tuple[str, tuple[float, float]]:
@@ -47,6 +135,8 @@ def parse_count(text: str) -> int:
 
 def add_search_arguments(p: argparse.ArgumentParser, *, trials_flags: tuple[str, ...] = ("--max-trials",)) -> None:
     """What a study searches and how: shared by `skillbank automl` and train's AutoML handoff."""
+    from skillbank.automl import ALGORITHMS, DEFAULT_ALGORITHM, DEFAULT_TRIALS
+
     p.add_argument("--algorithm", choices=ALGORITHMS, default=DEFAULT_ALGORITHM, help="search algorithm (default: %(default)s)")
     p.add_argument(*trials_flags, dest="max_trials", type=int, default=DEFAULT_TRIALS, metavar="N",
                    help="finished (complete or pruned) trials of the study, baseline included (default: %(default)s)")
@@ -73,11 +163,13 @@ def add_metric_argument(p: argparse.ArgumentParser) -> None:
 
 def add_automl_arguments(p: argparse.ArgumentParser) -> None:
     """Every flag of `skillbank automl` (train's AutoML handoff parses its defaults with them too)."""
-    p.add_argument("--skill", default="tao-finetune-cosmos-reason", help="model skill (default: %(default)s)")
+    from skillbank.training.backends import BACKEND_HELP, DEFAULT_BACKEND
+
+    add_skill(p, "model skill (default: %(default)s)", default=DEFAULT_SKILL)
     p.add_argument("--action", choices=("train", "evaluate"), default="train",
                    help="train: each trial trains (default); evaluate: prompt search, each trial evaluates --spec (an evaluate spec)")
-    p.add_argument("--spec", metavar="FILE", help="base train spec (an evaluate spec with --action evaluate; from `skillbank spec`); "
-                   "required except for --status / --delete-study with --storage or --out")
+    add_spec(p, "base train spec (an evaluate spec with --action evaluate; from `skillbank spec`); "
+             "required except for --status / --delete-study with --storage or --out", metavar="FILE")
     p.add_argument("--prompts", metavar="FILE", help="--action evaluate: system prompt candidates, one per line or a YAML list (null: the default); "
                    "records opening with their own system turn keep it (counted in the plan and best_rec.json; a proxy set "
                    "where every record does is refused)")
@@ -94,9 +186,9 @@ def add_automl_arguments(p: argparse.ArgumentParser) -> None:
                    "exits 2 naming the differing keys: its trials would differ in more than the searched values)")
     p.add_argument("--seed", type=int, default=0, help="sampler seed (default: %(default)s)")
     p.add_argument("--no-baseline", action="store_true", help="skip the baseline trial of the base spec")
-    p.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND, help=f"each trial's {BACKEND_HELP}")
-    p.add_argument("--dry-run", action="store_true", help="print the study plan and the start / resume commands; create and start nothing")
-    p.add_argument("--json", action="store_true", help="print best_rec.json's content (the plan with --dry-run) as one JSON document")
+    add_backend(p, f"each trial's {BACKEND_HELP}", default=DEFAULT_BACKEND)
+    add_dry_run(p, "print the study plan and the start / resume commands; create and start nothing")
+    add_json(p, "print best_rec.json's content (the plan with --dry-run) as one JSON document")
     live = p.add_argument_group("a running or finished study (the same --spec / --study / --out / --storage name it; "
                                 "--status and --delete-study need no spec: --study NAME with --storage URL or --out DIR)")
     live.add_argument("--status", action="store_true", help="list every trial of the study: number, state, value, best so far, parameters "

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from skillbank.scoring.answers import ANSWER_TYPES
-from skillbank.cli import summary
+from skillbank.commands.flags import add_answer_format, add_json, add_results_dir, command_parser
 
 DESCRIPTION = """\
 Find the evaluation's results.json under --results-dir (a folder or an fsspec URL such as s3://...),
@@ -35,28 +34,19 @@ examples:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "gaps",
-        help=summary("gaps"),
-        description=DESCRIPTION,
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser(sub, "gaps", DESCRIPTION, epilog=EXAMPLES)
     add_arguments(p)
     p.set_defaults(run=run)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--results-dir", required=True, metavar="DIR", help="evaluation results_dir (or a results.json), local or URL")
+    add_results_dir(p)
     p.add_argument("--out", "--gaps-parquet", dest="out", required=True, metavar="FILE.parquet", help="failures parquet to write")
     p.add_argument("--annotations", "--kpi-ann-path", dest="annotations", metavar="FILE", help="LLaVA annotations the evaluation read")
     p.add_argument("--media-root", "--kpi-media-path", dest="media_root", metavar="DIR", help="folder the records' video paths are relative to")
-    p.add_argument("--task", choices=("", "its_directionality", "mcq"), default=None,
-                   help='task type (default: metrics.json\'s task_type, else "")')
-    p.add_argument("--answer-format", dest="answer_type", choices=ANSWER_TYPES, default=None,
-                   help="how responses hold the answer (default: metrics.json's answer_type, else short)")
+    add_answer_format(p)
     p.add_argument("--threads", type=int, default=None, help="DuckDB threads (default: all cores)")
-    p.add_argument("--json", action="store_true", help="print the summary as one JSON document")
+    add_json(p, "print the summary as one JSON document")
 
 
 def run(args: argparse.Namespace) -> int:

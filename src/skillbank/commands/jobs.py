@@ -7,9 +7,9 @@ import json
 from typing import Any
 
 from skillbank.automl import DEFAULT_ALGORITHM, DEFAULT_TRIALS
-from skillbank.commands.flags import DEFAULT_METRIC, add_metric_argument, add_search_arguments, add_storage_argument
-from skillbank.training.backends import BACKENDS
-from skillbank.cli import summary
+from skillbank.commands.flags import (add_backend, add_dry_run, add_gpus_per_node, add_json, add_metric_argument,
+                                      add_model_family, add_nodes, add_resume_from, add_search_arguments, add_skill,
+                                      add_spec, add_storage_argument, command_parser, DEFAULT_METRIC, DEFAULT_SKILL)
 
 PLATFORMS = ("local", "docker", "slurm")
 DIAGNOSE_HELP = """\
@@ -71,38 +71,37 @@ beside the folder and indexed, so the job id works from any directory. Run it wh
 (scontrol on PATH).
 """
 
+SUBMIT_DESCRIPTION = (
+    "Submit a train spec as a job: `skillbank train` (--action train, the default) or an AutoML study "
+    "(--action automl: `skillbank automl --resume --study NAME --out <results_dir>/automl/NAME`; the study name defaults to "
+    "the spec file's stem, so re-submitting the same spec, or a Slurm requeue, continues the same study; `jobs cancel` "
+    "stops every trial), or an rl spec's GRPO (--action rl: cosmos-rl on the TOMLs rendered into the job folder, a requeue resumes from "
+    "the newest checkpoint; --backend local: `skillbank rl --backend local`). Preflight runs first: a spec or data error submits nothing (exit 2). "
+    "The environment (HF_TOKEN, redis-server, GPUs, free disk) is checked here for --platform local; for docker and "
+    "slurm its findings are listed as 'check on the node' and the rendered job runs `skillbank preflight --only env` "
+    "as its first step there. --dry-run writes the command or sbatch script into <results_dir>/jobs/<id>/ and submits nothing. "
+    "Jobs that travel: the job runs from the spec copy in its job folder and works in that folder, wherever it was moved; "
+    "the copy names every path absolute as it was meant here (a relative path, or a relative default such as results_dir ./results, "
+    "from this directory; under --path-map as the node names it), so a relative path you write into the copy yourself starts at the job folder. "
+    "A rendered script finds its folder from its own location; local command.sh finds skillbank through SKILLBANK_VENV, then `skillbank` on PATH, "
+    "then this machine's interpreter, and says which. Follow a job with `skillbank jobs status|logs|wait|cancel ID`; "
+    "a job.sbatch submitted by hand joins them with `skillbank jobs attach`."
+)
+
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "submit",
-        help=summary("submit"),
-        description="Submit a train spec as a job: `skillbank train` (--action train, the default) or an AutoML study "
-        "(--action automl: `skillbank automl --resume --study NAME --out <results_dir>/automl/NAME`; the study name defaults to "
-        "the spec file's stem, so re-submitting the same spec, or a Slurm requeue, continues the same study; `jobs cancel` "
-        "stops every trial), or an rl spec's GRPO (--action rl: cosmos-rl on the TOMLs rendered into the job folder, a requeue resumes from "
-        "the newest checkpoint; --backend local: `skillbank rl --backend local`). Preflight runs first: a spec or data error submits nothing (exit 2). "
-        "The environment (HF_TOKEN, redis-server, GPUs, free disk) is checked here for --platform local; for docker and "
-        "slurm its findings are listed as 'check on the node' and the rendered job runs `skillbank preflight --only env` "
-        "as its first step there. --dry-run writes the command or sbatch script into <results_dir>/jobs/<id>/ and submits nothing. "
-        "Jobs that travel: the job runs from the spec copy in its job folder and works in that folder, wherever it was moved; "
-        "the copy names every path absolute as it was meant here (a relative path, or a relative default such as results_dir ./results, "
-        "from this directory; under --path-map as the node names it), so a relative path you write into the copy yourself starts at the job folder. "
-        "A rendered script finds its folder from its own location; local command.sh finds skillbank through SKILLBANK_VENV, then `skillbank` on PATH, "
-        "then this machine's interpreter, and says which. Follow a job with `skillbank jobs status|logs|wait|cancel ID`; "
-        "a job.sbatch submitted by hand joins them with `skillbank jobs attach`.",
-    )
+    p = command_parser(sub, "submit", SUBMIT_DESCRIPTION, raw=False)
     p.add_argument("--platform", required=True, choices=PLATFORMS)
-    p.add_argument("--spec", required=True, metavar="FILE", help="train spec (YAML) of the model skill (automl: the study's base spec; rl: an rl spec)")
+    add_spec(p, "train spec (YAML) of the model skill (automl: the study's base spec; rl: an rl spec)", required=True, metavar="FILE")
     p.add_argument("--action", choices=ACTIONS, default="train", help="train (default): one training run; automl: a hyperparameter study on the spec, its trials one after another where the job runs; "
                    "rl: GRPO from an rl spec (policy + rollout GPUs on one node)")
-    p.add_argument("--model-family", default=None, choices=("qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"),
-                   help="rl: the family of a start checkpoint this machine cannot read (default: its config.json here, with --path-map at LOCAL, else its name)")
-    p.add_argument("--backend", choices=BACKENDS, default=None, help="training backend (default: cosmos-rl on every platform; local: torchrun + FSDP2, one node)")
-    p.add_argument("--skill", default="tao-finetune-cosmos-reason", help="model skill the spec belongs to")
-    p.add_argument("--nodes", type=int, default=None, metavar="N", help="confirm the node count (must equal policy.parallelism.dp_replicate_size)")
-    p.add_argument("--gpus-per-node", type=int, default=None, metavar="G", help="GPUs per node (slurm: must equal dp_shard*tp*cp*pp; "
+    add_model_family(p, "rl: the family of a start checkpoint this machine cannot read (default: its config.json here, with --path-map at LOCAL, else its name)")
+    add_backend(p, "training backend (default: cosmos-rl on every platform; local: torchrun + FSDP2, one node)", default=None)
+    add_skill(p, "model skill the spec belongs to", default=DEFAULT_SKILL)
+    add_nodes(p, "confirm the node count (must equal policy.parallelism.dp_replicate_size)", metavar="N")
+    add_gpus_per_node(p, "GPUs per node (slurm: must equal dp_shard*tp*cp*pp; "
                    "local/docker: what the machine has, for preflight). 0 on any platform, with --backend local: a CPU job of dp_shard*tp*cp*pp "
-                   "CPU ranks, CUDA_VISIBLE_DEVICES empty, no GPU check (slurm: --cpus-per-task of as many, no GRES, no --exclusive; docker: no --gpus)")
+                   "CPU ranks, CUDA_VISIBLE_DEVICES empty, no GPU check (slurm: --cpus-per-task of as many, no GRES, no --exclusive; docker: no --gpus)", metavar="G")
     p.add_argument("--image", default=None, help="docker: container image (default: the skill's container_image, built from the checkout's Dockerfile); "
                    "slurm: run every step in this image through pyxis/enroot (a registry reference or an .sqsh file; default: no container, the submitting Python environment)")
     p.add_argument("--shm-size", default="16g", help="docker: --shm-size of the container (default 16g)")
@@ -111,23 +110,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--time", default=None, metavar="HH:MM:SS",
                    help="slurm: time limit (default: `skillbank plan`'s suggested time for a train or rl job: its total + 25%% + 15 min on h100-80gb at MFU 0.3, "
                         "said in the record's notes; none for a CPU job or an AutoML study)")
-    p.add_argument("--resume-from", metavar="CHECKPOINT", default=None,
-                   help="train: the job starts from this checkpoint (`skillbank train --resume-from`: a step_N[/policy] or run folder, "
+    add_resume_from(p, "train: the job starts from this checkpoint (`skillbank train --resume-from`: a step_N[/policy] or run folder, "
                    "complete by cosmos-rl's markers; checked here when this machine has it, else on the node); a requeued attempt "
                    "continues its own newest checkpoint instead")
-    p.add_argument("--dry-run", action="store_true", help="render into the job folder, print its path, submit nothing; writes only <results_dir>/jobs/<id>/ and its record "
+    add_dry_run(p, "render into the job folder, print its path, submit nothing; writes only <results_dir>/jobs/<id>/ and its record "
                    "<results_dir>/jobs/<id>.json (not indexed: `jobs status` finds it by path or --results-dir); the environment is checked on the node, every platform alike")
     from skillbank.commands.flags import add_path_map
 
     add_path_map(p)
-    p.add_argument("--json", action="store_true", help="print the job record as one JSON document")
+    add_json(p, "print the job record as one JSON document")
     search = p.add_argument_group("--action automl", "what the study searches (as `skillbank automl`; the job always passes --resume)")
     add_search_arguments(search)
     add_metric_argument(search)
     add_storage_argument(search)
     p.set_defaults(run=run_submit)
 
-    jobs = sub.add_parser("jobs", help=summary("jobs"))
+    jobs = command_parser(sub, "jobs", raw=False)
     verbs = jobs.add_subparsers(dest="verb", metavar="VERB", required=True)
     for name, fn, text in (
         ("status", run_status, "refresh and print the job record (slurm: squeue, then scontrol show job, then sacct once it left the "
@@ -142,21 +140,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         if name == "logs":
             v.add_argument("--tail", type=int, default=100, metavar="N", help="lines to show (default 100)")
         else:
-            v.add_argument("--json", action="store_true", help="print the record as one JSON document")
+            add_json(v, "print the record as one JSON document")
         v.set_defaults(run=fn)
     v = verbs.add_parser("wait", help="block until the job ends; exit 0 succeeded, 1 failed or cancelled, 2 no such job, 3 timeout, 4 end unknown",
                          description=WAIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     v.add_argument("job", metavar="JOB", help="job id (printed by submit or attach) or path of <results_dir>/jobs/<id>.json")
     v.add_argument("--timeout", type=float, default=None, metavar="S", help="give up after S seconds (exit 3; the job goes on). Default: wait as long as it takes")
     v.add_argument("--results-dir", default=None, help="where to look for jobs/<id>.json besides the job index")
-    v.add_argument("--json", action="store_true", help="print one JSON document at the end (keys above)")
+    add_json(v, "print one JSON document at the end (keys above)")
     v.set_defaults(run=run_wait)
     v = verbs.add_parser("attach", help="record a Slurm job submitted by hand (sbatch job.sbatch in a rendered job folder) so status, logs, cancel and wait follow it",
                          description=ATTACH_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     v.add_argument("dir", metavar="DIR", nargs="?", default=None, help="the job folder (as --job-dir)")
     v.add_argument("--job-dir", default=None, metavar="DIR", help="the job folder skillbank rendered (job.sbatch, spec copy, job.json), wherever it was copied")
     v.add_argument("--slurm-id", default=None, metavar="N", help="the id sbatch printed (default: N of the newest slurm-<N>.out in the folder)")
-    v.add_argument("--json", action="store_true", help="print the record as one JSON document")
+    add_json(v, "print the record as one JSON document")
     v.set_defaults(run=run_attach)
     v = verbs.add_parser(
         "diagnose",
@@ -168,7 +166,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "(logs_latest/), one logs_<time> folder, or a skillbank run folder")
     v.add_argument("--stale-after", type=float, default=None, metavar="S",
                    help="logs unchanged for S seconds mean the run is not running (default 600)")
-    v.add_argument("--json", action="store_true", help="print one JSON document (keys below)")
+    add_json(v, "print one JSON document (keys below)")
     v.set_defaults(run=run_diagnose)
     v = verbs.add_parser("list", help="known jobs, newest first, with their last recorded status", description="Jobs in the index (and under --results-dir), with the status last written to each record (`jobs status` refreshes one).")
     v.add_argument("--results-dir", default=None)

@@ -8,10 +8,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from skillbank.commands.flags import parse_count
-from skillbank.cli import summary
+from skillbank.commands.flags import (add_assignments, add_gpus_per_node, add_json, add_nodes, add_skill, add_spec,
+                                      command_parser, DEFAULT_SKILL, parse_count)
 
-DEFAULT_SKILL = "tao-finetune-cosmos-reason"
 DESCRIPTION = """\
 How many GPUs, how long, and does it fit? For a train spec, from three counted figures:
   - parameters: the model's config.json (a local folder, the local Hugging Face cache, or the copy
@@ -78,16 +77,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from skillbank.commands.flags import add_path_map
 
     rates = Rates()
-    parser = subparsers.add_parser("plan", help=summary("plan"), description=DESCRIPTION, epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--spec", metavar="FILE", help="the train or rl spec (YAML, JSON or TOML); without it, --records describes the data and the skill's train template is planned")
-    parser.add_argument("--skill", default=DEFAULT_SKILL, help=f"model skill whose spec it is (default {DEFAULT_SKILL})")
+    parser = command_parser(subparsers, "plan", DESCRIPTION, epilog=EXAMPLES)
+    add_spec(parser, "the train or rl spec (YAML, JSON or TOML); without it, --records describes the data and the skill's train template is planned", metavar="FILE")
+    add_skill(parser, f"model skill whose spec it is (default {DEFAULT_SKILL})", default=DEFAULT_SKILL)
     parser.add_argument("--action", choices=("train", "rl"), help="the spec's action (default: read from the file; train without --spec)")
-    parser.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE",
-                        help="dotted key or shorthand override for this plan only (repeatable; as `skillbank spec --set`)")
+    add_assignments(parser, "dotted key or shorthand override for this plan only (repeatable; as `skillbank spec --set`)")
     add_path_map(parser)
-    parser.add_argument("--nodes", type=int, metavar="N", help="nodes of the main plan (default: policy.parallelism.dp_replicate_size)")
-    parser.add_argument("--gpus-per-node", type=int, metavar="G",
-                        help="GPUs per node (default: dp_shard_size x tp x cp x pp of the spec); dp_shard_size becomes G / (tp x cp x pp)")
+    add_nodes(parser, "nodes of the main plan (default: policy.parallelism.dp_replicate_size)", metavar="N")
+    add_gpus_per_node(parser, "GPUs per node (default: dp_shard_size x tp x cp x pp of the spec); dp_shard_size becomes G / (tp x cp x pp)", metavar="G")
     parser.add_argument("--gpu", default="h100-80gb", metavar="KIND", help=f"GPU kind: {', '.join(GPUS)} (default h100-80gb)")
     parser.add_argument("--mfu", type=float, default=DEFAULT_MFU, metavar="X",
                         help=f"model FLOPs utilisation, a fraction (default {DEFAULT_MFU}: see assumptions for its source)")
@@ -111,7 +108,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     timing.add_argument("--internode-gibps", type=float, default=rates.internode_gibps, metavar="X",
                         help=f"between nodes, per GPU (default {rates.internode_gibps:g}: one 400 Gb/s InfiniBand link per GPU)")
     timing.add_argument("--launch-minutes", type=float, default=rates.launch_min, metavar="M", help=f"processes, redis, NCCL, building the model (default {rates.launch_min:g})")
-    parser.add_argument("--json", action="store_true", help="print one JSON document (the keys above)")
+    add_json(parser, "print one JSON document (the keys above)")
     parser.set_defaults(run=run)
 
 

@@ -8,9 +8,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from skillbank.commands.flags import parse_count
-from skillbank.training.backends import BACKENDS
-from skillbank.cli import summary
+from skillbank.commands.flags import (add_backend, add_gpus_per_node, add_json, add_nodes, add_skill, add_spec,
+                                      add_start_check, command_parser, parse_count)
 
 DESCRIPTION = """\
 Check everything that is known to break a launch, before it: the spec's rules, parallel sizes
@@ -41,12 +40,12 @@ the same --path-map: its REMOTE paths are read at LOCAL (stats.path_map lists th
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--skill", required=True, help="model skill, e.g. tao-finetune-cosmos-reason")
+    add_skill(parser, "model skill, e.g. tao-finetune-cosmos-reason", required=True)
     parser.add_argument("--action", required=True, help="train, evaluate, inference, quantize or export")
-    parser.add_argument("--spec", required=True, metavar="FILE", help="the action's spec (YAML, JSON or TOML)")
-    parser.add_argument("--gpus-per-node", type=int, metavar="N", help="GPUs per node the job gets (checks the parallel sizes)")
-    parser.add_argument("--nodes", type=int, metavar="M", help="nodes the job gets (checks dp_replicate_size)")
-    parser.add_argument("--backend", choices=BACKENDS, help="training backend (cosmos-rl also needs redis-server)")
+    add_spec(parser, "the action's spec (YAML, JSON or TOML)", required=True, metavar="FILE")
+    add_gpus_per_node(parser, "GPUs per node the job gets (checks the parallel sizes)", metavar="N")
+    add_nodes(parser, "nodes the job gets (checks dp_replicate_size)", metavar="M")
+    add_backend(parser, "training backend (cosmos-rl also needs redis-server)")
     parser.add_argument("--decode-sample", type=parse_count, default=0, metavar="K|all",
                         help="decode videos with PyAV and report what was measured: failures, clip lengths, frames sampled at the spec's fps / nframes. "
                              "K: K random videos of the train set (evaluate / inference / rl: of their one dataset); the validation set is not decoded. "
@@ -66,15 +65,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from skillbank.commands.flags import add_path_map
 
     add_path_map(parser)
-    parser.add_argument("--no-start-check", action="store_true",
-                        help="rl: skip the GRPO start check (by default, when the start model is a local folder and torch is installed, "
+    add_start_check(parser, "rl: skip the GRPO start check (by default, when the start model is a local folder and torch is installed, "
                              "a few prompts are sampled from it, n_generation times each, and a warning says when every group's rewards "
                              "are equal: nothing to learn; stats.start_check holds the share)")
-    parser.add_argument("--json", action="store_true", help="print one JSON document {ok, findings (each with its group), stats}")
+    add_json(parser, "print one JSON document {ok, findings (each with its group), stats}")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("preflight", help=summary("preflight"), description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser(subparsers, "preflight", DESCRIPTION)
     add_arguments(parser)
     parser.set_defaults(run=run)
 

@@ -5,22 +5,22 @@ from __future__ import annotations
 import argparse
 import json
 
-from skillbank.cli import summary
+from skillbank.commands.flags import add_json, add_output, add_overwrite, add_spec, command_parser
+
+DESCRIPTION = (
+    "Quantize a Hugging Face model folder with compressed-tensors (the format vLLM loads). "
+    "Writes the model, processor and quantize_manifest.json (sha256 of every file). Flags override the spec."
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "quantize",
-        help=summary("quantize"),
-        description="Quantize a Hugging Face model folder with compressed-tensors (the format vLLM loads). "
-        "Writes the model, processor and quantize_manifest.json (sha256 of every file). Flags override the spec.",
-    )
-    p.add_argument("--spec", metavar="FILE", help="quantize spec (QuantizeSpec YAML)")
+    p = command_parser(sub, "quantize", DESCRIPTION, raw=False)
+    add_spec(p, "quantize spec (QuantizeSpec YAML)", metavar="FILE")
     p.add_argument("--model", metavar="DIR", help="model folder (spec: model_path)")
     p.add_argument("--scheme", help="FP8_DYNAMIC (default, no calibration), W8A16 or W4A16 (spec: scheme)")
-    p.add_argument("--out", metavar="DIR", help="output folder (spec: output_dir)")
-    p.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
-    p.add_argument("--json", action="store_true", help="print the manifest as one JSON document")
+    add_output(p)
+    add_overwrite(p)
+    add_json(p, "print the manifest as one JSON document")
     p.set_defaults(run=run_quantize)
 
 

@@ -7,8 +7,8 @@ import argparse
 import json
 import sys
 
+from skillbank.commands.flags import add_json, command_parser
 from skillbank.reporting.build import MAX_STRIPS
-from skillbank.cli import summary
 
 DESCRIPTION = """\
 One page of evidence about a training run and its evaluations: DIR/report.html (one file that opens
@@ -44,8 +44,7 @@ examples:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help=summary("report"),
-                       description=DESCRIPTION, epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command_parser(sub, "report", DESCRIPTION, epilog=EXAMPLES)
     p.add_argument("--run", dest="run_dir", metavar="RUN", help="training run folder (<output_dir>/<timestamp>) or its output_dir")
     p.add_argument("--eval", action="append", default=[], metavar="DIR", dest="evals",
                    help="evaluation folder (results.json + metrics.json); repeat: two add the comparison")
@@ -55,8 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-failures", type=int, default=MAX_STRIPS, metavar="N",
                    help=f"failures per evaluation shown with frames (default {MAX_STRIPS}; all are listed)")
     p.add_argument("--no-frames", action="store_true", help="list the failures without frames (no clip is read)")
-    p.add_argument("--json", action="store_true",
-                   help="print one JSON document {ok, html, markdown, images, sections: {key: {title, shown, needs, why}}, "
+    add_json(p, "print one JSON document {ok, html, markdown, images, sections: {key: {title, shown, needs, why}}, "
                    "accuracy: {eval: {family: {accuracy, ci95, correct, total, ci95_from}}}, failures: {eval: count}, wall_s}")
     p.set_defaults(run=run)
 

@@ -8,11 +8,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from skillbank.commands.flags import (add_backend, add_dry_run, add_gpus_per_node, add_json, add_model_family,
+                                      add_spec, add_start_check, command_parser, DEFAULT_SKILL)
 from skillbank.errors import InputError
-from skillbank.training.backends import BACKENDS, DEFAULT_BACKEND
-from skillbank.cli import summary
+from skillbank.training.backends import DEFAULT_BACKEND
 
-SKILL = "tao-finetune-cosmos-reason"
+SKILL = DEFAULT_SKILL  # the skill whose action this command runs
 FIND_SCRIPT = 'import importlib.util as u; print(u.find_spec("skillbank.training.cosmos_rl.grpo_script").origin)'  # where the node has it
 DESCRIPTION = """\
 Reinforcement learning (GRPO) after SFT, from an rl spec
@@ -59,25 +60,19 @@ examples:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("rl", help=summary("rl"),
-                       description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--spec", required=True, help="rl spec file (YAML or JSON)")
-    p.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
-                   help=f"cosmos-rl: prepare the TOML and print the launch command (GPUs); local: run GRPO here, CPU or one GPU (default: {DEFAULT_BACKEND})")
-    p.add_argument("--gpus-per-node", type=int, help="GPUs the training machine has (policy + rollout GPUs must fit; cosmos-rl)")
-    p.add_argument("--dry-run", action="store_true", help="local: print the plan (steps, prompts per step, run folder) and create nothing")
+    p = command_parser(sub, "rl", DESCRIPTION)
+    add_spec(p, "rl spec file (YAML or JSON)", required=True)
+    add_backend(p, f"cosmos-rl: prepare the TOML and print the launch command (GPUs); local: run GRPO here, CPU or one GPU (default: {DEFAULT_BACKEND})", default=DEFAULT_BACKEND)
+    add_gpus_per_node(p, "GPUs the training machine has (policy + rollout GPUs must fit; cosmos-rl)")
+    add_dry_run(p, "local: print the plan (steps, prompts per step, run folder) and create nothing")
     p.add_argument("--resume", action="store_true", help="local: continue the newest run of train.output_dir from its newest complete checkpoint")
     from skillbank.commands.flags import add_path_map
-    from skillbank.training.cosmos_rl.family import FAMILIES
-
     add_path_map(p)
-    p.add_argument("--model-family", choices=tuple(FAMILIES), default=None,
-                   help="cosmos-rl: the family of a starting checkpoint this machine cannot read (default: its config.json here, else its name)")
-    p.add_argument("--no-start-check", action="store_true",
-                   help="skip the start check: by default, when the start model is a local folder and torch is installed, a few prompts "
+    add_model_family(p, "cosmos-rl: the family of a starting checkpoint this machine cannot read (default: its config.json here, else its name)")
+    add_start_check(p, "skip the start check: by default, when the start model is a local folder and torch is installed, a few prompts "
                         "(4 groups of rollout.n_generation samples) are sampled from it and scored, and a warning says when every "
                         "group's rewards are equal (GRPO would learn nothing)")
-    p.add_argument("--json", action="store_true", help="print one JSON object (progress goes to stderr)")
+    add_json(p, "print one JSON object (progress goes to stderr)")
     p.set_defaults(run=run)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from skillbank.cli import summary
+from skillbank.commands.flags import add_json, add_nodes, add_skill, add_spec, command_parser
 
 DESCRIPTION = """\
 Decide where a request goes. An explicit --automl-policy wins; otherwise the request's wording
@@ -31,15 +31,14 @@ time on one node: the route is "direct" and the reason says why ("nodes", "nodes
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("route", help=summary("route"), description=DESCRIPTION,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--skill", required=True, help="model skill, e.g. tao-finetune-cosmos-reason")
+    p = command_parser(sub, "route", DESCRIPTION)
+    add_skill(p, "model skill, e.g. tao-finetune-cosmos-reason", required=True)
     p.add_argument("--action", required=True, help="train, rl, evaluate, inference, quantize, export")
     p.add_argument("--request", metavar="TEXT", help="the user's words, e.g. 'fine-tune it, no HPO'")
     p.add_argument("--automl-policy", choices=("auto", "off"), help="explicit policy (wins over the request)")
-    p.add_argument("--nodes", type=int, metavar="N", help="nodes the run trains on (wins over --spec and the request's words)")
-    p.add_argument("--spec", metavar="FILE", help="the train / rl spec: its policy.parallelism.dp_replicate_size is the nodes it trains on")
-    p.add_argument("--json", action="store_true", help="print one JSON object (the default output is JSON too)")
+    add_nodes(p, "nodes the run trains on (wins over --spec and the request's words)", metavar="N")
+    add_spec(p, "the train / rl spec: its policy.parallelism.dp_replicate_size is the nodes it trains on", metavar="FILE")
+    add_json(p, "print one JSON object (the default output is JSON too)")
     p.set_defaults(run=run)
 
 

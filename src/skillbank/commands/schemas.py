@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 
-from skillbank.cli import summary
+from skillbank.commands.flags import add_json, command_parser
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    schemas = sub.add_parser("schemas", help=summary("schemas"))
+    schemas = command_parser(sub, "schemas", raw=False)
     verbs = schemas.add_subparsers(dest="verb", metavar="VERB", required=True)
     gen = verbs.add_parser(
         "generate",
@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "exit 1 when a snapshot's generator failed.",
     )
     gen.add_argument("--check", action="store_true", help="verify only; exit 2 if anything is stale")
-    gen.add_argument("--json", action="store_true", help="print one JSON document: ok, check, files, stale|written, not_checked, failed")
+    add_json(gen, "print one JSON document: ok, check, files, stale|written, not_checked, failed")
     gen.set_defaults(run=run)
 
 

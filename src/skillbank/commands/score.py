@@ -6,8 +6,7 @@ import argparse
 import json
 import sys
 
-from skillbank.scoring.answers import ANSWER_TYPES
-from skillbank.cli import summary
+from skillbank.commands.flags import add_answer_format, add_json, add_results_dir, command_parser
 
 DESCRIPTION = """\
 Recompute metrics.json from an evaluation's results without loading a model, with the answer rules of
@@ -62,25 +61,16 @@ KEPT = ("model", "model_path", "annotation_path", "elapsed_s", "samples_per_s", 
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "score",
-        help=summary("score"),
-        description=DESCRIPTION,
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--results-dir", required=True, metavar="DIR", help="evaluation results_dir (or a results.json), local or URL")
-    p.add_argument("--task", choices=("", "its_directionality", "mcq"), default=None,
-                   help='task type (default: metrics.json\'s task_type, else "")')
-    p.add_argument("--answer-format", dest="answer_type", choices=ANSWER_TYPES, default=None,
-                   help="how responses hold the answer (default: metrics.json's answer_type, else short)")
+    p = command_parser(sub, "score", DESCRIPTION, epilog=EXAMPLES)
+    add_results_dir(p)
+    add_answer_format(p)
     p.add_argument("--primary", default="accuracy", metavar="NAME", help="metric named in primary_metric (default: accuracy)")
     p.add_argument("--field", action="append", metavar="OURS=THEIRS",
                    help="read field THEIRS as OURS (gt, response, question, video_id, family, dataset); repeat; for a field set not known")
     p.add_argument("--out", metavar="FILE", help="metrics file to write (default: metrics.json beside our results.json, ./metrics.json for "
                    "other engines' results; metrics.score.json there when a metrics.json exists: it is never replaced unless named here)")
     p.add_argument("--per-sample", metavar="FILE", help="also write one JSON line per result: id, question, family, dataset, reference, answer, correct")
-    p.add_argument("--json", action="store_true", help="print the metrics document as one JSON document")
+    add_json(p, "print the metrics document as one JSON document")
     p.set_defaults(run=run)
 
 

@@ -8,9 +8,8 @@ import json
 import sys
 from typing import Any
 
-from skillbank.cli import summary
+from skillbank.commands.flags import add_assignments, add_json, add_skill, command_parser, DEFAULT_SKILL
 
-DEFAULT_SKILL = "tao-finetune-cosmos-reason"
 SHORTHANDS = "@@shorthands@@"  # replaced by the skill's shorthand table when --help is printed
 
 DESCRIPTION = """\
@@ -106,14 +105,8 @@ def _shorthand_table(skill: str) -> str:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "spec",
-        help=summary("spec"),
-        description=DESCRIPTION,
-        epilog=EXAMPLES,
-        formatter_class=_HelpFormatter,
-    )
-    p.add_argument("--skill", default=DEFAULT_SKILL, help=f"model skill (default {DEFAULT_SKILL})")
+    p = command_parser(sub, "spec", DESCRIPTION, epilog=EXAMPLES, formatter_class=_HelpFormatter)
+    add_skill(p, f"model skill (default {DEFAULT_SKILL})", default=DEFAULT_SKILL)
     p.add_argument("--action", help="train, evaluate, inference, quantize or export (with --from: inferred from the file when left out)")
     p.add_argument("--from", dest="from_file", metavar="FILE", help="edit this spec (YAML, JSON or TOML) instead of starting from the template; it is not modified unless -o names it. "
                    "A cosmos-rl SFT config (the TOML cosmos-rl ran with, or a checkpoint's cosmos_config) becomes a train spec: keys it leaves "
@@ -121,13 +114,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--from-format", choices=("auto", "skillbank", "cosmos-rl"), default="auto",
                    help="how to read --from: auto (default: cosmos-rl when the file has keys only cosmos-rl knows, is named cosmos_config, "
                    "or is a TOML with [train] and no results_dir), skillbank (a skill spec), cosmos-rl")
-    p.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE", help="dotted key or shorthand override (repeatable)")
+    add_assignments(p, "dotted key or shorthand override (repeatable)")
     p.add_argument("--dataset-root", metavar="DIR", help="folder with annotations.json (or train/ and val/ subfolders)")
     from skillbank.commands.flags import add_path_map
 
     add_path_map(p)
     p.add_argument("-o", "--output", metavar="FILE", help="write the spec here (atomically; .toml TOML, .json JSON, else YAML) instead of stdout")
-    p.add_argument("--json", action="store_true", help="print one JSON document {ok, skill, action, from, output, applied, fitted, notes, plan, spec; rl: recipe}")
+    add_json(p, "print one JSON document {ok, skill, action, from, output, applied, fitted, notes, plan, spec; rl: recipe}")
     p.set_defaults(run=run)
 
 
@@ -260,7 +253,7 @@ def _fit_train(spec: Any, explicit: set[str]) -> tuple[Any, list[Any], dict[str,
     """The train plan from the annotation files' record counts (a note says why it was skipped), the
     batches fitted, and a note when the run barely trains (preflight reports the same as a warning)."""
     from skillbank.errors import InputError
-    from skillbank.preflight import env_checks
+    from skillbank.models.params import model_params
     from skillbank.runs import fitting, steps
 
     if not spec.custom.train_dataset.annotation_path:
@@ -274,7 +267,7 @@ def _fit_train(spec: Any, explicit: set[str]) -> tuple[Any, list[Any], dict[str,
     errors = steps.plan_errors(spec, count, val_records)
     if errors:
         _refuse(errors, explicit)
-    params, how = env_checks.model_params(env_checks.resolve("policy.model_name_or_path", spec.policy.model_name_or_path))
+    params, how = model_params(spec.policy.model_name_or_path.strip())  # as preflight counts it (modelref.parse strips)
     problem = steps.steps_problem(spec, count)
     notes = [f"{problem.severity}: {problem.message} (fix: {problem.fix})"] if problem else []
     return spec, fits, steps.run_plan(spec, count, val_records=val_records, params=params, params_from=how), notes

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from skillbank.automl import DEFAULT_ALGORITHM
-from skillbank.commands.flags import add_search_arguments
+from skillbank.commands.flags import (add_backend, add_dry_run, add_json, add_resume_from, add_search_arguments,
+                                      add_spec, command_parser, DEFAULT_SKILL)
 from skillbank.errors import InputError
-from skillbank.training.backends import BACKEND_HELP, BACKENDS, DEFAULT_BACKEND
-from skillbank.cli import summary
+from skillbank.training.backends import BACKEND_HELP, DEFAULT_BACKEND
 
-SKILL = "tao-finetune-cosmos-reason"
+SKILL = DEFAULT_SKILL  # the skill whose action this command runs
 
 DESCRIPTION = """\
 Fine-tune Cosmos-Reason (Qwen2.5-VL / Qwen3-VL) on LLaVA video QA from a validated train spec.
@@ -54,33 +54,26 @@ exit codes: 0 trained; 2 bad input (nothing launched); 1 the run failed (resume 
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "train",
-        help=summary("train"),
-        description=DESCRIPTION,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--spec", required=True, help="train spec (YAML/JSON/TOML) written by `skillbank spec`")
-    p.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND, help=BACKEND_HELP)
+    p = command_parser(subparsers, "train", DESCRIPTION, epilog=EPILOG)
+    add_spec(p, "train spec (YAML/JSON/TOML) written by `skillbank spec`", required=True)
+    add_backend(p, BACKEND_HELP, default=DEFAULT_BACKEND)
     p.add_argument("--automl-policy", choices=("auto", "off"), default=None,
                    help="auto: AutoML when the skill supports it; off: direct training for this run (default: the router's, from --request, else auto)")
     p.add_argument("--request", default=None, help="the user's request in words (the router reads e.g. 'no HPO')")
-    p.add_argument("--dry-run", action="store_true", help="print the plan (command, ranks, run folder; on the AutoML route the study plan) and launch nothing; "
+    add_dry_run(p, "print the plan (command, ranks, run folder; on the AutoML route the study plan) and launch nothing; "
                    "plans for the machine that will train: spec and data must pass, HF_TOKEN / redis-server / GPUs / disk are listed as 'check on the node'; "
                    "writes nothing but cosmos-rl's TOML in the job folder it prints (<results_dir>/jobs/<id>/)")
     from skillbank.commands.flags import add_path_map
 
     add_path_map(p)
     p.add_argument("--resume", action="store_true", help="continue from the newest complete checkpoint under train.output_dir (AutoML route: continue the study)")
-    p.add_argument("--resume-from", metavar="CHECKPOINT", default=None,
-                   help="start a new run from this checkpoint, of this run or another: a checkpoints/step_N/policy folder, its step_N folder, "
+    add_resume_from(p, "start a new run from this checkpoint, of this run or another: a checkpoints/step_N/policy folder, its step_N folder, "
                    "or a run folder (its newest complete checkpoint); complete by cosmos-rl's markers (cosmos_config + one .rank_R_complete "
                    "per saving rank). cosmos-rl: train.resume = \"<path>\"; local: weights, optimizer, schedule and step. With --resume too, "
                    "the newest checkpoint under output_dir wins when there is one (a requeued job). `skillbank jobs diagnose RUN` names the last complete one")
     search = p.add_argument_group("AutoML route (automl_policy auto): narrow the study, as `skillbank automl` does")
     add_search_arguments(search, trials_flags=("--automl-max-trials",))
-    p.add_argument("--json", action="store_true", help="print one JSON document on stdout (progress goes to stderr)")
+    add_json(p, "print one JSON document on stdout (progress goes to stderr)")
     p.set_defaults(run=run)
 
 

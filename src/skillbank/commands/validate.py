@@ -5,19 +5,19 @@ from __future__ import annotations
 import argparse
 import json
 
-from skillbank.cli import summary
+from skillbank.commands.flags import add_json, command_parser
+
+DESCRIPTION = (
+    "Check every skill of the bank: Agent Skills frontmatter, that every relative path named in a "
+    "SKILL.md or reference exists, references one level deep, manifests and skill_info.yaml against the spec "
+    "models, config.json and plugin manifests against the folders, every skill's evals/evals.json against schemas/evals.schema.json, and generated files fresh (the cosmos-rl defaults and parameter-count snapshots in child processes, "
+    "where cosmos_rl / torch are importable; elsewhere they are listed as not checked). Exit 2 on any problem."
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "validate",
-        help=summary("validate"),
-        description="Check every skill of the bank: Agent Skills frontmatter, that every relative path named in a "
-        "SKILL.md or reference exists, references one level deep, manifests and skill_info.yaml against the spec "
-        "models, config.json and plugin manifests against the folders, every skill's evals/evals.json against schemas/evals.schema.json, and generated files fresh (the cosmos-rl defaults and parameter-count snapshots in child processes, "
-        "where cosmos_rl / torch are importable; elsewhere they are listed as not checked). Exit 2 on any problem.",
-    )
-    p.add_argument("--json", action="store_true", help="print one JSON document {ok, checks: {name: [problems]}, not_checked: [...]}")
+    p = command_parser(sub, "validate", DESCRIPTION, raw=False)
+    add_json(p, "print one JSON document {ok, checks: {name: [problems]}, not_checked: [...]}")
     p.set_defaults(run=run)
 
 

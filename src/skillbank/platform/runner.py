@@ -49,8 +49,9 @@ def read_args(argv: Sequence[str]) -> tuple[dict[str, str], list[str]]:
         head, command = head[:at], head[at + 1:]
     options = {key.removeprefix("--"): value for key, value in zip(head[0::2], head[1::2])}
     if len(head) % 2 or set(options) != {"state", "log", "cwd"} or not command:
-        raise SystemExit("usage: python -m skillbank.platform.runner --state S --log L --cwd D -- COMMAND ... "
-                         f"(started by `skillbank submit --platform local`; got: {' '.join(argv) or 'nothing'})")
+        print("usage: python -m skillbank.platform.runner --state S --log L --cwd D -- COMMAND ... "
+              f"(started by `skillbank submit --platform local`; got: {' '.join(argv) or 'nothing'})", file=sys.stderr)
+        raise SystemExit(2)
     return options, command
 
 

@@ -9,9 +9,14 @@ they are read as the pairs they were written as: no flags to parse, no help to p
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from skillbank.runs import layout
 
 OPTIONS = ("--run-dir", "--model-path", "--resume-from")
 
@@ -33,6 +38,28 @@ def read_args(argv: Sequence[str], *, prog: str) -> ProcessArgs:
     """The options `process_args` wrote; SystemExit(2) naming the usage for anything else."""
     options = dict(zip(argv[0::2], argv[1::2]))
     if len(argv) % 2 or set(options) - set(OPTIONS) or not {"--run-dir", "--model-path"} <= set(options):
-        raise SystemExit(f"usage: python -m {prog} --run-dir RUN --model-path MODEL [--resume-from CHECKPOINT] "
-                         f"(started by skillbank's local launcher; got: {' '.join(argv) or 'nothing'})")
+        print(f"usage: python -m {prog} --run-dir RUN --model-path MODEL [--resume-from CHECKPOINT] "
+              f"(started by skillbank's local launcher; got: {' '.join(argv) or 'nothing'})", file=sys.stderr)
+        raise SystemExit(2)
     return ProcessArgs(Path(options["--run-dir"]), options["--model-path"], options.get("--resume-from"))
+
+
+def die_with_parent() -> None:
+    """Linux: get SIGKILLed when the launcher (torchrun) dies, so a killed job never leaves orphan ranks."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except OSError:
+            pass
+
+
+def begin(argv: Sequence[str], *, prog: str, model: Any) -> tuple[ProcessArgs, Any]:
+    """What a local training process does first: read its command line, die with its launcher, keep the
+    hub offline (the launcher resolved the model), and read its spec (RUN/spec.json, validated by `model`)."""
+    args = read_args(argv, prog=prog)
+    die_with_parent()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    return args, model.model_validate_json((args.run_dir / layout.SPEC_FILE).read_text(encoding="utf-8"))

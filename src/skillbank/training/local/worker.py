@@ -32,7 +32,7 @@ from skillbank.runs import steps
 from skillbank.training.local import checkpoint as ckpt
 from skillbank.training.local import schedule
 from skillbank.training.local.model import compute_dtype, load_policy, make_mesh, shard_model
-from skillbank.training.local.process import read_args
+from skillbank.training.local.process import begin
 
 
 
@@ -46,18 +46,6 @@ class Dist:
     @property
     def main(self) -> bool:
         return self.rank == 0
-
-
-def _die_with_parent() -> None:
-    """Linux: get SIGKILLed when torchrun dies, so a killed job never leaves orphan ranks."""
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-            import signal
-
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except OSError:
-            pass
 
 
 def init_distributed() -> Dist:
@@ -349,15 +337,12 @@ class Trainer:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = read_args(sys.argv[1:] if argv is None else argv, prog="skillbank.training.local.worker")
-    _die_with_parent()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import torch.distributed as dist
-
     from skillbank.specification.train import TrainSpec
 
-    run_dir = Path(args.run_dir)
-    spec = TrainSpec.model_validate_json((run_dir / layout.SPEC_FILE).read_text(encoding="utf-8"))
+    args, spec = begin(sys.argv[1:] if argv is None else argv, prog="skillbank.training.local.worker", model=TrainSpec)
+    import torch.distributed as dist
+
+    run_dir = args.run_dir
     d = init_distributed()
     try:
         Trainer(spec, run_dir=run_dir, model_path=args.model_path, resume_from=args.resume_from, dist_info=d).run()
