@@ -40,7 +40,7 @@ MISSING = object()
 PROMPT = """\
 You work in the folder {workspace} (your current directory); every path in the task is relative to it.
 The skill bank is {bank}: its skills are under {bank}/skills/ (each has a SKILL.md to start from), and the
-`skillbank` command is on your PATH. This machine has no GPU and no network access to model hubs.
+`skillbank` command is on your PATH. The task is meant to be done here, offline: nothing in it needs a GPU or a download.
 
 {question}
 
