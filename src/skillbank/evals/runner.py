@@ -60,7 +60,9 @@ def run_one(entry: Entry, agent: str, folder: Path, timeout: float) -> dict[str,
     info = prepare(entry, folder / "workspace")
     fields = {"prompt_file": info["prompt_file"], "workspace": info["workspace"], "skill": entry.skill, "eval_id": entry.eval.id,
               "bank": info["bank"]}
-    command = agent.format(**{k: shlex.quote(v) for k, v in fields.items()})
+    command = agent
+    for name, value in fields.items():  # only these placeholders: the command's own braces (${VAR}, jq filters) stay
+        command = command.replace("{" + name + "}", shlex.quote(value))
     env = dict(os.environ, PATH=os.pathsep.join([info["path"], os.environ.get("PATH", "")]), SKILLBANK_EVAL_WORKSPACE=info["workspace"])
     started = time.perf_counter()
     with open(folder / "agent.log", "wb") as log:
