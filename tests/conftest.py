@@ -1,7 +1,7 @@
 """Shared fixtures: the embedded default (tiny offline model, tiny demo dataset) built once per session.
 
-Both are cheap (a few seconds) and built in a temporary folder; the asset / example cache points at a
-temporary folder too, so tests never touch ~/.cache.
+Both are cheap (a few seconds), built once in the session's asset cache (a temporary folder, so tests never
+touch ~/.cache) and copied where a test wants them: the agent evals' workspaces copy the same builds.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     """A tiny random-init Qwen2.5-VL (Cosmos-Reason1 family) folder, ~1.2M parameters."""
     from skillbank.assets.tiny_model import build_tiny_model
 
-    return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny-qwen2_5_vl", family="qwen2_5_vl", seed=0)
+    return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny-qwen2_5_vl", family="qwen2_5_vl", seed=0, cache=True)
 
 
 @pytest.fixture(scope="session")
@@ -44,7 +44,7 @@ def tiny_qwen3_model_dir(tmp_path_factory) -> Path:
     """A tiny random-init Qwen3-VL (Cosmos-Reason2 family) folder."""
     from skillbank.assets.tiny_model import build_tiny_model
 
-    return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny-qwen3_vl", family="qwen3_vl", seed=0)
+    return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny-qwen3_vl", family="qwen3_vl", seed=0, cache=True)
 
 
 @pytest.fixture(scope="session")
@@ -52,7 +52,7 @@ def demo_dataset_dir(tmp_path_factory) -> Path:
     """The demo dataset with 24 train / 9 val records: <dir>/{train,val}/annotations.json + videos/."""
     from skillbank.assets.demo_dataset import build_demo_dataset
 
-    return build_demo_dataset(tmp_path_factory.mktemp("data") / "demo", records=DEMO_RECORDS, seed=0)
+    return build_demo_dataset(tmp_path_factory.mktemp("data") / "demo", records=DEMO_RECORDS, seed=0, cache=True)
 
 
 def local_train_spec(

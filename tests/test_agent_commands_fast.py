@@ -33,6 +33,7 @@ print(" ".join(m for m in {heavy!r} if m in sys.modules))
         ["schemas", "generate", "--check"],
         ["validate", "--json"],
         ["models", "list", "--json"],
+        ["evals", "list", "--json"],
     ],
     ids=lambda a: a[0],
 )

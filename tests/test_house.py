@@ -20,7 +20,7 @@ FLOORS = [
     {"data", "runs", "recipe", "assets", "models"},  # shared: records, run layout and arithmetic, recipes, model facts
     {"training", "evaluation", "routing", "generate", "export"},  # engines
     {"preflight", "planning", "intake", "gaps", "comparison", "validate", "quantize"},  # checks and estimates
-    {"automl", "deft", "platform", "reporting", "demo"},  # loops and jobs
+    {"automl", "deft", "platform", "reporting", "demo", "evals"},  # loops, jobs and the agent evals that drive them
     {"commands", "cli", "__main__"},  # the command line: argparse and the orchestration that ties rooms together
 ]
 FLAG_ROOMS = {"commands", "cli"}  # where argparse may be imported

@@ -47,6 +47,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("export", "merge a LoRA adapter or convert a checkpoint step into a Hugging Face safetensors folder"),
     "quantize": ("quantize", "quantize a trained model (FP8_DYNAMIC, W8A16, W4A16) into a folder vLLM and transformers load"),
     "deft": ("deft", "the DEFT loop: evaluate -> gaps -> mine -> curate -> retrain, round by round, with a report (deft init: the sets and config from a pool and a test set)"),
+    "evals": ("evals", "agent evals: list them, prepare a workspace, grade it with machine checks, run an agent over them"),
 }
 
 

@@ -10,7 +10,7 @@ from skillbank.commands.flags import add_json, command_parser
 DESCRIPTION = (
     "Check every skill of the bank: Agent Skills frontmatter, that every relative path named in a "
     "SKILL.md or reference exists, references one level deep, manifests and skill_info.yaml against the spec "
-    "models, config.json and plugin manifests against the folders, skills/README.md (the index) naming every skill, and generated files fresh (the cosmos-rl defaults and parameter-count snapshots in child processes, "
+    "models, config.json and plugin manifests against the folders, skills/README.md (the index) naming every skill, every skill's evals/evals.json against schemas/evals.schema.json, and generated files fresh (the cosmos-rl defaults and parameter-count snapshots in child processes, "
     "where cosmos_rl / torch are importable; elsewhere they are listed as not checked). Exit 2 on any problem."
 )
 

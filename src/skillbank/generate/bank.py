@@ -2,8 +2,8 @@
 
 Per model skill: schemas/<action>.schema.json, schemas/manifest.json,
 references/spec_template_<action>.yaml and the generated blocks of references/parameters.md;
-bank-wide: skills/models/automl_support.json, and the supported-models blocks of any skill's SKILL.md
-or references/*.md (generate.models, from the model table).
+bank-wide: skills/models/automl_support.json, schemas/evals.schema.json (every skill's evals/evals.json), and the
+supported-models blocks of any skill's SKILL.md or references/*.md (generate.models, from the model table).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from skillbank.generate import models
 from skillbank.generate.schema import action_schema
 from skillbank.generate.tables import parameter_table
 from skillbank.paths import bank_root, skill_dir
+from skillbank.specification.evals import json_schema as evals_schema
 from skillbank.specification.io import dump_yaml
 from skillbank.specification.registry import APP_CONFIGS, SPEC_MODELS
 
@@ -121,6 +122,7 @@ def all_outputs() -> dict[Path, str]:
     for skill in sorted(APP_CONFIGS):
         out.update(app_outputs(skill))
     out[bank_root() / "skills" / "models" / "automl_support.json"] = _json(automl_support(skills))
+    out[bank_root() / "schemas" / "evals.schema.json"] = _json(evals_schema())
     docs = sorted([*bank_root().glob("skills/*/*/SKILL.md"), *bank_root().glob("skills/*/*/references/*.md")])
     for path, text in models.outputs(docs).items():
         out[path] = models.fill(out[path]) if path in out else text

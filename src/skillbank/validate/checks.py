@@ -207,5 +207,45 @@ def models() -> list[str]:
     return found
 
 
+def evals() -> list[str]:
+    """Every skill ships evals/evals.json, valid against schemas/evals.schema.json (generated from
+    specification/evals.py) and the model's rules (check ids unique, fixtures.bad_fails naming checks); every
+    expected_skill is a skill of the bank; eval ids are unique across the bank."""
+    from jsonschema import Draft202012Validator
+    from pydantic import ValidationError
+
+    from skillbank.specification.evals import EVALS
+
+    validator = Draft202012Validator(json.loads((bank_root() / "schemas" / "evals.schema.json").read_text(encoding="utf-8")))
+    names = {f.name for f in skill_folders()}
+    seen: dict[str, str] = {}
+    found = []
+    for folder in skill_folders():
+        path = folder / "evals" / "evals.json"
+        where = _rel(path)
+        if not path.is_file():
+            found.append(f"{where}: missing (every skill ships agent evals: docs/development.md, \"Agent evals\")")
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            found.append(f"{where}: not JSON: {exc}")
+            continue
+        errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+        found += [f"{where}: {'.'.join(map(str, e.absolute_path)) or '(top)'}: {e.message[:300]}" for e in errors[:5]]
+        try:
+            items = EVALS.validate_python(data)
+        except ValidationError as exc:  # the rules a schema cannot state, and a sharper message for what it can
+            found += [f"{where}: {'.'.join(map(str, err['loc']))}: {err['msg']}" for err in exc.errors()[:5]]
+            continue
+        for item in items:
+            if item.expected_skill not in names:
+                found.append(f"{where}: {item.id}: expected_skill {item.expected_skill} is not a skill of the bank")
+            if item.id in seen:
+                found.append(f"{where}: {item.id}: the id is also an eval of {seen[item.id]} (ids are unique across the bank)")
+            seen[item.id] = folder.name
+    return found
+
+
 CHECKS = {"frontmatter": frontmatter, "links": links, "depth": depth, "manifests": manifests, "registry": registry, "index": index, "models": models,
-          "generated": generated}
+          "generated": generated, "evals": evals}
