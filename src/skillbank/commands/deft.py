@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
 
     from skillbank import procs
 
-    state = LoopState.open(out, config.model_dump(mode="json"), resume=args.resume)
+    state = LoopState.open(out, config.model_dump(mode="json", exclude={"paths"}), resume=args.resume)  # how the file was written is no part of the run
     with procs.stop_on_signals():  # SIGTERM / Ctrl-C stop the training ranks with the loop
         result = Loop(config, inputs, state, log=log, progress=False, rank_stdout=sys.stderr if args.json else None).run()
     result["preflight"] = inputs["summary"]
