@@ -17,6 +17,9 @@ import yaml
 from helpers import skillbank
 
 
+TOTAL_PIXELS = 401_408  # the recipe's pixel budget: what evaluation reads, and so what deft init's train.yaml must train at
+
+
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -39,7 +42,7 @@ def user(tmp_path_factory, tiny_model_dir, demo_dataset_dir) -> dict[str, Path]:
     second["conversations"][1]["value"] = second["attributes"]["colour"]
     pool_file = root / "pool" / "pool_plus.json"
     pool_file.write_text(json.dumps([*pool, second]))
-    recipe.write(model, recipe.from_custom({"train_dataset": {"annotation_path": str(pool_file)}, "vision": {"fps": 2.0},
+    recipe.write(model, recipe.from_custom({"train_dataset": {"annotation_path": str(pool_file)}, "vision": {"fps": 2.0, "total_pixels": TOTAL_PIXELS},
                                             "system_prompt": "Answer briefly."}, base_model=str(tiny_model_dir), model_dir=model))
     bench_dir = root / "bench"
     shutil.copytree(demo_dataset_dir / "val", bench_dir)
@@ -77,20 +80,27 @@ def test_init_writes_sets_and_a_config_that_passes_the_dry_run(tmp_path, user):
     # the base set: the recipe's training data less the benchmark's clip; the pool is that data: warned, counted
     assert doc["sets"]["base"]["from"].startswith("the recipe's training data")
     assert len(base) == len(pool_in) - 1 and user["leaked_id"] not in {r["id"] for r in base}
-    assert doc["pool_in_base"]["count"] == len(rest) and sorted(doc["pool_in_base"]["ids"]) == sorted(r["id"] for r in rest)
+    overlap = doc["training_overlap"]  # the pool and the proxy are the model's own training data: counted, warned
+    assert overlap["pool"]["count"] == overlap["pool"]["of"] == len(rest) and sorted(overlap["pool"]["ids"]) == sorted(r["id"] for r in rest)
+    assert overlap["proxy"]["count"] == overlap["proxy"]["of"] == len(proxy) and overlap["proxy"]["share"] == 1.0
     assert any("the pool is already the model's training data" in w for w in doc["warnings"])
+    assert any(w.startswith(f"{len(proxy)} of {len(proxy)} proxy record(s) (100%)") and "proxy_is_training_data" in w for w in doc["warnings"])
     # the benchmark as given, never written
     assert {k: _sha(user[k]) for k in ("pool", "bench")} == before and doc["sets"]["benchmark"]["written"] is False
     config = yaml.safe_load((out / "deft.yaml").read_text())
     assert config["benchmark"]["annotation_path"] == str(user["bench"]) and config["retrain"]["backend"] == "local"
     spec = yaml.safe_load((out / "train.yaml").read_text())
     assert spec["custom"]["vision"]["fps"] == 2.0 and spec["custom"]["system_prompt"] == "Answer briefly."  # the recipe's
+    assert spec["custom"]["vision"]["total_pixels"] == TOTAL_PIXELS  # rounds train at the resolution they are evaluated at
     assert spec["policy"]["parallelism"]["dp_shard_size"] == 1 and spec["train"]["param_dtype"] == "float32"  # no GPU here
     assert yaml.safe_load((out / "eval.yaml").read_text())["num_gpus"] == 0
 
     proc = skillbank("deft", "--config", str(out / "deft.yaml"), "--dry-run", "--json")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert json.loads(proc.stdout)["preflight"]["benchmark_disjoint"] is True
+    pre = json.loads(proc.stdout)["preflight"]
+    assert pre["benchmark_disjoint"] is True and pre["runs_on"] == "here"
+    assert {k: (v["count"], v["of"]) for k, v in pre["training_overlap"].items()} == {"proxy": (len(proxy), len(proxy)), "pool": (len(rest), len(rest))}
+    assert any("a round that finds no gaps stops with proxy_is_training_data" in w for w in pre["warnings"])
 
 
 def test_init_with_base_file_and_bad_input(tmp_path, user, tiny_model_dir):
@@ -103,7 +113,7 @@ def test_init_with_base_file_and_bad_input(tmp_path, user, tiny_model_dir):
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
     assert doc["sets"]["base"]["records"] == 4 and doc["sets"]["base"]["from"] == f"--base {base}"
-    assert doc["pool_in_base"]["count"] <= 4 and not any("already the model's training data" in w for w in doc["warnings"])
+    assert doc["training_overlap"]["pool"]["count"] + doc["training_overlap"]["proxy"]["count"] <= 4 and not any("already the model's training data" in w for w in doc["warnings"])
 
     # a model without a recipe and no --base: exit 2, the fix names --base, nothing written
     empty = tmp_path / "nothing"
@@ -111,6 +121,53 @@ def test_init_with_base_file_and_bad_input(tmp_path, user, tiny_model_dir):
                      "--out", str(empty))
     assert proc.returncode == 2 and "--base FILE" in proc.stderr and "Traceback" not in proc.stderr
     assert not empty.exists()
+
+
+def test_init_for_a_cluster_records_shape_backend_family_and_path_map_and_the_dry_run_defers_the_node(tmp_path, user):
+    """deft init planned here for two 8-GPU nodes under a path map: deft.yaml and train.yaml name the node's paths and
+    record the map; `deft --dry-run --runs-on node` reads them here, checks spec and data, and lists GPUs and
+    redis-server as 'check on the node' (without --runs-on node they are errors: exit 2)."""
+    site = user["model"].parent
+    out = tmp_path / "deft"
+    proc = skillbank("deft", "init", "--model", str(user["model"]), "--pool", str(user["pool"]), "--benchmark", str(user["bench"]),
+                     "--out", str(out), "--gpus-per-node", "8", "--nodes", "2", "--adopt-on", "directionality",
+                     "--path-map", f"{site}=/lustre/site", "--path-map", f"{tmp_path}=/lustre/work", "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert doc["rounds_train_on"] | {"vision": None} == {"backend": "cosmos-rl", "nodes": 2, "gpus_per_node": 8, "gpus_found_by": "--gpus-per-node",
+                                                          "ranks_per_node": 8, "vision": None}
+    assert doc["adopt_on"] == "directionality" and doc["path_map"] == [f"{site}=/lustre/site", f"{tmp_path}=/lustre/work"]
+    config = yaml.safe_load((out / "deft.yaml").read_text())
+    assert config["paths"]["map"] == doc["path_map"] and config["stop"]["adopt_on"] == "directionality"
+    assert config["retrain"]["backend"] == "cosmos-rl" and config["model"] == "/lustre/site/model"
+    assert config["train_spec"] == "/lustre/work/deft/train.yaml" and config["output_dir"] == "/lustre/work/deft/run"
+    assert config["benchmark"]["annotation_path"] == "/lustre/site/bench/annotations.json"
+    spec = yaml.safe_load((out / "train.yaml").read_text())
+    assert (spec["policy"]["parallelism"]["dp_shard_size"], spec["policy"]["parallelism"]["dp_replicate_size"]) == (8, 2)
+    assert spec["paths"]["map"] == doc["path_map"] and spec["custom"]["train_dataset"]["annotation_path"] == "/lustre/work/deft/base_train.json"
+    assert spec["train"]["param_dtype"] != "float32" and spec["custom"]["vision"]["total_pixels"] == TOTAL_PIXELS
+    assert doc["next"].endswith("--dry-run --runs-on node")
+
+    proc = skillbank("deft", "--config", str(out / "deft.yaml"), "--dry-run", "--runs-on", "node", "--json")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    pre = json.loads(proc.stdout)["preflight"]
+    assert pre["runs_on"] == "node" and pre["rounds_train_on"] == {"backend": "cosmos-rl", "nodes": 2, "ranks_per_node": 8}
+    node = " | ".join(pre["check_on_node"])
+    assert "redis-server" in node and "8 GPU(s)" in node, node
+    text = skillbank("deft", "--config", str(out / "deft.yaml"), "--dry-run", "--runs-on", "node")
+    assert text.returncode == 0 and "check on the node: train_spec:" in text.stdout and "proxy records already in the base train set" in text.stdout
+    here = skillbank("deft", "--config", str(out / "deft.yaml"), "--dry-run")
+    assert here.returncode == 2 and "redis-server" in here.stderr and "--runs-on node" in here.stderr
+    assert skillbank("deft", "--config", str(out / "deft.yaml"), "--runs-on", "node").returncode == 2  # the loop itself runs here
+
+    # bad flags: exit 2 naming the flag, nothing written
+    for flags, where in ((("--adopt-on", "nosuch"), "--adopt-on"), (("--backend", "cosmos-rl", "--gpus-per-node", "0"), "--backend"),
+                         (("--backend", "local", "--nodes", "2"), "--nodes")):
+        bad = tmp_path / f"bad{where}"
+        proc = skillbank("deft", "init", "--model", str(user["model"]), "--pool", str(user["pool"]), "--benchmark", str(user["bench"]),
+                         "--out", str(bad), *flags, "--json")
+        assert proc.returncode == 2 and json.loads(proc.stdout)["error"]["where"] == where, proc.stdout + proc.stderr
+        assert not bad.exists()
 
 
 def test_dry_run_json_lists_every_overlapping_record(tmp_path, user):

@@ -37,15 +37,16 @@ def bench_dir(tmp_path_factory) -> Path:
     return build_demo_dataset(tmp_path_factory.mktemp("bench") / "demo", records=6, seed=1)
 
 
-def make_inputs(root: Path, model: Path, data: Path, bench: Path, overrides: dict | None = None) -> Path:
+def make_inputs(root: Path, model: Path, data: Path, bench: Path, overrides: dict | None = None, train: dict | None = None) -> Path:
     """deft.yaml over: base train = 6 train clips, pool = the other 18, proxy = val (9), benchmark =
-    the other dataset's val (9, ids prefixed)."""
+    the other dataset's val (9, ids prefixed); `train`: dotted keys of the base train spec."""
     from skillbank.deft.demo import demo_sets
 
     sets = demo_sets(data, bench, root / "sets", base=6)
     spec = local_train_spec(model, data, root / "unused", {
         "train.max_num_steps": 4, "train.ckpt.save_freq": 2, "validation.enable": False, "custom.val_dataset": None,
         "custom.train_dataset.annotation_path": sets["train"]["annotation_path"], "custom.train_dataset.media_path": sets["train"]["media_dir"],
+        **(train or {}),
     }, dp_shard_size=1)
     (root / "train.yaml").write_text(yaml.safe_dump(spec))
     (root / "eval.yaml").write_text(yaml.safe_dump({

@@ -34,6 +34,10 @@ def test_regression_guard_adopts_only_a_strict_improvement():
         (dict(best=0.5, rounds_done=2, adopted=[False, False], patience=3), ""),
         (dict(best=0.5, rounds_done=2, adopted=[True, False], patience=2), ""),
         (dict(best=0.5, rounds_done=1, adopted=[True], gaps=0), "no_gaps"),
+        (dict(best=0.5, rounds_done=1, adopted=[True], gaps=0, proxy_training_share=0.49), "no_gaps"),
+        (dict(best=0.5, rounds_done=1, adopted=[True], gaps=0, proxy_training_share=0.5), "proxy_is_training_data"),
+        (dict(best=0.5, rounds_done=1, adopted=[True], gaps=3, proxy_training_share=1.0), ""),  # gaps found: the loop goes on
+        (dict(best=0.9, rounds_done=1, adopted=[True], target=0.9, gaps=0, proxy_training_share=1.0), "target"),
         (dict(best=0.5, rounds_done=1, adopted=[True], pool_left=0), "pool_exhausted"),
         (dict(best=0.5, rounds_done=0, adopted=[]), ""),
     ],
@@ -161,6 +165,52 @@ def test_decide_adopts_a_better_round_and_keeps_the_best_through_a_worse_one(tmp
     assert loop.stop_decision(2) == rules.StopDecision(False, "")
     config.stop.patience = 1
     assert loop.stop_decision(2).reason == "patience"
+
+
+def test_a_proxy_of_training_items_without_gaps_stops_with_proxy_is_training_data(tmp_path):
+    """Loop.run over recorded stages (no model): round 1 finds no gaps on a proxy whose 20 records are all
+    training items (preflight's training_overlap): the stop reason says so, with the counts, in state.json,
+    the result and the report."""
+    from skillbank.deft.loop import Loop
+    from skillbank.specification.deft import DeftConfig
+
+    config = DeftConfig(output_dir=str(tmp_path), stop={"max_rounds": 3})
+    state = LoopState.open(tmp_path, config.model_dump(mode="json"), resume=False)
+    summary = {"metric": "accuracy", "value": 1.0, "families": {}, "results_dir": "r0"}
+    state.run_stage(0, "evaluate", lambda f, i: {"proxy": 1.0, "benchmark": 0.4})
+    state.data["rounds"] = [{"round": 0, "model": "base", "adopted": True, "proxy": summary, "benchmark": {**summary, "value": 0.4}}]
+    state.data["best"] = {"round": 0, "model": "base", "benchmark": 0.4, "benchmark_families": {}, "proxy": 1.0, "proxy_results_dir": "r0"}
+    state.run_stage(1, "gaps", lambda f, i: {"gaps": 0, "total": 20, "unparseable": 0, "families": {}})
+    overlap = {"proxy": {"count": 20, "of": 20, "share": 1.0, "ids": []}, "pool": {"count": 0, "of": 50, "share": 0.0, "ids": []}}
+    result = Loop(config, {"sets": {}, "train_spec": None, "eval_config": {}, "summary": {"training_overlap": overlap}}, state,
+                  log=lambda line: None).run()
+    assert result["stop_reason"] == "proxy_is_training_data" and "20 of 20 proxy records (100%)" in result["stop_why"]
+    stop = json.loads((tmp_path / "state.json").read_text())["stop"]
+    assert stop["reason"] == "proxy_is_training_data" and stop["proxy_training_items"] == {"count": 20, "of": 20, "share": 1.0}
+    assert "20 of 20 proxy records" in (tmp_path / "report.md").read_text()
+    overlap["proxy"] = {"count": 3, "of": 20, "share": 0.15, "ids": []}  # a few training items: no gaps is no gaps
+    again = LoopState.open(tmp_path / "b", config.model_dump(mode="json"), resume=False)
+    again.data.update({k: state.data[k] for k in ("rounds", "best")})
+    again.data["stages"] = {k: v for k, v in state.data["stages"].items() if k in ("round_0/evaluate", "round_1/gaps")}
+    config.output_dir = str(tmp_path / "b")
+    result = Loop(config, {"sets": {}, "train_spec": None, "eval_config": {}, "summary": {"training_overlap": overlap}}, again,
+                  log=lambda line: None).run()
+    assert result["stop_reason"] == "no_gaps" and result["stop_why"] == "3 of 20 proxy records are training items of the base train set"
+
+
+def test_allocate_puts_every_round_on_the_jobs_nodes_and_gpus():
+    from skillbank.deft.preflight import allocate
+    from skillbank.specification.train import TrainSpec
+
+    spec = TrainSpec()
+    assert allocate(spec, None, None) is spec and allocate(spec, 0, None) is spec  # a CPU job keeps the spec's ranks
+    par = allocate(spec, 8, 2).policy.parallelism
+    assert (par.dp_shard_size, par.dp_replicate_size) == (8, 2)
+    tp2 = TrainSpec.model_validate({"policy": {"parallelism": {"tp_size": 2}}})
+    assert allocate(tp2, 8, None).policy.parallelism.dp_shard_size == 4
+    with pytest.raises(InputError) as err:
+        allocate(tp2, 3, None)
+    assert err.value.where == "--gpus-per-node" and "tp*cp*pp = 2" in err.value.message
 
 
 def test_embeddings_are_cached_and_an_interrupted_embedding_resumes_at_its_last_chunk(tmp_path):

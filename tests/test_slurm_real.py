@@ -1,8 +1,8 @@
 """Jobs on a real one-node Slurm 22.05 (tests/slurm_cluster.py starts munged, slurmctld and slurmd for
 the session and stops them at the end): `skillbank submit --platform slurm --backend local
 --gpus-per-node 0` trains on CPU ranks, `jobs status` follows it through Slurm, `scontrol requeue`
-resumes the run from its checkpoint, an AutoML study requeued continues its study, and `jobs cancel`
-leaves no process behind.
+resumes the run from its checkpoint, an AutoML study requeued continues its study, a DEFT loop requeued
+between its rounds continues at its round, and `jobs cancel` leaves no process behind.
 
 Everything is real: the CLI in fresh interpreters, sbatch, the rendered script, srun, torchrun ranks,
 Optuna on SQLite. A requeued job waits for a BeginTime about two minutes ahead; the tests move it to
@@ -12,6 +12,7 @@ Without Slurm or root these tests skip with the reason; under CI=true they fail 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sqlite3
@@ -23,6 +24,7 @@ import yaml
 
 import slurm_cluster
 from conftest import local_train_spec
+from test_deft_loop import bench_dir, make_inputs  # noqa: F401  (fixture)
 from helpers import json_out, skillbank
 from skillbank.platform import slurm_jobs as slurm_platform
 from skillbank.runs import layout
@@ -51,8 +53,8 @@ def env(slurm, tmp_path):
 
 
 def submit(spec: Path, env: dict, *extra: str) -> dict:
-    proc = skillbank("submit", "--platform", "slurm", "--backend", "local", "--gpus-per-node", "0", "--spec", str(spec),
-                     *extra, "--json", cwd=spec.parent, env=env, timeout=180)
+    what = ("--config", str(spec)) if "deft" in extra else ("--backend", "local", "--spec", str(spec))
+    proc = skillbank("submit", "--platform", "slurm", "--gpus-per-node", "0", *what, *extra, "--json", cwd=spec.parent, env=env, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
     return json_out(proc)["record"]
 
@@ -243,3 +245,45 @@ def test_a_hand_submitted_job_is_attached_waited_for_and_a_folder_copied_alone_i
     assert proc.returncode == 1 and json_out(proc)["outcome"] == "cancelled"
     assert not slurm.job_pids(other) and not slurm_platform.leftovers(rendered["id"])
     print(f"\nslurm attach: sbatch by hand -> attach -> wait succeeded {t_first:.1f} s")
+
+
+def test_deft_loop_as_a_job_requeued_between_rounds_continues_at_its_round(slurm, env, tiny_model_dir, demo_dataset_dir, bench_dir, tmp_path):
+    """`submit --action deft`: two tiny rounds (2 steps each, 4 records mined a round) as one CPU job; requeued
+    once round 1 is decided, the second attempt (`skillbank deft --resume`) keeps round 0 and round 1 as they
+    were and runs round 2 to the stop."""
+    config = make_inputs(tmp_path, tiny_model_dir, demo_dataset_dir, bench_dir, {"mining": {"k": 4, "records_per_round": 4, "batch_size": 8}},
+                         train={"train.max_num_steps": 2})
+    out = tmp_path / "out"
+    t0 = time.monotonic()
+    record = submit(config, env, "--action", "deft")
+    assert record["action"] == "deft" and record["outputs"]["deft_dir"] == str(out) and Path(record["outputs"]["job_dir"]).parent == out / "jobs"
+    job, log = record["external_id"], record["outputs"]["log"]
+
+    def stage(name: str) -> str | None:
+        try:
+            return json.loads((out / "state.json").read_text())["stages"].get(name, {}).get("status")
+        except (OSError, ValueError):
+            return None
+
+    wait_for("round 1 decided", lambda: stage("round_1/decide") == "done", 600, slurm, job, every=0.2, log=log)
+    requeue_now(slurm, job)
+    t_requeue = time.monotonic()
+    end = wait_for("end of the job", lambda: settled(slurm, job), 600, slurm, job, every=0.5, log=log)
+    assert end["JobState"] == "COMPLETED", Path(log).read_text()[-3000:]
+    done = status(record["id"], env)
+    assert done["status"] == "succeeded" and any("requeued by Slurm 1 time(s)" in n for n in done["notes"])
+    state = json.loads((out / "state.json").read_text())
+    assert state["status"] == "done" and state["stop"]["reason"] == "max_rounds" and [r["round"] for r in state["rounds"]] == [0, 1, 2]
+    before = [k for k in state["stages"] if k.startswith(("round_0/", "round_1/"))]
+    assert len(before) == 7 and all(state["stages"][k]["attempts"] == 1 for k in before)  # the second attempt redid none of them
+    events = [json.loads(line)["event"] for line in (out / "log.jsonl").read_text().splitlines()]
+    assert events.count("start") == 1 and events.count("resume") == 1
+    spec = yaml.safe_load((out / "round_2" / "train" / "train.yaml").read_text())
+    assert spec["policy"]["parallelism"]["dp_shard_size"] == 1 and spec["policy"]["parallelism"]["dp_replicate_size"] == 1  # the job's node
+    text = skillbank("jobs", "logs", record["id"], "--tail", "2000", env=env).stdout
+    assert f"job {job} attempt 0" in text and f"job {job} attempt 1" in text and "stopped: max_rounds" in text
+    proc = skillbank("jobs", "status", record["id"], "--json", env=env)
+    loop = json_out(proc)["deft"]
+    assert loop["ok"] and loop["status"] == "done" and loop["stop"]["reason"] == "max_rounds" and not loop["running"]
+    assert not slurm.job_pids(job) and not slurm_platform.leftovers(record["id"])
+    print(f"\nslurm deft job: submit->round 1 decided {t_requeue - t0:.1f} s, requeue->completed {time.monotonic() - t_requeue:.1f} s")

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from skillbank.commands.flags import add_dry_run, add_json, command_parser
+from skillbank.commands.flags import add_backend, add_dry_run, add_gpus_per_node, add_json, add_nodes, add_path_map, command_parser
 
 DESCRIPTION = """\
 Run the DEFT loop from a config (template: skills/applications/tao-run-deft/references/spec_template_deft.yaml):
@@ -25,6 +25,16 @@ No config yet? `skillbank deft init --model M --pool P --benchmark B --out DIR` 
 from a model, a labelled pool and a test set (`skillbank deft init --help`).
 stop.adopt_on FAMILY adopts rounds on that family's benchmark accuracy; no other family may fall more
 than stop.max_family_drop below the best model's.
+
+Stop reasons: target, max_rounds, patience, pool_exhausted, no_gaps, and proxy_is_training_data: no gaps
+on the proxy while >= 50% of its records are training items of the base train set (same video content
+and question), so the proxy cannot show the model's errors (state.json stop.why and the report say so
+with the counts; the dry run's preflight.training_overlap counts proxy and pool records beforehand).
+
+Where it runs: here, or as one job (`skillbank submit --action deft --platform local|docker|slurm
+--config deft.yaml`: every attempt runs `skillbank deft --config <copy> --resume`, so a requeued job
+continues at its round). --dry-run --runs-on node checks a config for another machine: spec and data
+here, the environment (model, HF_TOKEN, redis-server, GPUs, disk) listed as "check on the node".
 """
 
 
@@ -41,18 +51,34 @@ Write the DEFT sets and config from what you have: a model, a labelled pool and 
                        node of this machine's GPUs (no GPU: the local backend, one rank, float32)
   DIR/eval.yaml        the evaluate settings every round shares (vision and prompt: the recipe's)
 The benchmark is read as given and never written. Pool records that are benchmark items are left out of
-every set; pool records already in the base training set are counted in a warning ("the pool is already
-the model's training data" when most are). Records are written whole; deft.yaml and train.yaml name the
-folders their videos are relative to (--*-media-dir, default: each file's folder). --json prints one
-document {ok, config, sets, pool_left_out_benchmark, pool_in_base, backend, fitted, warnings, next}.
+every set; pool and proxy records already in the base training set (same video content and question)
+are counted in warnings ("the pool is already the model's training data" when most are; a proxy that is
+>= 50% training items finds no gaps and the loop stops with proxy_is_training_data). Records are written
+whole; deft.yaml and train.yaml name the folders their videos are relative to (--*-media-dir, default:
+each file's folder).
+Where rounds train: --gpus-per-node N --nodes M (default: this machine's GPUs, one node) become
+train.yaml's policy.parallelism (dp_shard_size N, dp_replicate_size M), --backend retrain.backend
+(default cosmos-rl with GPUs, local without); train.yaml takes every vision setting of the model's
+recipe (fps or nframes, total_pixels, max_pixels): rounds train at the resolution evaluation uses.
+--adopt-on FAMILY writes stop.adopt_on. --path-map LOCAL=REMOTE: the sets are read here at LOCAL,
+deft.yaml and train.yaml name REMOTE and record the map (paths.map): later commands here read LOCAL,
+the node reads them as written (`skillbank submit --action deft --platform slurm --config DIR/deft.yaml`).
+--json prints one document {ok, config, sets, pool_left_out_benchmark, training_overlap: {proxy, pool:
+{count, of, share, ids}}, rounds_train_on, adopt_on, path_map, fitted, warnings, next}.
 """
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = command_parser(sub, "deft", DESCRIPTION)
     p.add_argument("--config", metavar="FILE", help="DEFT config (YAML); schema: skills/applications/tao-run-deft/schemas/deft.schema.json")
-    p.add_argument("--resume", action="store_true", help="continue the run in output_dir at its interrupted stage")
+    p.add_argument("--resume", action="store_true", help="continue the run in output_dir at its interrupted stage (a new run when it has none)")
     add_dry_run(p, "preflight and plan only; nothing is trained or written")
+    p.add_argument("--runs-on", choices=("here", "node"), default="here",
+                   help="with --dry-run: where the loop will run; node: environment findings (model, HF_TOKEN, redis-server, GPUs, disk) "
+                        "are listed as 'check on the node' instead of failing, spec and data are checked here all the same")
+    add_gpus_per_node(p, "GPUs per node every round trains on: the round's train spec gets dp_shard_size = N/(tp*cp*pp) "
+                         "(default: the train spec's; 0: CPU ranks as the train spec has them; a DEFT job passes its allocation)", metavar="N")
+    add_nodes(p, "nodes every round trains on: the round's train spec gets dp_replicate_size = M (default: the train spec's)", metavar="M")
     add_json(p, "print one JSON document {ok, stop_reason, best, report, ...}; "
                    "a benchmark that leaks: {ok: false, error, overlaps: every overlapping record}")
     p.set_defaults(run=run)
@@ -69,7 +95,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     i.add_argument("--pool-media-dir", default="", metavar="DIR", help="folder the pool's video paths are relative to (default: its file's folder)")
     i.add_argument("--benchmark-media-dir", default="", metavar="DIR", help="folder the benchmark's video paths are relative to (default: its file's folder)")
     i.add_argument("--base-media-dir", default="", metavar="DIR", help="folder the base set's video paths are relative to (default: the run's, else its file's folder)")
-    add_json(i, "print one JSON document {ok, config, sets, pool_in_base, warnings, ...}")
+    add_gpus_per_node(i, "GPUs per node each round trains on (train.yaml dp_shard_size; default: this machine's; 0: CPU ranks)", metavar="N")
+    i.add_argument("--nodes", type=int, default=1, metavar="M", help="nodes each round trains on (train.yaml dp_replicate_size; default 1; >1 needs cosmos-rl)")
+    add_backend(i, "retrain.backend (default: cosmos-rl with GPUs, local without)")
+    i.add_argument("--adopt-on", default=None, metavar="FAMILY", help="stop.adopt_on: adopt rounds on this benchmark family's accuracy (the others guarded)")
+    add_path_map(i)
+    add_json(i, "print one JSON document {ok, config, sets, training_overlap, rounds_train_on, warnings, ...}")
     i.set_defaults(run=run_init)
 
 
@@ -80,7 +111,8 @@ def run_init(args: argparse.Namespace) -> int:
 
     doc = init(InitRequest(model=args.model, pool=args.pool, benchmark=args.benchmark, out=Path(args.out), pool_media=args.pool_media_dir,
                            benchmark_media=args.benchmark_media_dir, base=args.base, base_media=args.base_media_dir,
-                           proxy_fraction=args.proxy_fraction, seed=args.seed))
+                           proxy_fraction=args.proxy_fraction, seed=args.seed, gpus_per_node=args.gpus_per_node, nodes=args.nodes,
+                           backend=args.backend, path_map=tuple(args.path_map), adopt_on=args.adopt_on))
     if args.json:
         print(json.dumps(doc, indent=2))
         return 0
@@ -93,7 +125,16 @@ def run_init(args: argparse.Namespace) -> int:
     print(f"benchmark {sets['benchmark']['records']:>7,} records  {sets['benchmark']['path']}  (as given, not written)")
     print(f"base      {sets['base']['records']:>7,} records  {sets['base']['path']}  ({sets['base']['from']}; "
           f"{sets['base']['left_out_benchmark']} benchmark item(s) left out)")
-    print(f"train spec {doc['train_spec']} (backend {doc['backend']}, {doc['gpus']} GPU(s): {doc['gpus_found_by']})")
+    on = doc["rounds_train_on"]
+    shape = f"{on['nodes']} node(s) x {on['gpus_per_node']} GPU(s)" if on["gpus_per_node"] else f"{on['ranks_per_node']} CPU rank(s)"
+    vision = ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in on["vision"].items() if v is not None)
+    print(f"train spec {doc['train_spec']} (backend {on['backend']}, {shape}: {on['gpus_found_by']}; vision {vision})")
+    for role, o in doc["training_overlap"].items():
+        print(f"  {role} records already in the base training set: {o['count']} of {o['of']} ({o['share']:.0%})")
+    if doc["adopt_on"]:
+        print(f"  rounds are adopted on family {doc['adopt_on']} (stop.adopt_on)")
+    if doc["path_map"]:
+        print(f"  deft.yaml and train.yaml name the node's paths (path map {', '.join(doc['path_map'])})")
     for fit in doc["fitted"]:
         print(f"  fitted {fit['key']} {fit['from']} -> {fit['to']}: {fit['why']}")
     print(f"eval config {doc['eval_config']}")
@@ -119,9 +160,12 @@ def run(args: argparse.Namespace) -> int:
     def log(line: str) -> None:
         print(line, file=stream, flush=True)
 
+    if args.runs_on == "node" and not args.dry_run:
+        raise InputError("--runs-on node checks a config for another machine; the loop itself runs here", where="--runs-on",
+                         fix="add --dry-run, or run the loop where it trains (`skillbank submit --action deft --config FILE`)")
     out = Path(config.output_dir).resolve()
     try:
-        inputs = preflight.run(config, records=not args.resume)
+        inputs = preflight.run(config, records=not args.resume, runs_on=args.runs_on, gpus_per_node=args.gpus_per_node, nodes=args.nodes)
     except OverlapError as exc:
         if not args.json:
             raise
@@ -132,14 +176,14 @@ def run(args: argparse.Namespace) -> int:
         doc = {"ok": True, "dry_run": True, "preflight": inputs["summary"], "output_dir": str(out),
                "stages": ["round_0/evaluate", *(f"round_N/{s}" for s in ("gaps", "mine", "curate", "train", "evaluate", "decide"))],
                "max_rounds": config.stop.max_rounds, "resume": (out / "state.json").is_file()}
-        print(json.dumps(doc, indent=2) if args.json else "\n".join(f"{k}: {v}" for k, v in doc.items()))
+        print(json.dumps(doc, indent=2) if args.json else "\n".join(dry_run_lines(doc)))
         return 0
     from skillbank.deft.loop import Loop
     from skillbank.deft.state import LoopState
 
     from skillbank import procs
 
-    state = LoopState.open(out, config.model_dump(mode="json"), resume=args.resume)
+    state = LoopState.open(out, config.model_dump(mode="json", exclude={"paths"}), resume=args.resume)  # how the file was written is no part of the run
     with procs.stop_on_signals():  # SIGTERM / Ctrl-C stop the training ranks with the loop
         result = Loop(config, inputs, state, log=log, progress=False, rank_stdout=sys.stderr if args.json else None).run()
     result["preflight"] = inputs["summary"]
@@ -148,3 +192,18 @@ def run(args: argparse.Namespace) -> int:
     else:
         log(f"report: {result['report']['html']}")
     return 0
+
+
+def dry_run_lines(doc: dict) -> list[str]:
+    """The dry run in words: the sets, where rounds train, what is left to check on the node, the warnings."""
+    pre = doc["preflight"]
+    on = pre["rounds_train_on"]
+    lines = [f"DEFT preflight passed (runs on: {pre['runs_on']}); nothing was run",
+             "sets: " + ", ".join(f"{k} {v:,}" for k, v in pre["records"].items()) + "; the benchmark shares no id and no video content with them",
+             f"rounds train with {on['backend']} on {on['nodes']} node(s) x {on['ranks_per_node']} rank(s)"]
+    lines += [f"{role} records already in the base train set: {o['count']} of {o['of']} ({o['share']:.0%})" for role, o in pre["training_overlap"].items()]
+    lines += [f"check on the node: {line}" for line in pre["check_on_node"]]
+    lines += [f"warning: {w}" for w in pre["warnings"]]
+    lines += [f"output_dir: {doc['output_dir']}" + (" (holds a run: --resume continues it)" if doc["resume"] else ""),
+              f"stages: {', '.join(doc['stages'])}; at most {doc['max_rounds']} round(s)"]
+    return lines

@@ -37,7 +37,7 @@ examples:
   skillbank jobs diagnose /lustre/me/outputs/sft/20250601120000 --json
   skillbank jobs diagnose /lustre/me/logs            # a cosmos-rl --log-dir folder
 """
-ACTIONS = ("train", "automl", "rl")
+ACTIONS = ("train", "automl", "rl", "deft")
 WAIT_HELP = """\
 Block until the job reaches a final state, then print its record (as `jobs status`). It looks as `jobs status`
 does (local: the runner's state.json; docker: docker inspect; slurm: squeue, scontrol, then sacct), every
@@ -76,7 +76,10 @@ SUBMIT_DESCRIPTION = (
     "(--action automl: `skillbank automl --resume --study NAME --out <results_dir>/automl/NAME`; the study name defaults to "
     "the spec file's stem, so re-submitting the same spec, or a Slurm requeue, continues the same study; `jobs cancel` "
     "stops every trial), or an rl spec's GRPO (--action rl: cosmos-rl on the TOMLs rendered into the job folder, a requeue resumes from "
-    "the newest checkpoint; --backend local: `skillbank rl --backend local`). Preflight runs first: a spec or data error submits nothing (exit 2). "
+    "the newest checkpoint; --backend local: `skillbank rl --backend local`), or a DEFT loop (--action deft --config deft.yaml: "
+    "`skillbank deft --config <copy> --resume` on one node, every round trained on the job's allocation, the base train spec's shape; "
+    "a requeued or re-submitted job continues at its round; the job folder is <output_dir>/jobs/<id>/). "
+    "Preflight runs first: a spec or data error submits nothing (exit 2). "
     "The environment (HF_TOKEN, redis-server, GPUs, free disk) is checked here for --platform local; for docker and "
     "slurm its findings are listed as 'check on the node' and the rendered job runs `skillbank preflight --only env` "
     "as its first step there. --dry-run writes the command or sbatch script into <results_dir>/jobs/<id>/ and submits nothing. "
@@ -92,9 +95,11 @@ SUBMIT_DESCRIPTION = (
 def register(sub: argparse._SubParsersAction) -> None:
     p = command_parser(sub, "submit", SUBMIT_DESCRIPTION, raw=False)
     p.add_argument("--platform", required=True, choices=PLATFORMS)
-    add_spec(p, "train spec (YAML) of the model skill (automl: the study's base spec; rl: an rl spec)", required=True, metavar="FILE")
+    add_spec(p, "train spec (YAML) of the model skill (automl: the study's base spec; rl: an rl spec); deft takes --config instead", metavar="FILE")
+    p.add_argument("--config", metavar="FILE", help="deft: the DEFT loop's config (deft.yaml from `skillbank deft init`); its train_spec gives the job's shape, "
+                   "retrain.backend its backend, its recorded path map (paths.map) joins --path-map")
     p.add_argument("--action", choices=ACTIONS, default="train", help="train (default): one training run; automl: a hyperparameter study on the spec, its trials one after another where the job runs; "
-                   "rl: GRPO from an rl spec (policy + rollout GPUs on one node)")
+                   "rl: GRPO from an rl spec (policy + rollout GPUs on one node); deft: the DEFT loop of --config, its rounds on the job's node")
     add_model_family(p, "rl: the family of a start checkpoint this machine cannot read (default: its config.json here, with --path-map at LOCAL, else its name)")
     add_backend(p, "training backend (default: cosmos-rl on every platform; local: torchrun + FSDP2, one node)", default=None)
     add_skill(p, "model skill the spec belongs to", default=DEFAULT_SKILL)
@@ -177,11 +182,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.set_defaults(run=run_schema)
 
 
-def _print_record(record: Any, path: Any, as_json: bool, headline: str, study: dict | None = None) -> None:
-    """The record (an AutoML job's: with its study's trials, `skillbank automl --status`'s summary)."""
+def _print_record(record: Any, path: Any, as_json: bool, headline: str, study: dict | None = None, loop: dict | None = None) -> None:
+    """The record (an AutoML job's: with its study's trials, `skillbank automl --status`'s summary; a DEFT
+    job's: with its loop's progress, deft.state.progress)."""
     if as_json:
         print(json.dumps({"ok": True, "record_path": str(path), "record": record.model_dump(mode="json"),
-                          **({"study": study} if study is not None else {})}, indent=2, default=str))
+                          **({"study": study} if study is not None else {}), **({"deft": loop} if loop is not None else {})}, indent=2, default=str))
         return
     print(headline)
     print(f"  record:  {path}")
@@ -193,14 +199,32 @@ def _print_record(record: Any, path: Any, as_json: bool, headline: str, study: d
         print(f"  run:     {record.outputs.run_dir}")
     if record.outputs.study_dir:
         print(f"  study:   {record.outputs.study_dir}  (best_rec.json, trials.parquet when it ends; re-submit the spec to resume)")
+    if record.outputs.deft_dir:
+        print(f"  deft:    {record.outputs.deft_dir}  (state.json, report.html; re-submit the config to resume)")
     for note in record.notes:
         print(f"  note:    {note}")
     for line in record.preflight.get("check_on_node", []):
         print(f"  check on the node: {line}")
+    if loop is not None:
+        print(f"  loop:    {loop['error']}" if not loop.get("ok") else
+              f"  loop:    {loop['status']}, {loop['stages_done']} stage(s) done, round {loop['rounds']} decided"
+              + (f", running {', '.join(loop['running'])}" if loop["running"] else "")
+              + (f", stopped: {loop['stop']['reason']}" if loop.get("stop") else ""))
     if study is not None:
         from skillbank.automl.status import lines
 
         print(*(["  " + line for line in lines(study)] if study.get("ok") else [f"  study:   {study['error']}"]), sep="\n")
+
+
+def deft_of(record: Any) -> dict | None:
+    """A DEFT job's loop as its state.json says (None for other jobs)."""
+    if record.action != "deft" or not record.outputs.deft_dir:
+        return None
+    from pathlib import Path
+
+    from skillbank.deft.state import progress
+
+    return progress(Path(record.outputs.deft_dir))
 
 
 def study_of(record: Any) -> dict | None:
@@ -229,7 +253,7 @@ def run_submit(args: argparse.Namespace) -> int:
 
     options = Options(image=args.image, partition=args.partition, account=args.account, time=args.time, shm_size=args.shm_size)
     record, path = submit(
-        platform=args.platform, spec_path=args.spec, backend=args.backend, skill=args.skill,
+        platform=args.platform, spec_path=spec_or_config(args), backend=args.backend, skill=args.skill,
         nodes=args.nodes, gpus_per_node=args.gpus_per_node, options=options, dry_run=args.dry_run, automl=automl_job(args),
         paths=PathMap.parse(args.path_map), recorded_map=args.dry_run or args.platform == "slurm",
         action=args.action if args.action != "automl" else "train", model_family=args.model_family, resume_from=args.resume_from,
@@ -241,6 +265,21 @@ def run_submit(args: argparse.Namespace) -> int:
         headline += f"\n  next:    skillbank jobs wait {record.id}   |   skillbank jobs status {record.id}   |   skillbank jobs logs {record.id}"
     _print_record(record, path, args.json, headline)
     return 0
+
+
+def spec_or_config(args: argparse.Namespace) -> str:
+    """The file a job starts from: --spec (train, automl, rl) or --config (deft)."""
+    from skillbank.errors import InputError
+
+    if args.action == "deft":
+        if args.spec or not args.config:
+            raise InputError("--action deft submits a DEFT config: --config deft.yaml (its train_spec names the train spec)", where="--config" if not args.config else "--spec",
+                             fix="skillbank submit --action deft --platform P --config DIR/deft.yaml (from `skillbank deft init`)")
+        return args.config
+    if args.config or not args.spec:
+        raise InputError("--config names a DEFT config (--action deft)" if args.config else f"--action {args.action} needs --spec FILE",
+                         where="--config" if args.config else "--spec", fix="add --action deft" if args.config else "pass --spec FILE")
+    return args.spec
 
 
 def automl_job(args: argparse.Namespace) -> Any:
@@ -282,7 +321,7 @@ def run_status(args: argparse.Namespace) -> int:
     when = f", ended {record.ended}" if record.ended else (f", started {record.started}" if record.started else "")
     code = f", exit {record.exit_code}" if record.exit_code is not None else ""
     _print_record(record, path, args.json, f"job {record.id}: {record.status} on {record.platform} ({record.backend}){when}{code}",
-                  study=study_of(record))
+                  study=study_of(record), loop=deft_of(record))
     return 0
 
 

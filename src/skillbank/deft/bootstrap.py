@@ -9,9 +9,16 @@ test set), so nobody splits sets by hand.
   of (seed, clip); --proxy-fraction of the clips. The pool is what is left.
 - The base training set is the model's recipe's training data (skillbank_recipe.json training_data),
   or --base FILE, less every record that shares an id or video content with the benchmark.
-- Pool records already in the base set (same video content and question) are counted and named in a
-  warning: mining them adds nothing (curation drops duplicates), and a pool that is the model's own
-  training data usually means the wrong pool.
+- Pool and proxy records already in the base set (training items: same video content and question,
+  deft.sets.training_items) are counted and named in a warning: mining them adds nothing (curation drops
+  duplicates), and a proxy of training items finds no gaps (the loop then stops with
+  proxy_is_training_data); a pool that is the model's own training data usually means the wrong pool.
+- Where and how rounds train: --gpus-per-node / --nodes (default: this machine's GPUs, one node) become
+  the train spec's dp_shard_size / dp_replicate_size, --backend retrain.backend (default cosmos-rl with
+  GPUs, local without); the train spec takes every vision setting of the model's recipe (fps or nframes,
+  total_pixels, max_pixels), so rounds train at the resolution they are evaluated at.
+- --path-map LOCAL=REMOTE: the sets are read here at LOCAL; deft.yaml and train.yaml name REMOTE and record
+  the map (paths.map), so later commands here read them at LOCAL and the node reads them as written.
 Records are written whole, video paths as they were: deft.yaml and the train spec name the folders they
 are relative to (preflight refuses a video outside its set's media folder).
 """
@@ -26,7 +33,8 @@ from typing import Any
 from skillbank import atomic
 from skillbank.data import chat
 from skillbank.deft.loop import count_families
-from skillbank.deft.sets import ContentIndex, RecordSet, find_overlaps, load_set
+from skillbank.deft.rules import PROXY_TRAINING_SHARE
+from skillbank.deft.sets import RecordSet, find_overlaps, load_set, training_items
 from skillbank.errors import InputError
 
 SKILL = "tao-finetune-cosmos-reason"
@@ -45,6 +53,11 @@ class InitRequest:
     base_media: str = ""
     proxy_fraction: float = 0.1
     seed: int = 0
+    gpus_per_node: int | None = None  # None: this machine's
+    nodes: int = 1
+    backend: str | None = None  # None: cosmos-rl with GPUs, local without
+    path_map: tuple[str, ...] = ()
+    adopt_on: str | None = None
 
 
 def base_source(req: InitRequest) -> tuple[RecordSet, str]:
@@ -89,16 +102,6 @@ def carve_proxy(pool: RecordSet, fraction: float, seed: int) -> tuple[list[int],
     return [i for i, item in enumerate(items) if item.clip not in to_proxy], proxy
 
 
-def already_trained(pool: RecordSet, pool_idx: list[int], base: RecordSet, base_records: list[dict[str, Any]]) -> list[str]:
-    """Ids of pool records whose video has a base record's content and whose question is that record's."""
-    index = ContentIndex([base.video(r) for r in base_records])
-    keys = {(index.digest_of.get(base.video(r)), chat.prompt_and_answer(r)[0]) for r in base_records}
-    paths = [pool.video(pool.records[i]) for i in pool_idx]
-    same = index.digests(paths)
-    return [str(pool.records[i].get("id", i)) for i, p in zip(pool_idx, paths)
-            if p in same and (same[p], chat.prompt_and_answer(pool.records[i])[0]) in keys]
-
-
 def _named(ids: list[str]) -> str:
     return ", ".join(ids[:SHOWN]) + (f" and {len(ids) - SHOWN} more" if len(ids) > SHOWN else "")
 
@@ -125,7 +128,8 @@ def plan_sets(req: InitRequest) -> dict[str, Any]:
     if not base_records:
         raise InputError(f"every record of the base training set ({base.annotation_path}) shares an id or a video with the benchmark",
                          where="--base", fix="pass --base FILE with training records that are not benchmark items")
-    trained = already_trained(kept, pool_idx, base, base_records)
+    trained = training_items(kept, base, indices=pool_idx, train_records=base_records)
+    proxy_trained = training_items(kept, base, indices=proxy_idx, train_records=base_records)
     warnings = []
     if leaks:
         warnings.append(f"{len(leaked)} pool record(s) are benchmark items (same id or video content) and were left out: "
@@ -138,22 +142,44 @@ def plan_sets(req: InitRequest) -> dict[str, Any]:
         warnings.append(f"{len(trained)} of {len(pool_idx)} pool record(s) ({share:.0%}) are already in the base training set (same video "
                         f"and question): {_named(trained)}" + ("; the pool is already the model's training data" if share >= 0.5 else "")
                         + "; mining them adds nothing (curation drops records already in training)")
+    if proxy_trained:
+        share = len(proxy_trained) / len(proxy_idx)
+        warnings.append(f"{len(proxy_trained)} of {len(proxy_idx)} proxy record(s) ({share:.0%}) are already in the base training set (same video "
+                        f"and question): {_named(proxy_trained)}; the model answers what it was trained on, so the proxy finds few gaps"
+                        + (f" (>= {PROXY_TRAINING_SHARE:.0%}: a round without gaps stops with proxy_is_training_data; pass a pool of "
+                           "held-out labelled records)" if share >= PROXY_TRAINING_SHARE else ""))
+    overlap = {role: {"count": len(ids), "of": n, "share": round(len(ids) / n, 4) if n else 0.0, "ids": ids}
+               for role, ids, n in (("proxy", proxy_trained, len(proxy_idx)), ("pool", trained, len(pool_idx)))}
     return {"pool": (kept, pool_idx), "proxy": (kept, proxy_idx), "benchmark": bench, "base": (base, base_records, base_from),
-            "leaks": leaks, "base_leaks": sorted(base_leaks), "already_trained": trained, "warnings": warnings}
+            "leaks": leaks, "base_leaks": sorted(base_leaks), "training_overlap": overlap, "warnings": warnings}
 
 
-def _hardware() -> tuple[int, str, str]:
-    """(GPUs here, how that was found, backend): the local backend on CPU, cosmos-rl with GPUs."""
-    from skillbank.preflight.env_checks import visible_gpus
+def _hardware(req: InitRequest) -> tuple[int, str, str]:
+    """(GPUs per node, how that was found, backend): --gpus-per-node, else this machine's; --backend, else
+    the local backend on CPU and cosmos-rl with GPUs."""
+    if req.gpus_per_node is not None:
+        if req.gpus_per_node < 0:
+            raise InputError(f"--gpus-per-node {req.gpus_per_node} is below 0", where="--gpus-per-node", fix="0 (CPU ranks) or more")
+        gpus, how = req.gpus_per_node, "--gpus-per-node"
+    else:
+        from skillbank.preflight.env_checks import visible_gpus
 
-    gpus, how = visible_gpus()
-    return gpus, how, "cosmos-rl" if gpus else "local"
+        gpus, how = visible_gpus()
+    backend = req.backend or ("cosmos-rl" if gpus else "local")
+    if req.nodes < 1:
+        raise InputError(f"--nodes {req.nodes} is below 1", where="--nodes", fix="1 or more")
+    if backend == "cosmos-rl" and not gpus:
+        raise InputError("cosmos-rl trains on GPUs, and the rounds get none (--gpus-per-node 0, or no GPU here)", where="--backend",
+                         fix="pass --gpus-per-node N for the node the rounds train on, or --backend local (CPU ranks)")
+    if backend == "local" and req.nodes > 1:
+        raise InputError("the local backend (torchrun + FSDP2) trains on one node", where="--nodes", fix="--backend cosmos-rl for several nodes, or --nodes 1")
+    return gpus, how, backend
 
 
 def train_spec(req: InitRequest, base_json: Path, base_media: str, records: int, gpus: int) -> tuple[Any, list[Any]]:
-    """The base train spec: the template, the model, the base set and the recipe's vision and prompt,
-    one node of this machine's GPUs (CPU: one rank, float32); batches fitted to the base set's
-    `records` (as the loop fits each round's; built before anything is written)."""
+    """The base train spec: the template, the model, the base set, the recipe's vision (every key it
+    records: the resolution evaluation uses) and prompt, --nodes x `gpus` (CPU: one rank, float32);
+    batches fitted to the base set's `records` (as the loop fits each round's; built before anything is written)."""
     from skillbank import recipe
     from skillbank.runs import fitting, steps
     from skillbank.specification.build import build_spec
@@ -162,7 +188,7 @@ def train_spec(req: InitRequest, base_json: Path, base_media: str, records: int,
     sets = [f"policy.model_name_or_path={req.model}", f"custom.train_dataset.annotation_path={base_json}",
             f"custom.train_dataset.media_path={os.path.abspath(base_media)}", "validation.enable=false",
             f"train.output_dir={req.out / 'run' / 'train'}", f"results_dir={req.out / 'run'}",
-            f"policy.parallelism.dp_shard_size={max(1, gpus)}", "policy.parallelism.dp_replicate_size=1"]
+            f"policy.parallelism.dp_shard_size={max(1, gpus)}", f"policy.parallelism.dp_replicate_size={req.nodes}"]
     if not gpus:
         sets += ["train.param_dtype=float32", "policy.model_gradient_checkpointing=false", "train.train_policy.dataloader_num_workers=0"]
     vision = (found.recipe.get("vision") or {}) if found else {}
@@ -170,6 +196,7 @@ def train_spec(req: InitRequest, base_json: Path, base_media: str, records: int,
         sets += [f"custom.vision.nframes={vision['nframes']}"]
     elif vision.get("fps"):
         sets += [f"custom.vision.fps={vision['fps']}"]
+    sets += [f"custom.vision.{key}={vision[key]}" for key in ("total_pixels", "max_pixels") if vision.get(key)]
     if found and found.recipe.get("system_prompt"):
         sets.append(f"custom.system_prompt={found.recipe['system_prompt']}")
     spec = build_spec(SKILL, "train", sets).spec
@@ -182,38 +209,64 @@ def eval_config(gpus: int) -> dict[str, Any]:
     return {"model": {"dtype": "auto"}, "num_gpus": min(gpus, 1), "evaluation": {"batch_size": 16 if gpus else 8}}
 
 
+def _check_family(family: str | None, bench: RecordSet) -> None:
+    """--adopt-on names a family of the benchmark's records (the loop adopts rounds on its accuracy)."""
+    families = sorted({str(r["family"]) for r in bench.records if r.get("family") is not None})
+    if family is not None and family not in families:
+        raise InputError(f"--adopt-on {family!r} is no family of the benchmark (its records' families: {', '.join(families) or 'none'})",
+                         where="--adopt-on", fix=f"one of: {', '.join(families)}" if families else "give the benchmark's records a `family`")
+
+
+def for_node(paths: Any, data: dict[str, Any], model: Any) -> tuple[dict[str, Any], list[str]]:
+    """A config or spec dict as the node reads it: every path key REMOTE, the map recorded (paths.map);
+    unchanged without a map. Notes name the paths no LOCAL covers."""
+    if not paths:
+        return data, []
+    paths.check_used(data, model)
+    remote, notes = paths.remote(data, model)
+    remote["paths"] = {"map": paths.items()}
+    return remote, notes
+
+
 def init(req: InitRequest) -> dict[str, Any]:
     """Write DIR/{pool,proxy,base_train}.json, train.yaml, eval.yaml and deft.yaml; return what was written."""
     from skillbank.specification.deft import DeftConfig
     from skillbank.specification.io import write_spec
+    from skillbank.specification.pathmap import PathMap
+    from skillbank.specification.train import TrainSpec
 
     out = req.out.resolve()
     if (out / "run" / "state.json").is_file():
         raise InputError(f"{out / 'run'} holds a DEFT run of an earlier init; new sets would change it under its state", where="--out",
                          fix="choose another --out (or remove that run)")
     req.out = out
+    map_ = PathMap.parse(req.path_map)
+    gpus, how, backend = _hardware(req)
     planned = plan_sets(req)
-    gpus, how, backend = _hardware()
+    bench = planned["benchmark"]
+    _check_family(req.adopt_on, bench)
     pool, pool_idx = planned["pool"]
     _, proxy_idx = planned["proxy"]
     base, base_records, base_from = planned["base"]
     paths = {"pool": out / "pool.json", "proxy": out / "proxy.json", "base": out / "base_train.json"}
     spec, fits = train_spec(req, paths["base"], base.media_dir, len(base_records), gpus)
-    bench = planned["benchmark"]
     config = DeftConfig.model_validate({
         "model": req.model,
         "pool": {"annotation_path": str(paths["pool"]), "media_dir": os.path.abspath(pool.media_dir)},
         "proxy": {"annotation_path": str(paths["proxy"]), "media_dir": os.path.abspath(pool.media_dir)},
         "benchmark": {"annotation_path": os.path.abspath(bench.annotation_path), "media_dir": os.path.abspath(bench.media_dir)},
         "train_spec": str(out / "train.yaml"), "eval_config": str(out / "eval.yaml"),
-        "retrain": {"backend": backend}, "output_dir": str(out / "run"),
+        "retrain": {"backend": backend}, "stop": {"adopt_on": req.adopt_on}, "output_dir": str(out / "run"),
     })
+    spec_data, spec_notes = for_node(map_, spec.model_dump(mode="json"), TrainSpec)
+    config_data, config_notes = for_node(map_, config.model_dump(mode="json"), DeftConfig)
     atomic.write_json(paths["pool"], [pool.records[i] for i in pool_idx], indent=None)
     atomic.write_json(paths["proxy"], [pool.records[i] for i in proxy_idx], indent=None)
     atomic.write_json(paths["base"], base_records, indent=None)
-    write_spec(out / "train.yaml", spec)
+    write_spec(out / "train.yaml", spec_data, TrainSpec)
     write_spec(out / "eval.yaml", eval_config(gpus))
-    write_spec(out / "deft.yaml", config)  # last: a deft.yaml names sets that are all there
+    write_spec(out / "deft.yaml", config_data, DeftConfig)  # last: a deft.yaml names sets that are all there
+    par = spec.policy.parallelism
     return {
         "ok": True, "config": str(out / "deft.yaml"),
         "sets": {"pool": {"path": str(paths["pool"]), "records": len(pool_idx)},
@@ -223,9 +276,11 @@ def init(req: InitRequest) -> dict[str, Any]:
                  "base": {"path": str(paths["base"]), "records": len(base_records), "from": base_from,
                           "left_out_benchmark": len(planned["base_leaks"])}},
         "pool_left_out_benchmark": [o.to_dict() for o in planned["leaks"]],
-        "pool_in_base": {"count": len(planned["already_trained"]), "ids": planned["already_trained"]},
+        "training_overlap": planned["training_overlap"],
         "train_spec": str(out / "train.yaml"), "eval_config": str(out / "eval.yaml"),
-        "backend": backend, "gpus": gpus, "gpus_found_by": how, "fitted": [f.to_dict() for f in fits],
-        "warnings": planned["warnings"], "next": f"skillbank deft --config {out / 'deft.yaml'} --dry-run",
+        "rounds_train_on": {"backend": backend, "nodes": par.dp_replicate_size, "gpus_per_node": gpus, "gpus_found_by": how,
+                            "ranks_per_node": par.dp_shard_size, "vision": spec.custom.vision.model_dump(mode="json")},
+        "adopt_on": req.adopt_on, "path_map": map_.items(),
+        "fitted": [f.to_dict() for f in fits], "warnings": [*planned["warnings"], *dict.fromkeys(config_notes + spec_notes)],
+        "next": f"skillbank deft --config {out / 'deft.yaml'} --dry-run" + (" --runs-on node" if map_ or req.gpus_per_node is not None else ""),
     }
-

@@ -40,6 +40,7 @@ class Loop:
         self.rank_stdout = rank_stdout
         self.out = Path(config.output_dir).resolve()
         self._bench_content: ContentIndex | None = None
+        self.proxy_training = ((inputs.get("summary") or {}).get("training_overlap") or {}).get("proxy") or {}  # deft.sets.training_overlap
 
     # ---- helpers ----------------------------------------------------------------------------------
     def eval_spec(self, role: str, model: str, results_dir: Path) -> Any:
@@ -222,7 +223,8 @@ class Loop:
         s = self.config.stop
         adopted = [x["adopted"] for x in self.rounds() if x["round"] > 0]
         return rules.should_stop(best=self.best["benchmark"], rounds_done=rounds_done, adopted=adopted, target=s.target,
-                                 max_rounds=s.max_rounds, patience=s.patience, gaps=gaps, pool_left=pool_left)
+                                 max_rounds=s.max_rounds, patience=s.patience, gaps=gaps, pool_left=pool_left,
+                                 proxy_training_share=float(self.proxy_training.get("share") or 0.0))
 
     def run(self) -> dict[str, Any]:
         from skillbank.deft.report import write_report
@@ -248,15 +250,29 @@ class Loop:
             write_report(st, self.out)
             r += 1
         st.data["status"] = "done"
-        st.data["stop"] = {"reason": decision.reason, "after_round": r - 1, "best": self.best}
+        why = self.stop_why(decision.reason)
+        st.data["stop"] = {"reason": decision.reason, "after_round": r - 1, "best": self.best, **({"why": why} if why else {}),
+                           "proxy_training_items": {k: self.proxy_training.get(k) for k in ("count", "of", "share")}}
         st.save()
         st.log("stop", reason=decision.reason, best_round=self.best["round"], best_model=self.best["model"])
-        self.log(f"stopped: {decision.reason}; best model: round {self.best['round']}, {self.best['model']} "
+        self.log(f"stopped: {decision.reason}{f' ({why})' if why else ''}; best model: round {self.best['round']}, {self.best['model']} "
                  f"(benchmark {self.best['benchmark']:.4f})")
         paths = write_report(st, self.out)
-        return {"ok": True, "stop_reason": decision.reason, "best": self.best, "rounds": len(self.rounds()) - 1,
+        return {"ok": True, "stop_reason": decision.reason, **({"stop_why": why} if why else {}), "best": self.best, "rounds": len(self.rounds()) - 1,
                 "report": {k: str(v) for k, v in paths.items()}, "state": str(self.out / "state.json"),
                 "wall_s": round(time.perf_counter() - started, 1)}
+
+
+    def stop_why(self, reason: str) -> str:
+        """The stop reason in words where the counts explain it (a proxy of training items)."""
+        p = self.proxy_training
+        if reason == "proxy_is_training_data":
+            return (f"no gaps on the proxy set, but {p.get('count')} of {p.get('of')} proxy records ({float(p.get('share') or 0):.0%}) are training "
+                    f"items of the base train set (>= {rules.PROXY_TRAINING_SHARE:.0%}): the proxy cannot show the model's errors; "
+                    "carve the proxy from held-out records (`skillbank deft init` with a pool that is not the model's training data)")
+        if reason == "no_gaps" and p.get("count"):
+            return f"{p.get('count')} of {p.get('of')} proxy records are training items of the base train set"
+        return ""
 
 
 def live_writers(folder: Path) -> list[int]:

@@ -1,18 +1,25 @@
 """Everything checked before round 1: the config names every input, the sets exist and pass the
 record checks of `skillbank preflight` (evaluate action per set, train action for the base spec),
 the benchmark is disjoint from pool, proxy and base train set (ids and media content), and the
-budgets fit (the pool can feed a round; training makes at least one step)."""
+budgets fit (the pool can feed a round; training makes at least one step). The proxy and pool
+records that are training items of the base train set are counted (`training_overlap`).
+
+`runs_on` is preflight's: "node" (a dry run for another machine, a DEFT job) lists the environment
+findings (model, HF_TOKEN, redis-server, GPUs, disk) as "check on the node" instead of failing; the
+spec and the data are checked all the same. `allocate` puts the train spec on a job's allocation
+(nodes, GPUs per node): every round's training inherits it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from skillbank.deft.sets import SETS, RecordSet, check_disjoint, eval_spec_for, load_set
+from skillbank.deft.sets import SETS, RecordSet, check_disjoint, eval_spec_for, load_set, overlap_lines, training_overlap
 from skillbank.errors import InputError
 from skillbank.specification.deft import DeftConfig
 
 SKILL = "tao-finetune-cosmos-reason"
+SHOWN_IDS = 20  # training items named per set in the summary (the counts are whole)
 
 
 def required(config: DeftConfig) -> None:
@@ -23,14 +30,36 @@ def required(config: DeftConfig) -> None:
                          fix="fill them in (template: skills/applications/tao-run-deft/references/spec_template_deft.yaml)")
 
 
-def load_inputs(config: DeftConfig) -> dict[str, Any]:
-    """The sets, the base train spec and the evaluate config, read and validated (no model loaded)."""
-    from skillbank.specification.io import load_spec, read_spec_file
+def allocate(spec: Any, gpus_per_node: int | None, nodes: int | None) -> Any:
+    """The train spec on an allocation: dp_replicate_size = nodes, dp_shard_size = gpus_per_node / (tp*cp*pp)
+    (None: the spec's own; 0 GPUs: a CPU job, whose ranks are the spec's dp_shard*tp*cp*pp)."""
+    par = spec.policy.parallelism
+    model_parallel = par.tp_size * par.cp_size * par.pp_size
+    if gpus_per_node and gpus_per_node % model_parallel:
+        raise InputError(f"--gpus-per-node {gpus_per_node} is not a multiple of tp*cp*pp = {model_parallel} of the train spec",
+                         where="--gpus-per-node", fix=f"ask for a multiple of {model_parallel} GPUs per node, or change the train spec's tp/cp/pp")
+    changes = {**({"dp_replicate_size": nodes} if nodes else {}), **({"dp_shard_size": gpus_per_node // model_parallel} if gpus_per_node else {})}
+    if not changes:
+        return spec
+    from skillbank.specification.validation import validate
+
+    data = spec.model_dump(mode="json")
+    data["policy"]["parallelism"].update(changes)
+    return validate(type(spec), data, source="the job's allocation")
+
+
+def load_inputs(config: DeftConfig, paths: Any = None) -> dict[str, Any]:
+    """The sets, the base train spec and the evaluate config, read and validated (no model loaded).
+    `paths`: a path map whose REMOTE paths the train spec names (its own recorded map joins it)."""
+    from skillbank.specification.io import LoadedSpec, read_spec_file
     from skillbank.specification.train import TrainSpec
+    from skillbank.specification.validation import validate
 
     required(config)
     sets = {s: load_set(s, getattr(config, s).annotation_path, getattr(config, s).media_dir) for s in SETS}
-    train_spec = load_spec(config.train_spec, TrainSpec)
+    loaded = LoadedSpec.read(config.train_spec)
+    train_map = loaded.recorded_map().with_flags(paths.items() if paths else ())
+    train_spec = validate(TrainSpec, train_map.local(loaded.raw(), TrainSpec), source=config.train_spec)
     td = train_spec.custom.train_dataset
     sets["train"] = load_set("train", td.annotation_path, td.media_path)
     eval_config = read_spec_file(config.eval_config)
@@ -38,20 +67,27 @@ def load_inputs(config: DeftConfig) -> dict[str, Any]:
     return {"sets": sets, "train_spec": train_spec, "eval_config": eval_config}
 
 
-def _record_checks(config: DeftConfig, inputs: dict[str, Any]) -> list[str]:
+def _line(role: str, f: Any) -> str:
+    return f"{role}: {f.where + ': ' if f.where else ''}{f.message}"
+
+
+def _record_checks(config: DeftConfig, inputs: dict[str, Any], runs_on: str) -> tuple[list[str], list[str]]:
+    """(errors, environment findings to check on the node) of `skillbank preflight` on every set and the train spec."""
     from skillbank.preflight.run import run_preflight
 
-    errors = []
+    errors, on_node = [], []
     for role in SETS:
         s: RecordSet = inputs["sets"][role]
         spec = eval_spec_for(inputs["eval_config"], model=config.model, data=s, results_dir="unused", source=config.eval_config)
-        report = run_preflight(skill=SKILL, action="evaluate", spec=spec.model_dump(mode="json"))
-        errors += [f"{role}: {f.where + ': ' if f.where else ''}{f.message}" for f in report.errors]
+        report = run_preflight(skill=SKILL, action="evaluate", spec=spec.model_dump(mode="json"), runs_on=runs_on)
+        errors += [_line(role, f) for f in report.errors]
+        on_node += [_line(role, f) for f in report.on_node]
     train = inputs["train_spec"].model_dump(mode="json")
     train["policy"]["model_name_or_path"] = config.model
-    report = run_preflight(skill=SKILL, action="train", spec=train, backend=config.retrain.backend)
-    errors += [f"train_spec: {f.where + ': ' if f.where else ''}{f.message}" for f in report.errors]
-    return errors
+    report = run_preflight(skill=SKILL, action="train", spec=train, backend=config.retrain.backend, runs_on=runs_on)
+    errors += [_line("train_spec", f) for f in report.errors]
+    on_node += [_line("train_spec", f) for f in report.on_node]
+    return errors, list(dict.fromkeys(on_node))  # the model's finding once, not once per set
 
 
 def _budgets(config: DeftConfig, inputs: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -73,17 +109,34 @@ def _budgets(config: DeftConfig, inputs: dict[str, Any]) -> tuple[list[str], lis
     return errors, warnings
 
 
-def run(config: DeftConfig, *, records: bool = True) -> dict[str, Any]:
-    """Raise InputError listing every problem; return the inputs and a summary when all pass."""
-    inputs = load_inputs(config)
+def run(config: DeftConfig, *, records: bool = True, runs_on: str = "here", gpus_per_node: int | None = None,
+        nodes: int | None = None, paths: Any = None) -> dict[str, Any]:
+    """Raise InputError listing every problem; return the inputs and a summary when all pass.
+    gpus_per_node / nodes: the allocation every round trains on (`allocate`)."""
+    from skillbank.deft.rules import PROXY_TRAINING_SHARE
+
+    inputs = load_inputs(config, paths)
+    inputs["train_spec"] = allocate(inputs["train_spec"], gpus_per_node, nodes)
     sets = inputs["sets"]
     check_disjoint(sets["benchmark"], [sets["pool"], sets["proxy"], sets["train"]])
     errors, warnings = _budgets(config, inputs)
+    on_node: list[str] = []
     if records:
-        errors += _record_checks(config, inputs)
+        found, on_node = _record_checks(config, inputs, runs_on)
+        errors += found
     if errors:
         raise InputError(f"DEFT preflight found {len(errors)} error(s); nothing was run:\n    " + "\n    ".join(errors[:20]),
-                         where=str(Path(config.output_dir)), fix="fix them and run `skillbank deft --config FILE --dry-run` again")
+                         where=str(Path(config.output_dir)),
+                         fix="fix them and run `skillbank deft --config FILE --dry-run` again (a config for another machine: "
+                             "--dry-run --runs-on node lists the environment's findings as 'check on the node')")
+    overlap = training_overlap(sets, sets["train"])
+    warnings += overlap_lines(overlap, f"the base train set ({sets['train'].annotation_path})")
+    if overlap["proxy"]["share"] >= PROXY_TRAINING_SHARE:
+        warnings.append(f"the proxy set is mostly training data ({overlap['proxy']['share']:.0%} >= {PROXY_TRAINING_SHARE:.0%}): "
+                        "a round that finds no gaps stops with proxy_is_training_data; carve the proxy from held-out records")
+    par = inputs["train_spec"].policy.parallelism
     inputs["summary"] = {"ok": True, "records": {k: len(v.records) for k, v in sets.items()}, "warnings": warnings,
-                         "benchmark_disjoint": True}
+                         "benchmark_disjoint": True, "training_overlap": {k: {**v, "ids": v["ids"][:SHOWN_IDS]} for k, v in overlap.items()}, "runs_on": runs_on, "check_on_node": on_node,
+                         "rounds_train_on": {"backend": config.retrain.backend, "nodes": par.dp_replicate_size,
+                                             "ranks_per_node": par.dp_shard_size * par.tp_size * par.cp_size * par.pp_size}}
     return inputs

@@ -88,7 +88,8 @@ def _examples(data: dict[str, Any]) -> list[list[str]]:
 
 def _md(data: dict[str, Any]) -> str:
     best, stop = data["best"] or {}, data["stop"] or {}
-    lines = ["# DEFT run", "", f"- status: {data['status']}; stop reason: {stop.get('reason', '-')}",
+    why = f" ({stop['why']})" if stop.get("why") else ""
+    lines = ["# DEFT run", "", f"- status: {data['status']}; stop reason: {stop.get('reason', '-')}{why}",
              f"- best model: round {best.get('round')}, `{best.get('model')}` ({data['best_label']} {_pct(best.get('benchmark'))})",
              f"- mining: {data['strategy']}; a round is adopted on {data['decides']}", ""]
     for title, head, rows in _tables(data):
@@ -107,7 +108,8 @@ def _html(data: dict[str, Any]) -> str:
              "body{font-family:sans-serif;max-width:60em;margin:2em auto}table{border-collapse:collapse;margin:1em 0}"
              "td,th{border:1px solid #ccc;padding:.2em .6em;text-align:left}</style></head><body>",
              "<h1>DEFT run</h1>",
-             f"<p>Status <b>{e(data['status'])}</b>; stop reason <b>{e(str(stop.get('reason', '-')))}</b>; mining {e(data['strategy'])}; "
+             f"<p>Status <b>{e(data['status'])}</b>; stop reason <b>{e(str(stop.get('reason', '-')))}</b>"
+             + (f" ({e(stop['why'])})" if stop.get("why") else "") + f"; mining {e(data['strategy'])}; "
              f"a round is adopted on {e(data['decides'])}.</p>",
              f"<p>Best model: round {best.get('round')}, <code>{e(str(best.get('model')))}</code> ({data['best_label']} {_pct(best.get('benchmark'))}).</p>"]
     if data["rounds"]:

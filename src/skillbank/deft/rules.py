@@ -33,23 +33,28 @@ def adopt_on_family(candidate: dict[str, float], best: dict[str, float], family:
     return Adoption(gained and not fallen, "; ".join(reasons), fallen)
 
 
+PROXY_TRAINING_SHARE = 0.5  # a proxy with at least this share of training items cannot show the model's errors
+
+
 @dataclass(frozen=True)
 class StopDecision:
     stop: bool
-    reason: str  # "" while going on; target | max_rounds | patience | no_gaps | pool_exhausted
+    reason: str  # "" while going on; target | max_rounds | patience | no_gaps | proxy_is_training_data | pool_exhausted
 
 
 def should_stop(*, best: float, rounds_done: int, adopted: list[bool], target: float | None, max_rounds: int,
-                patience: int, gaps: int | None = None, pool_left: int | None = None) -> StopDecision:
+                patience: int, gaps: int | None = None, pool_left: int | None = None,
+                proxy_training_share: float = 0.0) -> StopDecision:
     """Whether the loop stops after `rounds_done` rounds (adopted: one flag per round, in order).
 
     Checked in this order: the target is met by the best benchmark metric; nothing left to fix (no
-    proxy gaps) or to add (pool exhausted); max_rounds reached; the last `patience` rounds were all
-    not adopted."""
+    proxy gaps: `proxy_is_training_data` instead of `no_gaps` when at least PROXY_TRAINING_SHARE of the
+    proxy records are training items, since such a proxy finds no errors because the model was trained
+    on it) or to add (pool exhausted); max_rounds reached; the last `patience` rounds were all not adopted."""
     if target is not None and best >= target:
         return StopDecision(True, "target")
     if gaps == 0:
-        return StopDecision(True, "no_gaps")
+        return StopDecision(True, "proxy_is_training_data" if proxy_training_share >= PROXY_TRAINING_SHARE else "no_gaps")
     if pool_left == 0:
         return StopDecision(True, "pool_exhausted")
     if rounds_done >= max_rounds:

@@ -1,6 +1,8 @@
 """The loop's inputs, read once: the config's sets, the base train spec and the evaluate config,
 and the disjointness rule (the frozen benchmark shares no id and no media file content with the
-pool, the proxy set or the base training set)."""
+pool, the proxy set or the base training set); and which pool and proxy records are already
+training items (`training_items`: a video with a training record's content, asked that record's
+question), counted by `deft init`, the dry run and the stop rule."""
 
 from __future__ import annotations
 
@@ -119,6 +121,45 @@ def overlaps(protected: RecordSet, others: list[RecordSet], found: list[Overlap]
             problems.append(f"{len(same)} {other.role} record(s) whose video has the content of a {protected.role} video: "
                             + ", ".join(same[:SHOWN]) + (", ..." if len(same) > SHOWN else ""))
     return problems
+
+
+def training_items(other: RecordSet, train: RecordSet, *, indices: list[int] | None = None,
+                   train_records: list[dict[str, Any]] | None = None) -> list[str]:
+    """Ids of `other`'s records (those at `indices`, default all) that are training items of `train`
+    (or of its `train_records`): the video has a training record's video content (sha256; only files of
+    a training clip's size are hashed) and the question is that record's."""
+    records = train.records if train_records is None else train_records
+    index = ContentIndex([train.video(r) for r in records])
+    keys = {(index.digest_of.get(train.video(r)), chat.prompt_and_answer(r)[0]) for r in records}
+    picked = range(len(other.records)) if indices is None else indices
+    paths = [other.video(other.records[i]) for i in picked]
+    same = index.digests(paths)
+    return [str(other.records[i].get("id", i)) for i, p in zip(picked, paths)
+            if p in same and (same[p], chat.prompt_and_answer(other.records[i])[0]) in keys]
+
+
+def training_overlap(sets: dict[str, RecordSet], train: RecordSet, roles: tuple[str, ...] = ("proxy", "pool")) -> dict[str, dict[str, Any]]:
+    """{role: {count, of, share, ids}}: the records of each role that are training items of `train`."""
+    out = {}
+    for role in roles:
+        ids = training_items(sets[role], train)
+        total = len(sets[role].records)
+        out[role] = {"count": len(ids), "of": total, "share": round(len(ids) / total, 4) if total else 0.0, "ids": ids}
+    return out
+
+
+def overlap_lines(found: dict[str, dict[str, Any]], train_name: str) -> list[str]:
+    """One warning per set with training items (the first SHOWN ids named)."""
+    lines = []
+    for role, o in found.items():
+        if not o["count"]:
+            continue
+        named = ", ".join(o["ids"][:SHOWN]) + (", ..." if o["count"] > SHOWN else "")
+        what = {"proxy": "a proxy of training items finds few gaps: the model answers what it was trained on",
+                "pool": "mining them adds nothing (curation drops records already in training)"}.get(role, "")
+        lines.append(f"{o['count']} of {o['of']} {role} record(s) ({o['share']:.0%}) are training items of {train_name} "
+                     f"(same video content and question): {named}" + (f"; {what}" if what else ""))
+    return lines
 
 
 class OverlapError(InputError):

@@ -106,3 +106,21 @@ class LoopState:
         self.save()
         self.log("stage_done", stage=key, outputs=entry["outputs"])
         return result
+
+
+def progress(folder: Path) -> dict[str, Any]:
+    """Where a loop stands, from its state.json (`jobs status` of a DEFT job): status, the stages done and
+    the one running, rounds decided, the best model so far and the stop; ok false when it has none yet."""
+    path = folder / STATE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {"ok": False, "error": f"no readable {path} yet (the loop has not started, or it is another machine's folder)"}
+    stages = data.get("stages") or {}
+    best = data.get("best") or {}
+    return {"ok": True, "state": str(path), "status": data.get("status"),
+            "stages_done": sum(s.get("status") == "done" for s in stages.values()),
+            "running": [k for k, s in stages.items() if s.get("status") == "running"],
+            "attempts": {k: s.get("attempts") for k, s in stages.items() if (s.get("attempts") or 0) > 1},
+            "rounds": max((int(x.get("round", 0)) for x in data.get("rounds") or []), default=0),
+            "best": {k: best.get(k) for k in ("round", "model", "benchmark")} if best else None, "stop": data.get("stop")}

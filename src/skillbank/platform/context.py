@@ -10,7 +10,9 @@ tp*cp*pp*dp_shard GPUs per node, dp_replicate nodes); flags may only confirm the
 Every rendered job starts with `preflight_argv`: the environment checks, on the machine that trains.
 A job's action is train (`skillbank train`) or automl (`skillbank automl ... --resume` on the spec
 copy, its study in <results_dir>/automl/<study>) or rl (GRPO on an rl spec: cosmos-rl on the TOML
-rendered into the job folder, or `skillbank rl --backend local`): `job_argv` is the command either way.
+rendered into the job folder, or `skillbank rl --backend local`) or deft (`skillbank deft --config
+<copy> --resume` on the job's allocation: platform.deft_job; `spec` is then the loop's base train spec,
+the job folder lies under the loop's output_dir): `job_argv` is the command either way.
 
 With a path map (`--path-map LOCAL=REMOTE`, skillbank.specification.pathmap) `spec` is the node's view: every
 path in it, and so in every file rendered from it, is REMOTE; `spec_here()` is this machine's view
@@ -40,6 +42,7 @@ TRAIN_COMMAND = ("-m", "skillbank.cli", "train")
 AUTOML_COMMAND = ("-m", "skillbank.cli", "automl")
 PREFLIGHT_COMMAND = ("-m", "skillbank.cli", "preflight")
 RL_COMMAND = ("-m", "skillbank.cli", "rl")
+DEFT_COMMAND = ("-m", "skillbank.cli", "deft")
 GRPO_SCRIPT_MODULE = "skillbank.training.cosmos_rl.grpo_script"
 FIND_GRPO_SCRIPT = f"$(python -c 'import importlib.util as u; print(u.find_spec(\"{GRPO_SCRIPT_MODULE}\").origin)')"  # where the node has it
 
@@ -84,6 +87,21 @@ class AutomlJob:
         return out
 
 
+@dataclass(frozen=True)
+class DeftJob:
+    """What a deft job runs: the DEFT loop of a config, every round on the job's allocation
+    (skillbank.platform.deft_job prepares it; the paths are the node's)."""
+
+    config: str  # the config file as given (absolute, this machine): the record's spec path
+    output_dir: str  # the loop's run folder (state.json, round_N/, report.html)
+    train_spec: str  # the base train spec (the job's environment check reads it)
+    data: dict = field(default_factory=dict)  # the config's keys, every path absolute: what the job folder's deft.yaml holds
+    folders: tuple[tuple[str, bool], ...] = ()  # (folder, read_only): what the loop reads and writes (container mounts)
+
+    def argv(self, nodes: int, gpus_per_node: int) -> list[str]:
+        return ["--resume", "--nodes", str(nodes), "--gpus-per-node", str(gpus_per_node)]
+
+
 @dataclass
 class JobContext:
     job_id: str
@@ -108,6 +126,7 @@ class JobContext:
     model_family: str | None = None  # rl: --model-family, for a checkpoint only the node has
     spec_data: dict | None = None  # the spec file's own keys as submit read them, node's view under a path map (what the copy holds)
     preflight_stats: dict = field(default_factory=dict)  # the gate's stats (token tally, record counts): what the suggested --time is planned from
+    deft: DeftJob | None = None  # a deft job: the loop it runs
 
     @property
     def study_dir(self) -> Path | None:
@@ -140,6 +159,8 @@ class JobContext:
         which always resumes its study (created by the first run, continued by a requeue or resubmit)."""
         if self.automl:
             return self.automl_argv(python, in_script=in_script)
+        if self.deft:  # every attempt resumes the loop at its interrupted stage (a fresh output_dir starts it)
+            return [python or self.python, *DEFT_COMMAND, "--config", self.spec_arg(in_script), *self.deft.argv(self.nodes, self.gpus_per_node)]
         if self.action == "rl":
             return self.rl_argv(python, resume=resume, in_script=in_script)
         return self.train_argv(python, resume=resume, in_script=in_script)
@@ -200,8 +221,9 @@ class JobContext:
         machine that trains (HF_TOKEN, redis-server, GPUs, free disk at train.output_dir, the model).
         It exits 2 on a finding, so the script stops before cosmos-rl starts; spec and data were
         checked at submit."""
+        spec = self.deft.train_spec if self.deft else self.spec_arg(in_script)  # a deft job: the rounds' base train spec
         return [
-            python or self.python, *PREFLIGHT_COMMAND, "--skill", self.skill, "--action", "rl" if self.action == "rl" else "train", "--spec", self.spec_arg(in_script),
+            python or self.python, *PREFLIGHT_COMMAND, "--skill", self.skill, "--action", "rl" if self.action == "rl" else "train", "--spec", spec,
             "--only", "env", "--runs-on", "here", "--backend", self.backend,
             *([] if self.cpu_only else ["--gpus-per-node", str(self.gpus_per_node)]),
             *self.study_disk_args(),
@@ -296,8 +318,10 @@ def build_context(
     spec_data: dict | None = None,
     action: str | None = None,
     model_family: str | None = None,
+    deft: DeftJob | None = None,
 ) -> JobContext:
-    """`spec` is the node's view under a path map (`paths`); `spec_data` the spec file's keys in that view."""
+    """`spec` is the node's view under a path map (`paths`); `spec_data` the spec file's keys in that view.
+    A deft job (`deft`): `spec` is the loop's base train spec; the job folder lies under the loop's output_dir."""
     cwd = (cwd or Path.cwd()).resolve()
     paths = paths or PathMap(cwd=cwd)
     src = Path(spec_path).expanduser()
@@ -327,10 +351,18 @@ def build_context(
             where="policy.parallelism.dp_replicate_size",
             fix="set policy.parallelism.dp_replicate_size=1 for the study, or submit a multi-node train job with --action train",
         )
-    action = "automl" if automl else (action or "train")
+    if deft is not None and n_nodes > 1:
+        raise InputError(
+            f"a DEFT job runs the loop and its rounds on one node, but its train spec asks for {n_nodes} nodes (policy.parallelism.dp_replicate_size)",
+            where="policy.parallelism.dp_replicate_size",
+            fix="write the loop's train spec for one node (`skillbank deft init ... --nodes 1`); rounds across nodes need a node launcher per round, not there yet",
+        )
+    action = "automl" if automl else ("deft" if deft else (action or "train"))
     job_id = job_id or rec.new_job_id(action)
-    results_dir = _abs(paths.to_local(spec.results_dir), cwd)  # where the record and the job folder are written here
+    results_dir = _abs(paths.to_local(deft.output_dir if deft else spec.results_dir), cwd)  # where the record and the job folder are written here
     jdir = rec.job_dir(results_dir, job_id)
+    if deft:
+        src = Path(deft.config)
     return JobContext(
         job_id=job_id,
         platform=platform,
@@ -341,8 +373,8 @@ def build_context(
         cwd=cwd,
         results_dir=results_dir,
         job_dir=jdir,
-        spec_copy=jdir / f"spec{src.suffix or '.yaml'}",
-        train_output_dir=_abs(spec.train.output_dir, cwd),
+        spec_copy=jdir / ("deft.yaml" if deft else f"spec{src.suffix or '.yaml'}"),
+        train_output_dir=_abs(deft.output_dir if deft else spec.train.output_dir, cwd),
         nodes=n_nodes,
         gpus_per_node=n_gpus,
         options=options,
@@ -351,6 +383,7 @@ def build_context(
         paths=paths,
         spec_data=spec_data,
         model_family=model_family,
+        deft=deft,
     )
 
 
@@ -363,6 +396,12 @@ def copy_spec(ctx: JobContext) -> str:
     except OSError as exc:
         raise InputError(f"cannot create the job folder {ctx.job_dir} here ({exc.strerror or exc})", where="results_dir",
                          fix="map results_dir to a folder of this machine with --path-map LOCAL=REMOTE, or set results_dir to one") from None
+    if ctx.deft:  # the config as the node reads it, every path absolute
+        from skillbank.specification.deft import DeftConfig
+        from skillbank.specification.io import write_spec
+
+        write_spec(ctx.spec_copy, ctx.deft.data, DeftConfig)
+        return rec.sha256_file(ctx.spec_copy)
     data, changed = travelling_spec(ctx)
     if ctx.paths or changed:
         from skillbank.specification.io import write_spec
@@ -380,23 +419,29 @@ def travelling_spec(ctx: JobContext) -> tuple[dict, list[str]]:
     as the node names it (one no LOCAL covers stays relative: it starts at the job folder there). A
     model key naming a hub id is left alone."""
     from skillbank.specification.io import read_spec_file
+
+    data = copy.deepcopy(ctx.spec_data) if ctx.spec_data is not None else read_spec_file(ctx.spec_path)
+    return data, absolute_paths(data, ctx.spec.model_dump(mode="json"), type(ctx.spec), ctx.cwd, ctx.paths)
+
+
+def absolute_paths(data: dict, effective: dict, model: type, cwd: Path, paths: PathMap | None = None) -> list[str]:
+    """Write into `data` each path key that is relative in `effective` (the validated spec) as meant from
+    `cwd` (under `paths`, as the node names it); a hub model id is left alone. Returns the keys written."""
     from skillbank.specification.overrides import get_dotted, set_dotted
     from skillbank.specification.pathmap import path_keys
 
-    data = copy.deepcopy(ctx.spec_data) if ctx.spec_data is not None else read_spec_file(ctx.spec_path)
-    effective = ctx.spec.model_dump(mode="json")
     changed: list[str] = []
-    for key, is_model in path_keys(type(ctx.spec)):
+    for key, is_model in path_keys(model):
         value = get_dotted(effective, key)
         if not isinstance(value, str) or not value.strip() or Path(value).expanduser().is_absolute():
             continue
-        if is_model and modelref.parse(value, base=ctx.cwd).path is None:
+        if is_model and modelref.parse(value, base=cwd).path is None:
             continue  # a hub id (owner/repo, hf_model://)
-        moved = ctx.paths.to_remote(value) if ctx.paths else os.path.normpath(ctx.cwd / Path(value).expanduser())  # symlinks kept
+        moved = paths.to_remote(value) if paths else os.path.normpath(cwd / Path(value).expanduser())  # symlinks kept
         if Path(moved).is_absolute():
             set_dotted(data, key, moved)
             changed.append(key)
-    return data, changed
+    return changed
 
 
 def _abs(path: str, cwd: Path) -> Path:

@@ -76,6 +76,7 @@ def _spec_folders(ctx: JobContext) -> list[tuple[Path, bool]]:
     model = ctx.local_model_dir()
     if model is not None:
         wanted.append((model, True))
+    wanted += [(Path(folder), ro) for folder, ro in ctx.deft.folders] if ctx.deft else []  # a DEFT job: its sets, specs and output_dir
     return [*wanted, (Path(ctx.node(ctx.results_dir)), False), (ctx.train_output_dir, False)]
 
 

@@ -161,7 +161,8 @@ def srun(*options: str) -> str:
 def _prelude(ctx: JobContext) -> list[str]:
     par = ctx.spec.policy.parallelism
     where = "in the container SKILLBANK_IMAGE names (pyxis/enroot)" if ctx.options.image else "in the Python environment SKILLBANK_VENV names"
-    what = f"AutoML study {ctx.automl.study} ({ctx.backend} trials)" if ctx.automl else f"{ctx.backend} {'GRPO' if ctx.action == 'rl' else 'SFT'}"
+    what = (f"AutoML study {ctx.automl.study} ({ctx.backend} trials)" if ctx.automl else f"DEFT loop ({ctx.backend} rounds)" if ctx.deft
+            else f"{ctx.backend} {'GRPO' if ctx.action == 'rl' else 'SFT'}")
     shape = f"{ctx.ranks} CPU rank(s), no GPU" if ctx.cpu_only else f"{ctx.gpus_per_node} GPU(s)"
     layout = (f"policy tp {par.tp_size} x dp_shard {par.dp_shard_size} + rollout.num_gpus {ctx.spec.rollout.num_gpus}" if ctx.action == "rl"  # type: ignore[attr-defined]
               else f"policy.parallelism: dp_replicate {par.dp_replicate_size}, dp_shard {par.dp_shard_size}, tp {par.tp_size}, cp {par.cp_size}, pp {par.pp_size}")
@@ -302,6 +303,15 @@ def _automl_body(ctx: JobContext) -> list[str]:
     ]
 
 
+def _deft_body(ctx: JobContext) -> list[str]:
+    """`skillbank deft --resume` on one node (skillbank.platform.deft_job): every round trains on the
+    allocation; a requeued or re-submitted job continues the loop at its interrupted stage."""
+    return [
+        "# The DEFT loop on this node: every round trains on the allocation; every attempt resumes at the interrupted stage (state.json).",
+        srun(*_one_task(ctx), quote_argv(ctx.job_argv("python", in_script=True))),
+    ]
+
+
 def first_step(ctx: JobContext) -> list[str]:
     """The environment checks on every node of the allocation, before anything else runs there."""
     return [
@@ -317,7 +327,9 @@ def render(ctx: JobContext) -> Rendered:
     lines = [*sbatch_header(ctx), *_prelude(ctx), "", *first_step(ctx)]
     run_dir = log_dir = None
     notes: list[str] = []
-    if ctx.automl is not None:
+    if ctx.deft is not None:
+        body = _deft_body(ctx)
+    elif ctx.automl is not None:
         body = _automl_body(ctx)
         notes = [f"the study runs its trials on one node ({ctx.backend} backend); a requeued or re-submitted job resumes it in {ctx.study_dir}"]
     elif ctx.backend == "cosmos-rl":

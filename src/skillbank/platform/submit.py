@@ -157,8 +157,9 @@ def _resume_from(ctx: JobContext, path: str | None) -> list[str]:
 def _planned_time(ctx: JobContext) -> str:
     """No --time on Slurm: `skillbank plan`'s suggested time (the total with a margin) from the gate's token tally
     and record counts; a CPU job or an AutoML study gets none (the partition's default applies). Returns the note."""
-    if ctx.cpu_only or ctx.automl is not None:
-        what = "a CPU job" if ctx.cpu_only else "an AutoML study (its trials' time depends on pruning; a requeued study resumes)"
+    if ctx.cpu_only or ctx.automl is not None or ctx.deft is not None:
+        what = ("a CPU job" if ctx.cpu_only else "a DEFT loop (its rounds depend on the stop rule; a requeued loop resumes)" if ctx.deft
+                else "an AutoML study (its trials' time depends on pruning; a requeued study resumes)")
         return f"no --time given or suggested for {what}: the partition's default time limit applies"
     from dataclasses import replace
 
@@ -191,6 +192,11 @@ def submit(
     and the record's node paths name REMOTE; `recorded_map`: the map the spec file records joins it. The
     spec file is read once here."""
     module = platform_module(platform)
+    deft = config = None
+    if action == "deft":  # the loop's config: its base train spec gives the job's shape, retrain.backend its backend
+        from skillbank.platform.deft_job import prepare
+
+        deft, config, spec_path, paths, backend = prepare(spec_path, backend=backend, paths=paths, recorded_map=recorded_map)
     backend = backend or default_backend(platform)
     if backend not in BACKENDS:
         raise InputError(f"unknown backend {backend!r}", where="--backend", fix=f"one of: {', '.join(BACKENDS)}")
@@ -213,15 +219,24 @@ def submit(
     ctx = build_context(
         platform=platform, backend=backend, skill=skill, spec_path=spec_path, spec=spec,  # type: ignore[arg-type]
         nodes=nodes, gpus_per_node=gpus_per_node, options=options or Options(), automl=automl,
-        action=action, model_family=model_family, spec_data=spec_data, **({"paths": paths} if paths else {}),
+        action=action, model_family=model_family, spec_data=spec_data, deft=deft, **({"paths": paths} if paths else {}),
     )
+    if deft is not None and resume_from:
+        raise InputError("--resume-from starts one training run from a checkpoint; a DEFT job resumes its loop", where="--resume-from",
+                         fix="drop it: every attempt continues the loop at its interrupted stage")
     notes = _resume_from(ctx, resume_from)
     if automl is not None and automl.storage:
         from skillbank.automl.storage import socket_note
 
         worker = "every job that names this --storage and --study runs one more worker of the study (status, logs, cancel per job)"
         notes += [worker, *([socket_note(automl.storage)] if socket_note(automl.storage) and platform != "local" else [])]
-    pre = preflight_gate(ctx, gpus_per_node=_preflight_gpus(platform, gpus_per_node, ctx, dry_run), dry_run=dry_run, loaded=loaded)
+    if deft is not None:
+        from skillbank.platform.deft_job import gate, notes as deft_notes
+
+        pre = gate(ctx, config, runs_on=runs_on(platform, dry_run))
+        notes += deft_notes(ctx, pre)
+    else:
+        pre = preflight_gate(ctx, gpus_per_node=_preflight_gpus(platform, gpus_per_node, ctx, dry_run), dry_run=dry_run, loaded=loaded)
     if platform == "slurm" and not ctx.options.time:
         notes.append(_planned_time(ctx))
     if not dry_run:
@@ -254,6 +269,7 @@ def submit(
             cosmos_log_dir=str(rendered.cosmos_log_dir) if rendered.cosmos_log_dir else None,
             study_dir=str(ctx.study_dir) if ctx.study_dir else None,
             study_storage=automl.storage if automl is not None else None,
+            deft_dir=deft.output_dir if deft is not None else None,
         ),
         preflight=pre,
         notes=[*notes, *rendered.notes, *path_notes],

@@ -51,6 +51,7 @@ class Outputs(BaseModel):
     cosmos_log_dir: str | None = Field(None, description="cosmos-rl's --log-dir (slurm): node_<i>/logs_latest/ per node.")
     study_dir: str | None = Field(None, description="action automl: the study folder, <results_dir>/automl/<study> (study.db, trials/, best_rec.json); every submit of the same study resumes it.")
     study_storage: str | None = Field(None, description="action automl: the study's --storage URL, shared by the workers of every job that names it (never with a password); None: study.db in study_dir. `jobs status` reads the study from it.")
+    deft_dir: str | None = Field(None, description="action deft: the DEFT loop's output_dir (state.json, log.jsonl, round_N/, report.html); every attempt and every submit of the same config resumes it. `jobs status` reads the loop's progress from it.")
 
 
 class JobRecord(BaseModel):
@@ -63,7 +64,7 @@ class JobRecord(BaseModel):
     platform: Platform
     backend: Backend
     skill: str
-    action: Literal["train", "automl", "rl"] = Field("train", description="train: `skillbank train`; automl: `skillbank automl --resume` (a study; its trials run on one machine); rl: GRPO on an rl spec (cosmos-rl on the job folder's TOMLs, or `skillbank rl --backend local`).")
+    action: Literal["train", "automl", "rl", "deft"] = Field("train", description="train: `skillbank train`; automl: `skillbank automl --resume` (a study; its trials run on one machine); rl: GRPO on an rl spec (cosmos-rl on the job folder's TOMLs, or `skillbank rl --backend local`); deft: `skillbank deft --resume` on the job folder's deft.yaml (the DEFT loop; every round trains on the job's node).")
     spec: SpecRef
     argv: list[str] = Field(description="What was (or would be) executed: the train or automl command, `docker run ...`, or `sbatch SCRIPT`.")
     script: str | None = Field(None, description="The rendered file (docker: command.sh, slurm: job.sbatch).")
@@ -87,7 +88,7 @@ class JobRecord(BaseModel):
 
 FOLDER_FACTS = "job.json"  # in the job folder: what it is, so a folder that travelled alone can be attached
 FACT_FIELDS = ("id", "platform", "backend", "skill", "action", "nodes", "gpus_per_node", "image", "env")
-NODE_OUTPUTS = ("train_output_dir", "run_dir", "cosmos_log_dir", "study_dir")
+NODE_OUTPUTS = ("train_output_dir", "run_dir", "cosmos_log_dir", "study_dir", "deft_dir")
 
 
 def folder_facts(record: JobRecord) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Literal
 
 from skillbank.specification.base import Section
 from skillbank.specification.meta import ModelRefStr, PathStr, param
+from skillbank.specification.pathmap import PathsSpec
 
 
 class DeftSetSpec(Section):
@@ -70,9 +71,11 @@ class DeftConfig(Section):
     proxy: DeftSetSpec = param(default_factory=DeftSetSpec, description="Proxy set: where gaps are found and checkpoints are picked.")
     benchmark: DeftSetSpec = param(default_factory=DeftSetSpec, description="Frozen benchmark: decides adoption; never mined, trained on or used to pick a checkpoint.")
     train_spec: PathStr = param("", "Base train spec (YAML from `skillbank spec --action train`): its train set, steps and optimizer are every round's.", popular=True)
-    eval_config: str = param("", "Evaluate config (TOML or YAML): vision, generation, metric and system prompt of every evaluation; its dataset is replaced per set.", popular=True)
+    eval_config: PathStr = param("", "Evaluate config (TOML or YAML): vision, generation, metric and system prompt of every evaluation; its dataset is replaced per set.", popular=True)
     mining: MiningSpec = param(default_factory=MiningSpec, description="Embedding and nearest-neighbour mining.")
     retrain: RetrainSpec = param(default_factory=RetrainSpec, description="How each round retrains.")
     stop: StopSpec = param(default_factory=StopSpec, description="Stop rule.")
-    output_dir: PathStr = param("./results/deft", "Run folder: state.json, log.jsonl, round_N/<stage>/..., report.html.")
+    output_dir: PathStr = param("./results/deft", "Run folder: state.json, log.jsonl, round_N/<stage>/..., report.html; a DEFT job's folder: jobs/<id>/.")
+    paths: PathsSpec = param(default_factory=PathsSpec, description="The path map this config was written with (`skillbank deft init --path-map`): "
+                             "it names the node's paths; applied where its LOCAL folders exist.")
 
