@@ -1,7 +1,7 @@
 """The check to run the day a GPU is lent (docs/gpu-check.md): plan's predictions against a real run.
 
 In one script, offline, in under 8 minutes on one H100:
-1. model: Cosmos-Reason2-2B built from the config.json the bank ships (planning/configs/) with random
+1. model: Cosmos-Reason2-2B built from the config.json the bank ships (models/configs/) with random
    bf16 weights (initialised on the GPU), a tokenizer trained here (skillbank.assets.tiny_model's BPE:
    the model keeps its 151,936-entry embedding; the token ids of the config are re-pointed at the
    BPE's specials) and a Qwen3-VL processor at plan's frame budgets (128-768 tokens per frame);
@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
-BUNDLED = ROOT / "src" / "skillbank" / "planning" / "configs" / "nvidia--Cosmos-Reason2-2B.json"
+BUNDLED = ROOT / "src" / "skillbank" / "models" / "configs" / "nvidia--Cosmos-Reason2-2B.json"
 PLAN_GPUS = (("H200", "h200"), ("A100", "a100-80gb"), ("H100", "h100-80gb"))
 PATCH_PIXELS = 32 * 32  # Qwen3-VL: (patch 16 x merge 2)^2 pixels per vision token
 

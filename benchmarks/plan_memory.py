@@ -9,7 +9,7 @@ without gradient checkpointing. Measured: the peak of live tensor bytes during o
 (a dispatch-mode tracker of every tensor storage: parameters, gradients, optimizer states,
 activations, temporaries); this is tensor memory, not process RSS (no allocator caching, no Python).
 Predicted: planning.estimate.memory at compute dtype float32 (the local backend's CPU dtype) with the
-model's meta-device count (planning.params). The vision tower is not exercised (no video), so its
+model's meta-device count (models.params). The vision tower is not exercised (no video), so its
 part is zero on both sides. Goal: within 25% everywhere.
 
 A last row is the fused cross-entropy setting (policy.enable_liger_fused_cross_entropy: liger-kernel's
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from skillbank.assets.tiny_model import TinySize, build_tiny_model
     from skillbank.planning import estimate as est
-    from skillbank.planning.params import count_on_meta, find_config
+    from skillbank.models.params import count_on_meta, find_config
     from skillbank.training.local.model import load_policy, make_mesh, shard_model
 
     h = args.hidden

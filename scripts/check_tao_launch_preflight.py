@@ -3,7 +3,7 @@
 
 import sys
 
-from skillbank.preflight.command import main
+from skillbank.commands.preflight import main
 
 if __name__ == "__main__":
     sys.exit(main())

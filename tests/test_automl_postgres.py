@@ -216,7 +216,8 @@ from pathlib import Path
 from test_automl_search import SCHEMA, base_spec, fake_runner
 from skillbank import procs
 from skillbank.automl.space import build_space
-from skillbank.automl.study import StudySettings, TrialFailed, run_study
+from skillbank.automl.study import StudySettings, TrialFailed
+from skillbank.automl.worker import run_study
 
 mode, url, study, max_trials = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 

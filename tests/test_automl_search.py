@@ -27,7 +27,8 @@ from skillbank.automl.report import write_outputs
 from skillbank.redaction import redact
 from skillbank.automl.sampling import weighted_choice
 from skillbank.automl.space import build_space, load_schema
-from skillbank.automl.study import StudySettings, TrialOutcome, run_study
+from skillbank.automl.study import StudySettings, TrialOutcome
+from skillbank.automl.worker import run_study
 from skillbank.errors import InputError
 
 SCHEMA = load_schema(ROOT / "skills" / "models" / SKILL / "schemas" / "train.schema.json")
@@ -206,7 +207,8 @@ WORKER = textwrap.dedent(
     from pathlib import Path
     from test_automl_search import SCHEMA, base_spec, fake_runner
     from skillbank.automl.space import build_space
-    from skillbank.automl.study import StudySettings, run_study
+    from skillbank.automl.study import StudySettings
+    from skillbank.automl.worker import run_study
 
     def slow(trial_dir, spec, report):
         time.sleep(float(sys.argv[2]))
@@ -309,7 +311,7 @@ def test_a_searched_key_with_a_null_base_value_fps_on_an_nframes_spec_runs_to_th
     """custom.vision.fps searched on a spec that sets nframes (fps null): the baseline keeps fps null and
     samples nothing for it (it trains with nframes); every other trial samples fps and clears nframes (the
     exclusive pair, as `spec --set` does); the real spec model validates each trial's spec."""
-    from skillbank.automl.run import exclusive_apply, null_base_notes
+    from skillbank.automl.space import exclusive_apply, null_base_notes
     from skillbank.automl.sampling import enqueue_values
     from skillbank.specification.registry import spec_model
     from skillbank.specification.validation import validate

@@ -17,7 +17,7 @@ import pytest
 from conftest import local_train_spec
 from helpers import json_out, skillbank
 from skillbank.cli import main
-from skillbank.scoring.stats import newcombe_paired, wilson
+from skillbank.scoring.stats import holm, mcnemar_exact_interval, mcnemar_sample_size, newcombe_paired, wilson
 
 
 def _write(folder: Path, rows: list[dict]) -> Path:
@@ -79,7 +79,50 @@ def test_newcombe_published_example_through_the_command(tmp_path):
     assert (round(low, 4), round(high, 4)) == (0.0569, 0.3404) and doc["overall"]["diff"] == 0.2
     table = (tmp_path / "table.md").read_text()
     assert doc["markdown"] == str(tmp_path / "table.md")
-    assert "| **all** | 50 | 0.960 [0.865, 0.989] | 0.760 [0.626, 0.857] | +0.200 [+0.057, +0.340] | 12 | 2 | 0.0129 | — |" in table
+    exact = doc["overall"]["diff_ci95_exact"]  # Clopper-Pearson of 12 of 14 discordant pairs, as a difference: (2 psi - 1) * 14 / 50
+    assert exact == [round(x, 6) for x in mcnemar_exact_interval(12, 2, 50)] and exact[0] > 0
+    assert doc["overall"]["n_for_power_0_8"] == mcnemar_sample_size(12, 2, 50) and doc["overall"]["disagreement"] is None
+    assert ("| **all** | 50 | 0.960 [0.865, 0.989] | 0.760 [0.626, 0.857] | +0.200 [+0.057, +0.340] | +0.200 [+0.040, +0.270] | 12 | 2 "
+            "| 0.0129 | — | 53 |") in table
+
+
+def test_tiny_p_values_stay_exact_and_a_disagreement_is_explained(tmp_path):
+    # f1: 30 vs 0 discordant pairs (p = 2 * 0.5**30 = 1.86e-9, not 0.0); f2: 5 vs 0 (p = 0.0625, while
+    # Newcombe's interval excludes 0)
+    a = _rows([True] * 100, "f1") + _rows([True] * 40, "f2", start=200)
+    b = _rows([False] * 30 + [True] * 70, "f1") + _rows([False] * 5 + [True] * 35, "f2", start=200)
+    proc = skillbank("compare", str(_write(tmp_path / "a", a)), str(_write(tmp_path / "b", b)), "--json", "--out", str(tmp_path / "t.md"))
+    doc = json_out(proc)
+    f1, f2 = doc["families"]["f1"], doc["families"]["f2"]
+    assert f1["p_value"] == 2 * 0.5**30 and f1["p_value_one_sided"] == 0.5**30 and f1["p_adjusted"] == 2 * f1["p_value"]
+    assert doc["overall"]["p_value"] == 2 * 0.5**35 > 0
+    assert f2["p_value"] == 0.0625 and f2["diff_ci95"][0] > 0 and f2["diff_ci95_exact"][0] < 0  # Newcombe excludes 0, the exact one not
+    assert f2["disagreement"].startswith("Newcombe's interval [+0.013, +0.261] excludes 0 but the exact McNemar p is 0.0625")
+    assert "cannot give a two-sided p below 0.0625" in f2["disagreement"] and f1["disagreement"] is None
+    assert f2["n_for_power_0_8"] == mcnemar_sample_size(5, 0, 40) == 61
+    table = (tmp_path / "t.md").read_text()
+    assert "| f1 | 100 |" in table and "| <0.0001 | <0.0001 | 24 |" in table  # the text rounds, the JSON does not
+    assert "Where the intervals disagree:" in table and "- f2: Newcombe's interval" in table
+
+
+def test_clean_rows_per_family(tmp_path):
+    """A recorded training overlap of B: the clean comparison repeats every family without those items."""
+    a = _rows([True] * 10, "f1") + _rows([True] * 8, "f2", start=100)
+    b = _rows([False] * 6 + [True] * 4, "f1") + _rows([False, False] + [True] * 6, "f2", start=100)
+    _write(tmp_path / "a", a)
+    _write(tmp_path / "b", b)
+    (tmp_path / "b" / "metrics.json").write_text(json.dumps({"training_overlap": {
+        "checked": True, "count": 3, "ids": ["v0", "v1", "v100"], "training_data": "/data/train/annotations.json"}}))
+    doc = json_out(skillbank("compare", str(tmp_path / "a"), str(tmp_path / "b"), "--json", "--out", str(tmp_path / "t.md")))
+    clean = doc["clean"]
+    assert clean["excluded"] == 3 and clean["n"] == 15 and (clean["a_only"], clean["b_only"]) == (5, 0)
+    f1, f2 = clean["families"]["f1"], clean["families"]["f2"]
+    assert (f1["n"], f1["a_only"], f2["n"], f2["a_only"]) == (8, 4, 7, 1)
+    assert [f1["p_adjusted"], f2["p_adjusted"]] == holm([f1["p_value"], f2["p_value"]])
+    table = (tmp_path / "t.md").read_text()
+    assert "### Without the 3 paired item(s) either model trained on (15 left)" in table
+    clean_table = table.split("### Without", 1)[1]
+    assert "| f1 | 8 |" in clean_table and "| f2 | 7 |" in clean_table and "| **all** | 15 |" in clean_table
 
 
 def test_items_on_one_side_are_counted_and_named(tmp_path):
@@ -189,7 +232,8 @@ def test_evaluate_finds_training_clips_by_content_and_compare_reports_both_sides
     assert doc["overall"]["a_correct"] == yes_truths and doc["overall"]["b_correct"] == trained_right
     assert doc["training_overlap"]["b"]["paired_items"] == 3 and doc["training_overlap"]["a"]["checked"] is False
     assert doc["clean"]["n"] == 9 and doc["clean"]["excluded"] == 3
-    assert "Without the 3 paired item(s) either model trained on: n 9" in (tmp_path / "cmp.md").read_text()
+    assert sum(f["n"] for f in doc["clean"]["families"].values()) == 9  # the clean rows, family by family
+    assert "### Without the 3 paired item(s) either model trained on (9 left)" in (tmp_path / "cmp.md").read_text()
 
     # only the clean items, when asked: results.json and the scores leave the 3 out, metrics.json still names them
     code, clean = _evaluate(capsys, _config(run, tmp_path / "clean", run["trained"], exclude_training_overlap=True))
@@ -228,3 +272,11 @@ def test_another_answer_type_than_the_recipe_sends_its_own_prompt_and_diagnoses_
     assert doc["unparseable"] == 3
     assert any(w.startswith("3 of 3 answers are unparseable: they are read as reasoning answers but the model's recipe says it was "
                             "trained for short answers") for w in doc["warnings"])
+    # a field, not only warnings: metrics.json names the causes; and the summary line on stdout says it
+    codes = [c["code"] for c in doc["diagnosis"]["causes"]]  # (and "truncated": max_tokens 4 cuts every reply)
+    assert codes[0] == "answer_type_not_the_recipes" and "no_reasoning_format" in codes
+    assert json.loads((tmp_path / "r" / "metrics.json").read_text())["diagnosis"] == doc["diagnosis"]
+    code = main(["evaluate", "--config", str(_config(run, tmp_path / "r2", run["trained"], answer_type="reasoning", limit=3)), "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 0 and out.startswith("accuracy 0.0000 on 3 samples, 3 unparseable (diagnosis: read as reasoning answers but the model "
+                                        "was trained for short: set evaluation.answer_type = 'short'; metrics.json diagnosis)")

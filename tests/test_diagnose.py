@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from skillbank.training.diagnose import diagnose
+from skillbank.platform.diagnose import diagnose
 
 from helpers import json_out, skillbank
 

@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 import jsonschema
+import pyarrow.parquet as pq
 import pytest
 
 from helpers import ROOT
@@ -97,6 +98,14 @@ def test_evaluate_writes_results_and_metrics(setup, tmp_path, capsys):
     assert fam["colour"]["accuracy"] == 0.0
     assert doc["ok"] and doc["num_samples"] == 9
     assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".")]  # atomic writes left no temp files
+    # results.parquet beside it: the same rows in the same order, each record's video, a stamp gaps trusts
+    parquet = pq.read_table(tmp_path / "out" / "results.parquet")
+    assert parquet.column_names == ["video_id", "question", "gt", "response", "answer", "correct", "family", "dataset", "video"]
+    assert [{k: v for k, v in r.items() if v is not None and k != "video"} for r in parquet.to_pylist()] == results
+    assert parquet["video"].to_pylist() == [r["video"] for r in setup["records"]]
+    stamp = json.loads(pq.read_metadata(tmp_path / "out" / "results.parquet").metadata[b"skillbank.results"])
+    assert stamp["rows"] == 9 and stamp["annotations"]["path"] == str((setup["data"] / "annotations.json").resolve())
+    assert stamp["results_json"]["size"] == (tmp_path / "out" / "results.json").stat().st_size
 
 
 def test_run_evaluates_every_step_and_picks_the_best_not_the_last(setup, tmp_path, capsys):
@@ -127,6 +136,7 @@ def test_run_evaluates_every_step_and_picks_the_best_not_the_last(setup, tmp_pat
     code, gaps = run_cli(capsys, "gaps", "--results-dir", str(run / "evaluate"), "--out", str(tmp_path / "g.parquet"),
                          "--annotations", str(setup["data"] / "annotations.json"))
     assert code == 0 and gaps["failures"] == 7 and gaps["results_json"].endswith("step_10/results.json")
+    assert gaps["results_read"].endswith("step_10/results.parquet") and gaps["media_from"] == gaps["results_read"]
 
 
 def test_its_directionality(setup, tmp_path, capsys):

@@ -141,7 +141,7 @@ def test_without_cosmos_rl_or_torch_the_snapshots_are_named_not_checked_and_the_
     assert result["code"] == 0 and result["doc"]["ok"] and result["heavy"] == []
     unchecked = {item["file"]: item["why"] for item in result["doc"]["not_checked"]}
     assert unchecked == {"src/skillbank/specification/cosmos_rl_defaults.json": "needs cosmos_rl, not importable here",
-                         "src/skillbank/planning/configs/counts.json": "needs torch, transformers, not importable here"}
+                         "src/skillbank/models/configs/counts.json": "needs torch, transformers, not importable here"}
     assert result["cpu_seconds"] < 5, result["cpu_seconds"]  # no child started: ~0.5 s of CPU, the schemas alone
 
 
@@ -173,7 +173,8 @@ def fake_snapshot(tmp_path, monkeypatch):
 
 
 def test_a_stale_snapshot_is_named_written_and_then_trusted_from_the_cache(fake_snapshot, capsys):
-    from skillbank.generate import command, snapshots
+    from skillbank.commands import schemas as command
+    from skillbank.generate import snapshots
 
     snap, calls = fake_snapshot
     assert command.run(argparse.Namespace(check=True, json=False)) == 2
@@ -187,7 +188,8 @@ def test_a_stale_snapshot_is_named_written_and_then_trusted_from_the_cache(fake_
 
 
 def test_a_snapshot_generator_that_fails_is_reported_and_exits_1(fake_snapshot, monkeypatch, capsys):
-    from skillbank.generate import command, snapshots
+    from skillbank.commands import schemas as command
+    from skillbank.generate import snapshots
 
     snap, _ = fake_snapshot
     monkeypatch.setattr(snapshots, "SNAPSHOTS", (dataclasses.replace(snap, producer="fake_producer:broken"),

@@ -272,7 +272,7 @@ def test_sigkill_at_a_random_moment_then_resume_finishes_with_the_same_losses(re
     killed_run = layout.newest_run_dir(out)
     killed_at = layout.step_of(layout.newest_complete_checkpoint(out))
     assert 3 <= killed_at <= STEPS
-    from skillbank.training.diagnose import diagnose
+    from skillbank.platform.diagnose import diagnose
 
     seen = diagnose(killed_run, stale_after_s=0)  # what `skillbank jobs diagnose` says of it (logs not moving: not running)
     assert seen.launched_by == "skillbank-local" and seen.last_step is not None
@@ -314,7 +314,7 @@ def test_resume_from_a_chosen_checkpoint_starts_a_new_run_that_continues_its_cur
     reference = {r["step"]: r["loss"] for r in layout.read_metrics(reference_run["run_dir"]) if "loss" in r}
     assert [r["loss"] for r in rows] == pytest.approx([reference[s] for s in range(7, STEPS + 1)], rel=1e-4)
     assert json.loads(Path(doc["job_record"]).read_text())["outputs"]["resume_from"] == str(step6 / "policy")
-    from skillbank.training.diagnose import diagnose
+    from skillbank.platform.diagnose import diagnose
 
     assert diagnose(run).state == "finished"
     # an incomplete checkpoint, or a folder without one, is refused before anything starts (exit 2)

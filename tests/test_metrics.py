@@ -141,3 +141,19 @@ def test_unparseable_diagnosis_says_why():
                      "writing only blanks: the model wrote no answer (an untrained model, or a prompt unlike the one it was trained with?)"]
     other = diagnose(2, 2, "short", facts(["maybe", "perhaps"]))
     assert other[0].endswith("(e.g. 'maybe'; 'perhaps'): check the prompt asks for the answer format of the references")
+
+
+def test_the_diagnosis_block_names_its_cause_and_reaches_the_summary_line():
+    """metrics.json `diagnosis` (a field, not only warnings) and the stdout summary line carry it."""
+    from skillbank.evaluation.metrics import compute_metrics, summary_line
+    from skillbank.evaluation.unparseable import diagnosis, facts
+
+    assert diagnosis(10, 5, "short", facts(["x"] * 5)) is None
+    block = diagnosis(3, 3, "reasoning", facts(["yes", "no", "yes"]))  # a short-answer model asked to reason, no recipe
+    assert [c["code"] for c in block["causes"]] == ["no_reasoning_format"] and (block["unparseable"], block["total"]) == (3, 3)
+    assert block["message"].startswith("3 of 3 answers are unparseable: 3 of 3 unparseable replies hold neither </think> nor <answer>")
+    report = compute_metrics(["yes", "no", "yes"], ["yes", "no", "yes"], answer_type="reasoning")
+    report["diagnosis"] = block
+    line = summary_line(report, "accuracy", 0.0)
+    assert "3 unparseable (diagnosis: the replies hold no reasoning format (a short-answer model asked to reason?): " in line
+    assert "evaluation.answer_type = 'short'; metrics.json diagnosis)" in line

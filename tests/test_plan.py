@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from helpers import SKILL, json_out, skillbank
-from skillbank.planning import params
+from skillbank.models import params
 
 KEYS = ("params", "trainable_params", "tokens_per_sample", "memory_per_gpu_gib", "memory_breakdown_gib", "step_time_s", "fits_with",
         "time_breakdown_h", "total_time_h", "slurm_time", "checkpoint_gib", "disk_gib", "assumptions", "layouts", "recommendation", "global_batch")

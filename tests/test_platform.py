@@ -22,7 +22,7 @@ import yaml
 
 from skillbank import cli
 from skillbank.platform import context as ctxmod
-from skillbank.platform import record as rec
+from skillbank.runs import record as rec
 from skillbank.platform import submit as submod
 from skillbank.preflight.report import Finding, Report
 

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from skillbank import procs
-from skillbank.automl.command import add_arguments
+from skillbank.commands.flags import add_automl_arguments as add_arguments
 from test_platform import _env, _wait_status, run_cli, submit_json, write_spec  # noqa: F401  (fixture: autouse _env)
 
 SEARCH = ("--action", "automl", "--max-trials", "3", "--range", "train.optm_lr=1e-5:0.001",
@@ -204,7 +204,8 @@ def test_jobs_status_of_an_automl_job_shows_its_study(tmp_path, capsys):
     _sys.path.insert(0, str(Path(__file__).parent))
     from test_automl_search import SCHEMA, base_spec, fake_runner
     from skillbank.automl.space import build_space
-    from skillbank.automl.study import StudySettings, run_study
+    from skillbank.automl.study import StudySettings
+    from skillbank.automl.worker import run_study
 
     record = submit_json(capsys, "--platform", "local", "--spec", str(write_spec(tmp_path)), *SEARCH, "--dry-run")["record"]
     path = str(tmp_path / "results" / "jobs" / f"{record['id']}.json")

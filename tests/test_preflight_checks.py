@@ -345,7 +345,8 @@ def test_decode_sample_all_checks_every_clip(bank: Bank) -> None:
 
 
 def test_decode_sample_flag_accepts_all() -> None:
-    from skillbank.preflight.decode import ALL, parse_count
+    from skillbank.commands.flags import parse_count
+    from skillbank.preflight.decode import ALL
 
     assert parse_count("all") == ALL and parse_count("3") == 3
     import argparse

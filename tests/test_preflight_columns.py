@@ -230,3 +230,28 @@ def test_probe_pick_spreads_about_k_clips_over_the_file_on_both_paths(tmp_path: 
     indices = [p[0] for p in columnar]
     assert indices[0] < 50 and indices[-1] > 350
     assert all(chars == len("<video>\n") + index % 7 + len("yes") for index, _, chars, _ in columnar)
+
+
+def test_a_large_file_is_cut_into_fewer_larger_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DuckDB pays per part it opens: a large file gets PARTS_PER_THREAD parts per thread, up to the
+    caller's most; a small one PART_BYTES; the parts still hold every record once, in order."""
+    records = [rec(i) for i in range(2000)]
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps(records, indent=2))
+    size = path.stat().st_size
+    monkeypatch.setattr(jsonparts, "PART_BYTES", 2048)
+    con = duckdb.connect()
+    con.execute("SET threads = 2")
+    assert jsonparts.part_size(con, str(path), most=size) == 2048  # under LARGE_FILE
+    monkeypatch.setattr(jsonparts, "LARGE_FILE", size // 2)
+    assert jsonparts.part_size(con, str(path), most=size) == size // (jsonparts.PARTS_PER_THREAD * 2)
+    assert jsonparts.part_size(con, str(path), most=5000) == 5000
+    parts = jsonparts.split_array(str(path), jsonparts.part_size(con, str(path), most=size))
+    assert parts is not None and abs(len(parts.bounds) - jsonparts.PARTS_PER_THREAD * 2) <= 1
+    jsonparts.attach(con)
+    try:
+        rows = con.execute(f"SELECT id FROM {parts.read_json_sql({'id': 'VARCHAR'})}").fetchall()
+    finally:
+        jsonparts.release(parts)
+        con.close()
+    assert [r[0] for r in rows] == [r["id"] for r in records]

@@ -150,7 +150,7 @@ def test_skillbank_export_and_cosmos_rl_exports_carry_it(trained, tiny_model_dir
         1.0, 100352, "reasoning", "mcq", 5)
 
     # readers (jobs diagnose, report) never write into the run they read, even on an "Exported" line
-    from skillbank.training.diagnose import diagnose
+    from skillbank.platform.diagnose import diagnose
 
     later = layout.safetensors_dir(run, 7)
     shutil.copytree(tiny_model_dir, later)
@@ -197,4 +197,11 @@ def test_wilson_intervals_and_the_summary_line():
     assert set(report["ci95"]) == {"accuracy", "precision", "recall"}
     assert report["ci95"]["precision"] == [round(x, 6) for x in wilson(1, 2)]
     assert report["warnings"] and "yes 2, no 2" in report["warnings"][0]
-    assert summary_line(report, "accuracy", report["accuracy"]) == "accuracy 0.5000 on 4 samples, 1 unparseable; precision 0.5000, recall 0.5000"
+    assert summary_line(report, "accuracy", report["accuracy"]) == ("accuracy 0.5000 on 4 samples, 1 unparseable; TP 1 FP 1 TN 1 FN 1; "
+                                                                     "precision 0.5000 [0.0945, 0.9055], recall 0.5000 [0.0945, 0.9055]")
+    from skillbank.evaluation.metrics import family_lines
+
+    report = compute_metrics(["yes", "no", "yes"], ["yes", "yes", "yes"])
+    report = {"families": {"yes_no": report}}
+    assert family_lines(report) == ["family yes_no: accuracy 0.6667 [0.2077, 0.9385] (2/3); TP 2 FP 1 TN 0 FN 0; "
+                                    "precision 0.6667 [0.2077, 0.9385], recall 1.0000 [0.3424, 1.0000]"]

@@ -1,6 +1,7 @@
 """`skillbank report` on a real tiny run: `skillbank demo --quick` trains the tiny model and evaluates it
-before and after; the report of that run must parse as HTML, its embedded pictures must decode, every
-section must be there, each failing item named; bad input exits 2 and writes nothing."""
+before and after; the report of that run must parse as HTML, open in a real headless chromium with every
+picture decoded and nothing fetched, carry the summary with its caveats and every section with data (and
+none without), each failing item named; bad input exits 2 and writes nothing."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from browser import probe
 from helpers import ROOT, skillbank
 
 SECTIONS = {"training", "accuracy", "confusion", "failures", "recipe", "comparison"}
@@ -72,10 +74,15 @@ def test_report_of_a_tiny_run_parses_its_pictures_decode_and_every_section_is_th
                      "--out", str(out), "--json")
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
-    assert {k for k, s in doc["sections"].items() if s["shown"]} == SECTIONS - {"comparison"}
+    assert {k for k, s in doc["sections"].items() if s["shown"]} == SECTIONS  # --base and --eval: the comparison too
 
     page = _parse(out / "report.html")
-    assert set(page.sections) == SECTIONS
+    assert page.sections == ["summary", "training", "accuracy", "confusion", "failures", "recipe", "comparison"]  # the summary on top
+    html_text = (out / "report.html").read_text()
+    assert "http://" not in html_text and "https://" not in html_text and "<script" not in html_text
+    seen = probe(out / "report.html", tmp_path / "browser")  # a real chromium: every picture decodes, nothing is fetched
+    assert seen["images"] == seen["decoded"] == len(doc["images"]) > 0 and seen["fetched"] == []
+    assert all(w > 0 and h > 0 for w, h in seen["sizes"])
     assert page.images and all(src.startswith("data:image/png;base64,") for src in page.images)  # one file, offline
     for src in page.images:
         with Image.open(io.BytesIO(base64.b64decode(src.split(",", 1)[1]))) as img:
@@ -91,6 +98,24 @@ def test_report_of_a_tiny_run_parses_its_pictures_decode_and_every_section_is_th
     assert "before: eval_base" in text and "after: eval_trained" in text
     assert "eval_trained: 0 evaluated item(s) overlap the training data" in text  # evaluate checked it against the recipe
     assert "skillbank_recipe.json" in text  # the recipe of the run's newest export
+
+    # what ran, not the caps: the last logged training step and its epoch, beside train.epoch 1000
+    rows = [json.loads(line) for line in (demo["run"] / "metrics.jsonl").read_text().splitlines()]
+    trained = [r for r in rows if "loss" in r]
+    training = doc["sections"]["training"]
+    assert training["steps_run"] == trained[-1]["step"] and training["epochs_run"] == trained[-1]["epoch"]
+    assert training["caps"]["train.epoch"] == 1000 and training["images"] == ["training.png"]
+    vals = [r for r in rows if "val_loss" in r]
+    assert training["validation_points"] == len(vals) == 2 and training["curves"]["validation loss"] == "markers"
+    assert f"{trained[-1]['step']} step(s) run in {trained[-1]['epoch']} epoch(s)" in text and "train.epoch (a cap, not what ran)" in text
+    # the summary: the paired verdict, the training, and the caveats (the demo evaluates its own validation split, 9 items)
+    summary = doc["summary"]
+    assert summary["findings"][0].startswith("**eval_trained vs eval_base** on 9 paired items")
+    assert any(line.startswith("Training: ") for line in summary["findings"])
+    assert any("the run's own validation split" in c for c in summary["caveats"])
+    assert any("group(s) under 30 samples" in c for c in summary["caveats"])
+    assert "Not in this report" not in text and "(needs " not in text  # every section had data: no hint of a missing one
+    assert "eval_trained vs eval_base" in doc["comparison"] and doc["comparison"]["eval_trained vs eval_base"]["overall"]["n"] == 9
 
     markdown = (out / "report.md").read_text()
     pictures = [line.split("](", 1)[1].rstrip(")| ").split(")")[0] for line in markdown.splitlines() if "![" in line]
@@ -110,15 +135,20 @@ def test_a_recorded_training_overlap_and_two_evaluations_are_shown(tmp_path, dem
     metrics["families"]["colour"]["ci95"] = {"accuracy": [0.0, 0.25]}  # a recorded interval is taken as it is
     (evals[1] / "metrics.json").write_text(json.dumps(metrics))
     out = tmp_path / "report"
-    proc = skillbank("report", "--eval", str(evals[0]), "--eval", str(evals[1]), "--out", str(out), "--no-frames")
+    proc = skillbank("report", "--eval", str(evals[0]), "--eval", str(evals[1]), "--out", str(out), "--no-frames", "--json")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    text = " ".join(_parse(out / "report.html").text)
+    page = _parse(out / "report.html")
+    text = " ".join(page.text)
     assert "eval_trained: 2 evaluated item(s) overlap the training data: val_00001, val_00004" in text
     assert "eval_base: training overlap not checked: " in text  # evaluate recorded why (the untrained model has no recipe)
     assert "[0.0%, 25.0%] 0/3" in text  # colour of eval_trained: metrics.json's ci95
     assert "[0.0%, 56.2%] 0/3" in text  # the others: Wilson 0/3 = [0, 0.5615]
-    assert "not shown: no --run given" in text
+    assert "training" not in page.sections and "not shown" not in text  # no empty section in the page ...
+    assert "Not in this report: Training and validation loss: no --run given (needs --run" in text  # ... named once, with its flag
     assert "Comparison of the two evaluations" in text
+    html_text = (out / "report.html").read_text()
+    assert html_text.count("<li>eval_base: ") >= 4  # metrics.json warnings as a list, not one paragraph
+    assert any(c.startswith("eval_trained: 2 evaluated item(s) share content with the training data") for c in json.loads(proc.stdout)["summary"]["caveats"])
     table = (out / "report.md").read_text()  # skillbank compare's own table: its statistics, not the report's
     assert "| family | n | A accuracy [95% CI] |" in table and "| **all** | 9 |" in table and "p (Holm)" in table
     assert not list(out.glob("failures_*"))  # --no-frames: no clip read
@@ -199,3 +229,34 @@ def test_report_help_names_each_sections_inputs_and_imports_nothing_heavy():
     for needed in ("Training and validation loss", "Accuracy per family", "Confusion matrices", "Failures", "Recipe and training overlap",
                    "Comparison", "metrics.jsonl", "metrics.json", "results.json", "--media-dir", "--base"):
         assert needed in proc.stdout
+
+
+def test_json_says_what_was_shown_and_title(tmp_path, demo):
+    """--json marks a section without data not shown (a run without metrics: no curve claimed); the title is the page's."""
+    from skillbank.reporting.build import Request, build
+
+    run = tmp_path / "run"  # the run's spec, no metrics.jsonl and no logs
+    run.mkdir()
+    shutil.copy(demo["run"] / "spec.json", run / "spec.json")
+    doc = build(Request(out=tmp_path / "r", run=str(run), evals=(str(demo["trained"]),), frames=False, progress=False, title="Colour model, run 3"))
+    training = doc["sections"]["training"]
+    assert training["shown"] is False and training["images"] == [] and "no per-step metrics" in training["why"]
+    assert doc["sections"]["comparison"]["shown"] is False and doc["title"] == "Colour model, run 3"
+    page = (tmp_path / "r" / "report.html").read_text()
+    assert "<title>Colour model, run 3</title>" in page and "<h1>Colour model, run 3</h1>" in page
+    assert "training.png" not in page and not (tmp_path / "r" / "training.png").exists()
+    assert (tmp_path / "r" / "report.md").read_text().startswith("# Colour model, run 3\n")
+    assert any(line.startswith("No --base") for line in doc["summary"]["findings"])
+
+
+def test_few_validation_points_are_markers_not_a_line():
+    from skillbank.reporting.figures import FEW_POINTS, training_figure
+
+    rows = [{"step": s, "loss": 3 - 0.1 * s} for s in range(1, 21)] + [{"step": 0, "val_loss": 3.1}, {"step": 20, "val_loss": 1.2}]
+    fig, drawn = training_figure(rows)
+    lines = {line.get_label().split(" (")[0]: line for line in fig.axes[0].get_lines()}
+    assert drawn == {"training loss": "line", "validation loss": "markers"}
+    assert lines["validation loss"].get_linestyle() == "None" and lines["validation loss"].get_marker() == "o"
+    assert lines["training loss"].get_linestyle() == "-"
+    many = rows + [{"step": s, "val_loss": 2.0} for s in range(2, 2 + FEW_POINTS)]
+    assert training_figure(many)[1]["validation loss"] == "line with markers"

@@ -106,6 +106,11 @@ def test_per_sample_verdicts_and_out_replaces_only_when_named(tmp_path):
         ("rv-1", "pick up the cup", "Pick up the cup.", True), ("rv-2", "put down the cup", None, False)]
     assert set(lines[0]) == {"id", "question", "family", "dataset", "reference", "answer", "correct"}
     assert sum(x["correct"] for x in lines) == doc["correct"]
+    as_parquet = tmp_path / "verdicts.parquet"  # the same verdicts as parquet, by the name's extension
+    json_out(skillbank("score", "--results-dir", str(folder), "--per-sample", str(as_parquet), "--json"))
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(as_parquet).to_pylist() == lines
     # --out naming metrics.json replaces it, as asked
     doc = json_out(skillbank("score", "--results-dir", str(folder), "--out", str(folder / "metrics.json"), "--json"))
     assert doc["kept"] is None and json.loads((folder / "metrics.json").read_text())["scored_by"] == "skillbank score"

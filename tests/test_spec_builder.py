@@ -83,6 +83,28 @@ def test_dataset_root_without_annotations_is_an_input_error(tmp_path):
         build_spec(SKILL, "train", dataset_root=tmp_path)
 
 
+def test_another_annotation_file_beside_the_dataset_root(tmp_path):
+    """A user's collision_test.json in the folder: named by the error, taken with annotations=, a note when bypassed."""
+    (tmp_path / "collision_test.json").write_text("[]")
+    with pytest.raises(InputError, match=r"no annotations.json in .* \(it holds collision_test.json\)") as err:
+        build_spec(SKILL, "evaluate", dataset_root=tmp_path)
+    assert err.value.fix.startswith("pass --annotations collision_test.json beside --dataset-root")
+    for built in (build_spec(SKILL, "evaluate", dataset_root=tmp_path, annotations="collision_test.json"),  # a name in DIR
+                  build_spec(SKILL, "evaluate", annotations=tmp_path / "collision_test.json"),  # a path: its folder is the root
+                  build_spec(SKILL, "evaluate", dataset_root=tmp_path / "collision_test.json")):  # the root given as the file
+        ev = built.spec
+        assert ev.dataset.annotation_path == f"{tmp_path}/collision_test.json" and ev.dataset.media_dir == str(tmp_path)
+    train = build_spec(SKILL, "train", dataset_root=tmp_path, annotations="collision_test.json").spec
+    assert train.custom.train_dataset.annotation_path == f"{tmp_path}/collision_test.json" and train.custom.val_dataset is None
+    (tmp_path / "annotations.json").write_text("[]")
+    built = build_spec(SKILL, "evaluate", dataset_root=tmp_path)
+    assert built.spec.dataset.annotation_path == f"{tmp_path}/annotations.json"
+    assert any("also holds collision_test.json: pass --annotations FILE" in note for note in built.notes)
+    with pytest.raises(InputError, match="annotation file not found") as err:
+        build_spec(SKILL, "evaluate", dataset_root=tmp_path, annotations="nope.json")
+    assert err.value.where == "--annotations"
+
+
 @pytest.mark.parametrize(
     ("assignment", "where", "words"),
     [

@@ -35,7 +35,24 @@ def bank(tmp_path):
         if (ROOT / name).exists():
             shutil.copytree(ROOT / name, copy / name)
     shutil.copy(ROOT / "config.json", copy / "config.json")
+    shutil.copy(ROOT / "README.md", copy / "README.md")
     return copy
+
+
+def test_the_skills_index_names_every_skill_and_is_pointed_to(bank):
+    index = bank / "skills" / "README.md"
+    text = index.read_text()
+    index.write_text("\n".join(line for line in text.splitlines() if "tao-run-deft" not in line) + "\n")
+    found = run_on(bank)["checks"]["index"]
+    assert any("names no link to tao-run-deft (skills/applications/tao-run-deft/SKILL.md)" in p for p in found)
+    index.write_text(text.replace("references/slurm.md)", "references/nowhere.md)"))
+    manifest = bank / ".codex-plugin" / "plugin.json"
+    manifest.write_text(manifest.read_text().replace(" (index: skills/README.md)", ""))
+    found = run_on(bank)["checks"]["index"]
+    assert any("links platform/tao-run-platform/references/nowhere.md, which does not exist" in p for p in found)
+    assert ".codex-plugin/plugin.json: does not point to skills/README.md" in found
+    index.unlink()
+    assert run_on(bank)["checks"]["index"] == ["skills/README.md: missing (the bank's skills, one line each, with what to open first)"]
 
 
 def run_on(bank: Path) -> dict:

@@ -1,5 +1,10 @@
-"""The `skillbank` command. Each subcommand lives in its own light module (argparse only at import);
-heavy libraries (torch, transformers, cosmos_rl, optuna) are imported inside the command that runs."""
+"""The `skillbank` command: a table of commands and the module of each (skillbank/commands/), dispatched lazily.
+
+`skillbank X ...` imports X's module only; `skillbank --help` lists the table without importing any. Heavy
+libraries (torch, transformers, cosmos_rl, optuna) are imported inside the command that runs.
+To add a command: one module in skillbank/commands/ with register(subparsers) (its parser from
+summary(name), shared flags from commands/flags) and one row here.
+"""
 
 from __future__ import annotations
 
@@ -12,30 +17,46 @@ import sys
 from skillbank import __version__
 from skillbank.errors import InputError, RunError
 
-# (module, ...) in the order `--help` lists them; each module defines register(subparsers).
-COMMAND_MODULES = (
-    "skillbank.routing.command",
-    "skillbank.intake.command",
-    "skillbank.specification.command",
-    "skillbank.preflight.command",
-    "skillbank.planning.command",
-    "skillbank.training.command",
-    "skillbank.training.rl_command",
-    "skillbank.evaluation.command",
-    "skillbank.evaluation.score_command",
-    "skillbank.comparison.command",
-    "skillbank.gaps.command",
-    "skillbank.reporting.command",
-    "skillbank.automl.command",
-    "skillbank.platform.command",
-    "skillbank.generate.command",
-    "skillbank.validate.command",
-    "skillbank.assets.command",
-    "skillbank.demo.command",
-    "skillbank.export.command",
-    "skillbank.quantize.command",
-    "skillbank.deft.command",
-)
+PACKAGE = "skillbank.commands"
+# name -> (module in skillbank/commands/, the one-line help `skillbank --help` lists), in the order it lists them.
+# A module that registers several commands (evaluate: evaluate, inference) has their rows next to each other.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "route": ("route", "decide AutoML handoff vs direct training for a request"),
+    "data": ("data", "get data in: import, fix, stats"),
+    "spec": ("spec", "build or edit (--from) a validated spec: template, dataset root and KEY=VALUE overrides; train states the plan"),
+    "preflight": ("preflight", "check a spec, its data and the machine before a launch (exit 2 on any error)"),
+    "plan": ("plan", "size a train or rl spec (or a described dataset): memory per GPU by part, settings that fit, time with start-up / checkpoints / validation, disk, layouts"),
+    "train": ("train", "train from a spec (routes to AutoML or trains directly)"),
+    "rl": ("rl", "GRPO (RL) after SFT: the cosmos-rl TOML and launch command, or --backend local runs it here"),
+    "evaluate": ("evaluate", "evaluate a model (or every checkpoint of a run) -> results.json + metrics.json"),
+    "inference": ("evaluate", "answer a prompt about one video, or run a model over a LLaVA file"),
+    "score": ("score", "metrics.json from a results.json, no model needed (any engine's results)"),
+    "compare": ("compare", "compare two evaluations of the same items: paired difference, exact McNemar, per family"),
+    "gaps": ("gaps", "DEFT gap analysis: results.json -> failures parquet (+ summary JSON)"),
+    "report": ("report", "report.html + report.md with pictures: loss curves, accuracy per family, confusion, failures with frames"),
+    "automl": ("automl", "hyperparameter search with Optuna over the train schema (real trials)"),
+    "submit": ("jobs", "run a train spec (or an AutoML study on it, or an rl spec's GRPO) on this machine, in Docker, or on Slurm (preflight first; a job record either way)"),
+    "jobs": ("jobs", "status, logs, wait, cancel, attach or diagnose of a job (by id, record path, or any run folder for diagnose)"),
+    "schemas": ("schemas", "generate or check action schemas, manifests, templates (maintainers)"),
+    "validate": ("validate", "check skills: frontmatter, links, manifests, registry, generated files"),
+    "make-tiny-model": ("assets", "build the tiny offline Qwen-VL model (embedded default)"),
+    "make-demo-dataset": ("assets", "write the synthetic video QA demo dataset"),
+    "demo": ("demo", "the main job on the embedded default: train, evaluate before/after, gap analysis"),
+    "export": ("export", "merge a LoRA adapter or convert a checkpoint step into a Hugging Face safetensors folder"),
+    "quantize": ("quantize", "quantize a trained model (FP8_DYNAMIC, W8A16, W4A16) into a folder vLLM and transformers load"),
+    "deft": ("deft", "the DEFT loop: evaluate -> gaps -> mine -> curate -> retrain, round by round, with a report (deft init: the sets and config from a pool and a test set)"),
+}
+
+
+def summary(name: str) -> str:
+    """The one-line help of a command (its module passes it to add_parser)."""
+    return COMMANDS[name][1]
+
+
+def command_modules() -> tuple[str, ...]:
+    """Every command module, in the table's order (for whatever needs every parser: tests, docs)."""
+    return tuple(dict.fromkeys(f"{PACKAGE}.{module}" for module, _ in COMMANDS.values()))
+
 
 EPILOG = """\
 typical agent flow:
@@ -49,7 +70,10 @@ exit codes: 0 success; 2 the input is wrong (nothing was launched); 1 a run fail
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The `skillbank` parser. `command`: that command's module alone is imported and registered, every other
+    command is listed from COMMANDS without importing its module ("" lists them all so); None: every module
+    registers its parsers (the whole tree: tests and docs that walk every command)."""
     parser = argparse.ArgumentParser(
         prog="skillbank",
         description="Agent skill bank for fine-tuning, evaluating and improving Cosmos-Reason video VLMs.",
@@ -58,14 +82,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"skillbank {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name and name.startswith(exc.name):
-                continue  # that command is not built yet
-            raise
-        module.register(sub)
+    wanted = COMMANDS[command][0] if command in COMMANDS else None
+    for name, (module, help_line) in COMMANDS.items():
+        if name in sub.choices:
+            continue  # registered by its module with the row before it
+        if command is None or module == wanted:
+            importlib.import_module(f"{PACKAGE}.{module}").register(sub)
+        else:
+            sub.add_parser(name, help=help_line)  # listed only: `skillbank NAME` imports its module
     return parser
 
 
@@ -79,7 +103,8 @@ def _report(exc: InputError | RunError, as_json: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else "")
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):
         parser.print_help()

@@ -8,21 +8,19 @@ candidate that breaks a rule is PRUNED with the reason. The model loads once per
 process (ModelPool); a trial whose spec equals one already evaluated here reuses its metric.
 The best trial (and the baseline) is then evaluated once on the HELD-OUT set (--holdout), and
 both numbers go into best_rec.json, beside the same trials.parquet and history.png as training.
+The command (its flags, the preflight gate, the plan, the run) is skillbank.commands.automl_prompts.
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from skillbank.errors import InputError, RunError
-from skillbank.redaction import redact
+from skillbank.errors import InputError
 
 PROMPT_KEY = "dataset.system_prompt"
 EVAL_METRICS = ("accuracy", "f1", "balanced_accuracy")
@@ -70,42 +68,43 @@ def parse_holdout(text: str) -> tuple[str, str]:
     return annotation, media
 
 
-def build_prompt_space(args: argparse.Namespace, base: dict[str, Any], schema: dict[str, Any]):
-    """The evaluate search space: --prompts as choices of dataset.system_prompt, plus --param/--range/
-    --choices of the evaluate schema. Each list of choices gains the base spec's value when it lacks it
+def build_prompt_space(base: dict[str, Any], schema: dict[str, Any], *, params: list[str] | None, ranges: dict[str, Any],
+                       choices: dict[str, Any], prompts: str | None, baseline: bool):
+    """The evaluate search space: `prompts` (--prompts FILE) as choices of dataset.system_prompt, plus
+    `params` / `ranges` / `choices` (--param / --range / --choices) of the evaluate schema. Each list of choices gains the base spec's value when it lacks it
     (the baseline trial must be one of its points); choices stay as given, checked per trial."""
     from skillbank.automl.space import Param, SearchSpace, build_space
     from skillbank.specification.evaluate import EvaluateSpec
     from skillbank.specification.overrides import coerce, get_dotted
 
     space = SearchSpace(params=[])
-    if args.param or args.range or args.choices:
-        if PROMPT_KEY in (args.param or []):
+    if params or ranges or choices:
+        if PROMPT_KEY in (params or []):
             raise InputError(f"{PROMPT_KEY} is searched with --prompts FILE", where=f"--param {PROMPT_KEY}", fix="list the candidates in a file")
-        space = build_space(schema, base, params=args.param, ranges=dict(args.range), choices=dict(args.choices))
-    if args.prompts:
+        space = build_space(schema, base, params=params, ranges=ranges, choices=choices)
+    if prompts:
         if PROMPT_KEY in space.keys():
             raise InputError(f"{PROMPT_KEY} given twice", where="--prompts", fix=f"drop --choices {PROMPT_KEY}=...")
-        space.params.insert(0, Param(PROMPT_KEY, "categorical", choices=tuple(load_candidates(args.prompts))))
+        space.params.insert(0, Param(PROMPT_KEY, "categorical", choices=tuple(load_candidates(prompts))))
     if not space.params:
         raise InputError("nothing to search", where="--prompts",
                          fix="give --prompts FILE and/or --choices KEY=A,B / --param KEY --range KEY=MIN:MAX (evaluate keys)")
     for i, p in enumerate(space.params):
         if p.kind != "categorical":
             continue
-        choices: list[Any] = []
+        typed: list[Any] = []
         for choice in p.choices:  # typed where the field's type takes it; the rest is PRUNED per trial with the reason
             try:
                 choice = coerce(EvaluateSpec, p.key, choice)
             except InputError:
                 pass
-            if choice not in choices:
-                choices.append(choice)
+            if choice not in typed:
+                typed.append(choice)
         base_value = get_dotted(base, p.key)
-        if not args.no_baseline and base_value not in choices:
-            choices.insert(0, base_value)
+        if baseline and base_value not in typed:
+            typed.insert(0, base_value)
             space.skipped[f"{p.key} (baseline)"] = f"the base spec's value {_short(base_value)} joins the candidates (the baseline)"
-        space.params[i] = Param(p.key, p.kind, choices=tuple(choices), depends_on=p.depends_on)
+        space.params[i] = Param(p.key, p.kind, choices=tuple(typed), depends_on=p.depends_on)
     return space
 
 
@@ -209,27 +208,7 @@ def make_eval_runner(session: EvalSession):
     return runner
 
 
-# ---- settings, gate, plan -------------------------------------------------------------------------
-
-
-def _check_flags(args: argparse.Namespace) -> None:
-    if args.metric not in EVAL_METRICS:
-        raise InputError(f"--metric {args.metric} is not an evaluation metric", where="--metric", fix=f"use one of: {', '.join(EVAL_METRICS)}")
-    if args.algorithm in TRAIN_ONLY:
-        raise InputError(f"{args.algorithm} prunes trials by training epoch; an evaluation has none", where="--algorithm",
-                         fix="use grid, bayesian or random")
-    if args.workers != 1:
-        raise InputError("a prompt search evaluates one trial at a time with the model it loaded once", where="--workers",
-                         fix="drop --workers; to share the work, start another process on the same --storage with --resume")
-
-
-def pick_algorithm(args: argparse.Namespace, space) -> str:
-    """bayesian (the default) over lists of choices only is the grid: each combination once, in order."""
-    from skillbank.automl import DEFAULT_ALGORITHM
-
-    if args.algorithm == DEFAULT_ALGORITHM and all(p.kind in ("categorical", "bool") for p in space.params):
-        return "grid"
-    return args.algorithm
+# ---- the sets, the plan, the outputs ---------------------------------------------------------------
 
 
 def holdout_spec(base: dict[str, Any], holdout: tuple[str, str]) -> dict[str, Any]:
@@ -249,18 +228,18 @@ def own_system_turns(annotation_path: str, limit: int | None = None) -> tuple[in
     return sum(own_system_prompt(r) is not None for r in records), len(records)
 
 
-def system_turn_notes(args: argparse.Namespace, base: dict[str, Any], holdout: tuple[str, str] | None, space) -> list[str]:
+def system_turn_notes(proxy_path: str, base: dict[str, Any], holdout: tuple[str, str] | None, space) -> tuple[list[str], dict[str, int]]:
     """When dataset.system_prompt is searched: a note for each set (proxy, held-out) where records carry
     their own system turn (the search cannot change their prompt); InputError when every proxy record
-    does (every candidate would score the same). Sets args.system_turns for best_rec.json."""
-    args.system_turns = {}
+    does (every candidate would score the same). Returns (notes, own system turns per set: best_rec.json's)."""
+    turns: dict[str, int] = {}
     if PROMPT_KEY not in space.keys():
-        return []
-    sets = [("proxy", args.proxy[0], base["evaluation"]["limit"])] + ([("held-out", holdout[0], None)] if holdout else [])
+        return [], turns
+    sets = [("proxy", proxy_path, base["evaluation"]["limit"])] + ([("held-out", holdout[0], None)] if holdout else [])
     notes = []
     for name, path, limit in sets:
         own, total = own_system_turns(path, limit)
-        args.system_turns[name] = own
+        turns[name] = own
         if not own:
             continue
         if name == "proxy" and own == total:
@@ -270,62 +249,7 @@ def system_turn_notes(args: argparse.Namespace, base: dict[str, Any], holdout: t
                                  "or search other evaluate keys with --choices/--param instead of --prompts")
         notes.append(f"{own} of {total} {name} record(s) in {path} open with their own system turn: they keep it, so the "
                      f"candidate system prompts reach only the other {total - own}")
-    return notes
-
-
-def preflight_gate(args: argparse.Namespace, base: dict[str, Any], holdout: tuple[str, str] | None) -> dict[str, Any]:
-    """The base spec (and the held-out set in its place) pass evaluate's preflight, or exit 2, nothing created."""
-    from skillbank.preflight.run import run_preflight
-
-    runs_on = "node" if args.dry_run else "here"
-    report = run_preflight(skill=args.skill, action="evaluate", spec_path=args.spec, runs_on=runs_on)
-    report.require_ok(skill=args.skill, action="evaluate", spec_path=args.spec, outcome="no study was created, no trial started")
-    summary = report.summary()
-    if holdout is not None:
-        held = run_preflight(skill=args.skill, action="evaluate", spec=holdout_spec(base, holdout), runs_on=runs_on, only=["spec", "data"])
-        try:
-            held.require_ok(skill=args.skill, action="evaluate", spec_path=args.spec, outcome="no study was created, no trial started")
-        except InputError as exc:  # the held-out set in the base spec's place: name the flag, not the spec
-            raise InputError(exc.message, where=f"--holdout {args.holdout}",
-                             fix="check the held-out annotations, and name the folder their media paths are relative to: --holdout ANNOTATIONS:MEDIA") from None
-        summary["holdout"] = held.summary()
-    return summary
-
-
-def command_line(args: argparse.Namespace, study_name: str, *, resume: bool) -> str:
-    """The prompt search's start / resume command (training AutoML's builder with --action evaluate)."""
-    from skillbank.automl.run import command_line as automl_command_line
-
-    extra = ["--prompts", str(Path(args.prompts).resolve())] if args.prompts else []
-    if args.holdout:
-        annotation, media = parse_holdout(args.holdout)
-        extra += ["--holdout", str(Path(annotation).resolve()) + (f":{Path(media).resolve()}" if media else "")]
-    return automl_command_line(args, study_name, resume=resume, action=["--action", "evaluate"], extra=extra)
-
-
-def study_plan(args, settings, space, out_dir: Path, holdout, preflight: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
-    from skillbank.automl.study import grid_points
-
-    db = out_dir / "study.db"
-    exists = db.is_file() if args.storage is None else None
-    notes = [f"{db} exists: starting joins that study (the same search only); --resume also runs its failed trials again"] if exists and not args.resume else []
-    notes += [f"warning: {w}" for w in warnings]
-    if settings.algorithm == "grid":
-        points = len(grid_points(space))
-        notes.append(f"grid: {points} combination(s), each evaluated once" +
-                     (f"; --max-trials {args.max_trials} runs the first {settings.max_trials}" if points > settings.max_trials else ""))
-    notes += list(space.skipped.values())
-    return {
-        "ok": True, "dry_run": True, "action": "evaluate", "skill": args.skill, "spec": str(Path(args.spec).resolve()),
-        "study": settings.study_name, "study_dir": str(out_dir.resolve()), "storage": redact(settings.storage), "storage_exists": exists,
-        "algorithm": settings.algorithm, "metric": {"name": args.metric, "direction": settings.direction},
-        "max_trials": settings.max_trials, "baseline": settings.baseline, "resume": settings.resume,
-        "proxy": {"annotation_path": args.proxy[0], "media_dir": args.proxy[1]},
-        "holdout": None if holdout is None else {"annotation_path": holdout[0], "media_dir": holdout[1]},
-        "search_space": [p.to_dict() for p in space.params], "preflight": preflight,
-        "commands": {"start": command_line(args, settings.study_name, resume=False), "resume": command_line(args, settings.study_name, resume=True)},
-        "notes": notes,
-    }
+    return notes, turns
 
 
 def plan_lines(plan: dict[str, Any]) -> list[str]:
@@ -353,137 +277,41 @@ def _describe(p: dict[str, Any]) -> str:
     return p["describe"]
 
 
-# ---- the command ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SearchRun:
+    """What best_rec.json says of the search beside the trials: the skill, the metric, the proxy set
+    (annotation_path, media_dir), the held-out set, each set's records with their own system turn."""
+
+    skill: str
+    metric: str
+    proxy: tuple[str, str]
+    holdout: tuple[str, str] | None
+    system_turns: dict[str, int]
+    started: float
 
 
-def run_prompt_search(args: argparse.Namespace) -> int:
-    from skillbank.automl.space import load_schema
-    from skillbank.automl.storage import check_url
-    from skillbank.automl.study import StudySettings
-    from skillbank.skillinfo import schema_path
-    from skillbank.specification.evaluate import EvaluateSpec
-    from skillbank.specification.io import load_spec
-
-    _check_flags(args)
-    base = load_spec(args.spec, EvaluateSpec).model_dump(mode="json")
-    base["metrics"]["primary"] = args.metric
-    args.proxy = (base["dataset"]["annotation_path"], base["dataset"]["media_dir"])
-    holdout = parse_holdout(args.holdout) if args.holdout else None
-    space = build_prompt_space(args, base, load_schema(schema_path(args.skill, "evaluate")))
-    algorithm = pick_algorithm(args, space)
-    if args.max_trials < 1:
-        raise InputError("--max-trials must be at least 1", where="--max-trials")
-    max_trials = args.max_trials
-    if algorithm == "grid":  # a range in the space fails here, before anything is written
-        from skillbank.automl.study import grid_points
-
-        max_trials = min(max_trials, len(grid_points(space)))
-    study_name = args.study or Path(args.spec).stem
-    out_dir = Path(args.out) if args.out else Path(base["results_dir"]) / "automl" / study_name
-    settings = StudySettings(study_name=study_name, storage=args.storage or f"sqlite:///{(out_dir / 'study.db').resolve()}",
-                             algorithm=algorithm, max_trials=max_trials, direction=args.direction or "maximize",
-                             seed=args.seed, workers=1, resume=args.resume, max_epochs=1, baseline=not args.no_baseline,
-                             allow_spec_change=args.allow_spec_change)
-    check_url(settings.storage)  # a missing driver: exit 2 before the preflight gate and any trial
-    args.algorithm = algorithm  # the start / resume commands name what runs
-    preflight = preflight_gate(args, base, holdout)
-    warnings = system_turn_notes(args, base, holdout, space)
-    if args.dry_run:
-        plan = study_plan(args, settings, space, out_dir, holdout, preflight, warnings)
-        print(json.dumps(plan, indent=2) if args.json else "\n".join(plan_lines(plan)))
-        return 0
-    from skillbank import procs
-
-    from skillbank.automl.fingerprint import normalized
-
-    settings.base_spec = normalized(base)  # a worker joining with another evaluate spec is refused (--allow-spec-change)
-    with procs.stop_on_signals():
-        return _run(args, settings, space, base, out_dir, holdout, warnings)
-
-
-def _run(args, settings, space, base: dict[str, Any], out_dir: Path, holdout, warnings: list[str]) -> int:
-    from tqdm import tqdm
-
-    from skillbank.automl.study import run_study, unretried_failures
-
-    started = time.perf_counter()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    log = sys.stderr
-    print(f"automl: prompt search {settings.study_name} ({settings.algorithm}, {settings.max_trials} trials, metric {args.metric} "
-          f"on {args.proxy[0]}) in {out_dir}", file=log)
-    for p in space.params:
-        print(f"  search {_describe(p.to_dict())}", file=log)
-    for w in warnings:
-        print(f"automl: warning: {w}", file=log)
-    bar = tqdm(total=settings.max_trials, desc="trials", unit="trial", file=log, disable=None)
-
-    def progress(trial: Any) -> None:
-        if trial.state.name != "FAIL":
-            bar.update(1)
-        bar.set_postfix_str(f"#{trial.number} {trial.state.name} {trial.value if trial.value is not None else ''}")
-
-    session = EvalSession()
-    try:
-        study = run_study(settings, space, base, out_dir / "trials", make_eval_runner(session), progress=progress, apply=apply_values)
-    finally:
-        bar.close()
-    from skillbank import procs
-
-    rec = write_outputs(study, settings, session, out_dir, holdout, args, started) if procs.stop_signal() is None else {}
-    if procs.stop_requested():  # a stop is not a failure: one line, the documented exit code (automl.run.stopped)
-        from skillbank.automl.run import stopped
-
-        return stopped(args, study, settings, rec, resume=command_line(args, settings.study_name, resume=True))
-    if not rec:
-        raise RunError(f"no trial completed: see {out_dir / 'trials.parquet'} for each trial's reason "
-                       f"(failed trials run again with: {command_line(args, settings.study_name, resume=True)})")
-    if args.json:
-        print(json.dumps(rec, indent=2))
-        return 0
-    base_value = (rec.get("baseline") or {}).get("metric_value")
-    print(f"best {args.metric} {rec['metric']['value']:.4f} on the proxy set (trial {rec['trial_number']}), "
-          f"baseline {base_value if base_value is not None else 'n/a'}")
-    if len(rec["tied_trials"]) > 1:
-        print(f"{len(rec['tied_trials'])} trials tie at the best value (trials {', '.join(map(str, rec['tied_trials']))}): the earliest "
-              "is reported; the proxy set does not tell them apart")
-    held = rec["holdout"]
-    if held:
-        print(f"held-out {args.metric}: best {held['metric_value']:.4f}, baseline "
-              f"{held['baseline_metric_value'] if held['baseline_metric_value'] is not None else 'n/a'} ({held['records']} records)")
-    print(f"best params: {json.dumps(rec['best_params'])}")
-    cost = rec["cost"]
-    print(f"cost (this run): {cost['evaluations']} evaluation(s) of {cost['samples']} sample(s) in {cost['evaluate_s']:.1f}s, "
-          f"model loaded {cost['model_loads']}x, {cost['wall_s']:.1f}s wall")
-    failed = unretried_failures(study)
-    if failed:
-        print(f"{len(failed)} trial(s) failed (see fail_reason in trials.parquet): run them again with "
-              f"{command_line(args, settings.study_name, resume=True)}")
-    print(f"wrote {out_dir / 'best_rec.json'}, {out_dir / 'trials.parquet'}, {out_dir / 'history.png'}")
-    return 0
-
-
-def write_outputs(study, settings, session: EvalSession, out_dir: Path, holdout, args, started: float) -> dict[str, Any]:
+def write_outputs(study, settings, session: EvalSession, out_dir: Path, run: SearchRun) -> dict[str, Any]:
     """trials.parquet, history.png and best_rec.json (training's, plus the evaluate fields), schema-checked."""
     from skillbank import atomic
     from skillbank.automl.report import best_rec, validate_best_rec, write_history_plot, write_trials_table
 
     write_trials_table(study, out_dir / "trials.parquet")
-    write_history_plot(study, out_dir / "history.png", args.metric)
-    rec = best_rec(study, skill=args.skill, algorithm=settings.algorithm, metric=args.metric, storage=settings.storage, out_dir=out_dir)
+    write_history_plot(study, out_dir / "history.png", run.metric)
+    rec = best_rec(study, skill=run.skill, algorithm=settings.algorithm, metric=run.metric, storage=settings.storage, out_dir=out_dir)
     if rec:
-        rec.update(_evaluate_extras(rec, study, session, out_dir, holdout, args, started))
+        rec.update(_evaluate_extras(rec, study, session, out_dir, run))
         validate_best_rec(rec)
         atomic.write_json(out_dir / "best_rec.json", rec)
     return rec
 
 
-def _evaluate_extras(rec: dict[str, Any], study, session: EvalSession, out_dir: Path, holdout, args, started: float) -> dict[str, Any]:
+def _evaluate_extras(rec: dict[str, Any], study, session: EvalSession, out_dir: Path, run: SearchRun) -> dict[str, Any]:
     """best_rec.json's evaluate fields: the proxy set, the held-out numbers (the best trial and the
     baseline evaluated once each on --holdout), and what this run cost."""
     from skillbank.specification.evaluate import EvaluateSpec
     from skillbank.specification.io import read_spec_file
 
-    held = None
+    held, holdout = None, run.holdout
     if holdout is not None:
         values: dict[int, float | None] = {}
         base_no = (rec.get("baseline") or {}).get("trial_number") if (rec.get("baseline") or {}).get("metric_value") is not None else None
@@ -497,17 +325,17 @@ def _evaluate_extras(rec: dict[str, Any], study, session: EvalSession, out_dir: 
             values[number] = float(doc["primary_metric"]["value"])
             records = int(doc["num_samples"])
         held = {"annotation_path": holdout[0], "media_dir": holdout[1], "records": records,
-                **({"own_system_turns": args.system_turns["held-out"]} if "held-out" in args.system_turns else {}),
+                **({"own_system_turns": run.system_turns["held-out"]} if "held-out" in run.system_turns else {}),
                 "metric_value": values[rec["trial_number"]],
                 "baseline_metric_value": values.get(base_no) if base_no is not None else None,
                 "results_dir": str(out_dir / "holdout")}
     best = rec["metric"]["value"]
     return {
         "action": "evaluate",
-        "proxy": {"annotation_path": args.proxy[0], "media_dir": args.proxy[1],
-                  **({"own_system_turns": args.system_turns["proxy"]} if "proxy" in args.system_turns else {})},
+        "proxy": {"annotation_path": run.proxy[0], "media_dir": run.proxy[1],
+                  **({"own_system_turns": run.system_turns["proxy"]} if "proxy" in run.system_turns else {})},
         "tied_trials": [t.number for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE" and t.value == best],
         "holdout": held,
-        "cost": {"wall_s": round(time.perf_counter() - started, 2), "evaluate_s": round(session.seconds, 2),
+        "cost": {"wall_s": round(time.perf_counter() - run.started, 2), "evaluate_s": round(session.seconds, 2),
                  "evaluations": session.evaluations, "samples": session.samples, "model_loads": session.pool.loads},
     }

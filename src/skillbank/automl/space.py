@@ -167,3 +167,39 @@ def build_space(schema: dict[str, Any], base_spec: dict[str, Any], *, params: li
     if not space.params:
         raise InputError("nothing to search", where="--param", fix="name parameters with --param or enable the ones they depend on (e.g. --set policy.lora.enable=true in the spec)")
     return space
+
+
+def exclusive_apply(model):
+    """Sampled values into a trial's spec as `spec --set` puts them: typed by the model, and a value for
+    one of an exclusive pair clears the other (fps sampled on an nframes spec trains with fps)."""
+    from skillbank.specification.overrides import apply_overrides
+
+    def apply(spec: dict[str, Any], values: dict[str, Any]) -> None:
+        apply_overrides(model, spec, values)
+
+    return apply
+
+
+def null_base_notes(skill: str, base: dict[str, Any], space) -> list[str]:
+    """A searched key the base spec leaves null: the baseline keeps it null (nothing is sampled for it);
+    the other trials sample it, clearing its exclusive partner."""
+    from skillbank.specification.keys import find_field
+    from skillbank.specification.overrides import get_dotted
+    from skillbank.specification.registry import spec_model
+
+    model, notes = spec_model(skill, "train"), []
+    for key in space.keys():
+        if get_dotted(base, key) is not None:
+            continue
+        found = find_field(model, key)
+        partner = None
+        if found is not None:
+            owner, name, _ = found
+            prefix = key.rsplit(".", 1)[0] + "." if "." in key else ""
+            partner = next((prefix + (b if name == a else a) for a, b in getattr(owner, "exclusive", ()) if name in (a, b)), None)
+        if partner and get_dotted(base, partner) is not None:
+            notes.append(f"{key} is null in the base spec ({partner}={get_dotted(base, partner)}): the baseline trains with "
+                         f"{partner}; the other trials sample {key} and clear {partner}")
+        else:
+            notes.append(f"{key} is null in the base spec: the baseline keeps it null; the other trials sample it")
+    return notes

@@ -2,7 +2,7 @@
 
 The objective is storage- and runner-agnostic: `runner(trial_dir, spec, report)` trains and
 evaluates one spec, calling `report(epoch, value)` after each epoch (it returns True when the
-pruner says stop). Everything Optuna-specific stays in this module and in `worker` (the trial loop).
+pruner says stop). Everything Optuna-specific stays in this module and in `worker` (the trial loop, and `run_study`: create or join, then run trials).
 
 A trial ends COMPLETE, PRUNED (the recommendation cannot run for a spec reason, or the pruner
 stopped it: final) or FAIL (an environment reason, a crash, a stop: `--resume` runs its parameters
@@ -32,10 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from skillbank.automl import DEFAULT_TRIALS
-from skillbank.automl.sampling import enqueue_values
 from skillbank.automl.space import SearchSpace
 from skillbank.errors import InputError
-from skillbank.specification.overrides import get_dotted
 
 HEARTBEAT_S, GRACE_S = 2, 10  # a killed worker's trial is recognised as stale after GRACE_S
 STOP_ATTR, SEARCH_ATTR = "stop_requested", "skillbank.search"  # study user attributes
@@ -342,31 +340,3 @@ def grid_points(space: SearchSpace) -> list[dict[str, Any]]:
         raise InputError(f"the grid searches lists of choices; {', '.join(bad)} is a range", where="--algorithm grid",
                          fix=f"give {bad[0]} as --choices {bad[0]}=A,B,... or use --algorithm bayesian / random")
     return [dict(zip(space.keys(), combo)) for combo in itertools.product(*(p.choices for p in space.params))]
-
-
-def run_study(settings: StudySettings, space: SearchSpace, base_spec: dict[str, Any], trials_dir: Path,
-              runner: Runner, check: Check | None = None, progress: Callable[[Any], None] | None = None,
-              apply: Apply | None = None):
-    """Create or join the study (under its lock: the baseline and grid enqueued once, --resume's
-    retries enqueued once, a dead worker's trials failed once), then run trials until the study holds
-    max_trials finished ones, it is stopped, or this worker is (skillbank.automl.worker)."""
-    from skillbank.automl.lock import StudyLock
-    from skillbank.automl.worker import objective_for, run_trials
-
-    storage = _storage(settings.storage)
-    lock = StudyLock(settings.storage, settings.study_name, storage.engine)
-    with lock:
-        study, created = open_study(settings, storage)
-        if created:
-            if settings.baseline:
-                values = {p.key: get_dotted(base_spec, p.key) for p in space.params}
-                study.enqueue_trial(enqueue_values(space, values), user_attrs={"baseline": True, "values": values})
-            if settings.algorithm == "grid":  # the points not run yet stay WAITING in storage: --resume runs them
-                for point in grid_points(space):
-                    study.enqueue_trial(point, user_attrs={"values": point}, skip_if_exists=True)
-        elif settings.resume:
-            requeue_failed(study)
-        _fail_orphans(study)
-    objective = objective_for(space, base_spec, trials_dir, runner, check, apply)
-    run_trials(study, settings, storage, lock, objective, progress=progress)
-    return study

@@ -32,10 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from skillbank import procs
-from skillbank.automl.sampling import holds, suggest
+from skillbank.automl.sampling import enqueue_values, holds, suggest
 from skillbank.automl.space import SearchSpace
 from skillbank.automl.study import (HEARTBEAT_S, STOP_POLL_S, Apply, Check, Runner, StudySettings, TrialFailed,
-                                    _fail_orphans, enqueue_retry, finished_count, stop_requested)
+                                    _fail_orphans, _storage, enqueue_retry, finished_count, grid_points, open_study,
+                                    requeue_failed, stop_requested)
 from skillbank.errors import InputError
 from skillbank.specification.overrides import get_dotted, set_dotted
 
@@ -296,3 +297,30 @@ def stop_line(study, *, worker: bool, resume: str) -> str:
     return (f"automl: the study was stopped (--stop-study): "
             + (f"trial(s) {what} of this worker stopped (FAIL)" if mine else "no trial of this worker was running")
             + f"; continue the study with: {resume}")
+
+
+def run_study(settings: StudySettings, space: SearchSpace, base_spec: dict[str, Any], trials_dir: Path,
+              runner: Runner, check: Check | None = None, progress: Callable[[Any], None] | None = None,
+              apply: Apply | None = None):
+    """Create or join the study (under its lock: the baseline and grid enqueued once, --resume's
+    retries enqueued once, a dead worker's trials failed once), then run trials until the study holds
+    max_trials finished ones, it is stopped, or this worker is."""
+    from skillbank.automl.lock import StudyLock
+
+    storage = _storage(settings.storage)
+    lock = StudyLock(settings.storage, settings.study_name, storage.engine)
+    with lock:
+        study, created = open_study(settings, storage)
+        if created:
+            if settings.baseline:
+                values = {p.key: get_dotted(base_spec, p.key) for p in space.params}
+                study.enqueue_trial(enqueue_values(space, values), user_attrs={"baseline": True, "values": values})
+            if settings.algorithm == "grid":  # the points not run yet stay WAITING in storage: --resume runs them
+                for point in grid_points(space):
+                    study.enqueue_trial(point, user_attrs={"values": point}, skip_if_exists=True)
+        elif settings.resume:
+            requeue_failed(study)
+        _fail_orphans(study)
+    objective = objective_for(space, base_spec, trials_dir, runner, check, apply)
+    run_trials(study, settings, storage, lock, objective, progress=progress)
+    return study

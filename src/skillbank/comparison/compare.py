@@ -8,14 +8,17 @@ rules' normalisation) is an InputError naming it, as is an item that appears twi
 the two sets are not the same test. Items only on one side are counted and named, never dropped silently.
 
 On the paired items, overall and per family (else per dataset): n, a_correct, b_correct, a_only (A right,
-B wrong), b_only, diff (accuracy A - B), diff_ci95 (Newcombe's paired interval, method 10), p_value
-(exact McNemar, two-sided), p_value_one_sided (H1: A is better), a_ci95 / b_ci95 (Wilson); each family
-also p_adjusted (Holm across the families). The statistics are skillbank.scoring.stats.
+B wrong), b_only, diff (accuracy A - B), diff_ci95 (Newcombe's paired interval, method 10),
+diff_ci95_exact (the exact conditional interval, which agrees with the test), p_value (exact McNemar,
+two-sided; full precision, never rounded to 0), p_value_one_sided (H1: A is better), a_ci95 / b_ci95
+(Wilson), n_for_power_0_8 (Connor 1987: paired items needed to detect this difference at 80% power) and
+disagreement (a sentence when Newcombe's interval and the exact test disagree about 0); each family also
+p_adjusted (Holm across the families). The statistics are skillbank.scoring.stats.
 
 Training overlap: each side's metrics.json `training_overlap` (evaluate writes it; computed here from the
 recipe and annotations metrics.json names when an older evaluation lacks it; "not checked" with the
 reason otherwise). When either side's overlapping ids are among the paired items, `clean` repeats the
-overall comparison on the items neither model trained on.
+overall comparison and every family's on the items neither model trained on.
 
 `compare_dirs(a, b)` returns the `skillbank compare --json` document; comparison.markdown renders it.
 """
@@ -32,10 +35,19 @@ from skillbank.scoring import stats
 SHOWN = 5  # items named in an error before "..."
 METHODS = {
     "a_ci95": "Wilson score interval (95%) of each side's accuracy on the paired items",
-    "diff_ci95": "Newcombe 1998 (Stat Med 17:2635) method 10: paired difference of proportions, 95%",
-    "p_value": "exact McNemar test (binomial on the discordant pairs), two-sided",
+    "diff_ci95": "Newcombe 1998 (Stat Med 17:2635) method 10: paired difference of proportions, 95% (an approximation from "
+                 "the two Wilson intervals; it can exclude 0 where the exact test is above 0.05, see disagreement)",
+    "diff_ci95_exact": "exact conditional interval, 95%: the Clopper-Pearson interval of A's share of the discordant pairs "
+                       "(Liddell 1983), as a difference (2 share - 1) * discordant / n; excludes 0 exactly when p_value < 0.05. "
+                       "Conditional on how many pairs are discordant, it bounds how they split: with every discordant pair one "
+                       "way its far end is the observed difference",
+    "p_value": "exact McNemar test (binomial on the discordant pairs), two-sided, full precision",
     "p_value_one_sided": "exact McNemar test, one-sided, H1: A is more accurate than B",
     "p_adjusted": "Holm step-down adjustment of the families' two-sided p-values",
+    "n_for_power_0_8": "paired items a two-sided McNemar test at alpha 0.05 needs to detect the observed difference with 80% "
+                       "power, at the observed discordant shares: Connor 1987 (Biometrics 43:207), "
+                       "n = ((z_0.975 sqrt(psi) + z_0.8 sqrt(psi - delta^2)) / delta)^2, psi = (a_only + b_only) / n, "
+                       "delta = (a_only - b_only) / n; null when the difference is 0",
 }
 
 
@@ -126,19 +138,44 @@ def _round(x: float) -> float:
 
 
 def paired(n: int, a_correct: int, b_correct: int, a_only: int, b_only: int) -> dict[str, Any]:
-    """The comparison of n paired items from their counts (stats: Wilson, Newcombe, exact McNemar)."""
+    """The comparison of n paired items from their counts (stats: Wilson, Newcombe, the exact conditional
+    interval, exact McNemar, Connor's sample size). p-values keep full precision: 30 vs 0 is 1.86e-9, not 0."""
     both = a_correct - a_only
     neither = n - both - a_only - b_only
     p_two, p_one = stats.mcnemar_exact(a_only, b_only)
     r = _round
     acc_a, acc_b = (a_correct / n, b_correct / n) if n else (0.0, 0.0)
-    return {
+    row = {
         "n": n, "a_correct": a_correct, "b_correct": b_correct, "a_accuracy": r(acc_a), "b_accuracy": r(acc_b),
         "a_ci95": [r(x) for x in stats.wilson(a_correct, n)], "b_ci95": [r(x) for x in stats.wilson(b_correct, n)],
         "a_only": a_only, "b_only": b_only, "diff": r(acc_a - acc_b),
         "diff_ci95": [r(x) for x in stats.newcombe_paired(both, a_only, b_only, neither)],
-        "p_value": r(p_two), "p_value_one_sided": r(p_one),
+        "diff_ci95_exact": [r(x) for x in stats.mcnemar_exact_interval(a_only, b_only, n)],
+        "p_value": p_two, "p_value_one_sided": p_one,
+        "n_for_power_0_8": stats.mcnemar_sample_size(a_only, b_only, n),
     }
+    row["disagreement"] = disagreement(row)
+    return row
+
+
+def disagreement(row: dict[str, Any]) -> str | None:
+    """Why Newcombe's interval and the exact McNemar test disagree about 0, when they do (else None)."""
+    low, high = row["diff_ci95"]
+    excludes, significant = low > 0 or high < 0, row["p_value"] < 0.05
+    if excludes == significant:
+        return None
+    d = row["a_only"] + row["b_only"]
+    floor = min(1.0, 2 * 0.5**d) if d else 1.0
+    exact = "[{:+.3f}, {:+.3f}]".format(*row["diff_ci95_exact"])
+    why = (f"the exact test sees only the {d} discordant pair(s) ({row['a_only']} vs {row['b_only']})"
+           + (f", and {d} pair(s) cannot give a two-sided p below {floor:.4g} however they split" if floor >= 0.05 else "")
+           + f"; Newcombe's interval is built from the two accuracies' Wilson intervals over all {row['n']} items, "
+           "an approximation that is too narrow when the discordant pairs are few")
+    if excludes:
+        return (f"Newcombe's interval [{low:+.3f}, {high:+.3f}] excludes 0 but the exact McNemar p is {row['p_value']:.4g}: {why}. "
+                f"The exact interval {exact} agrees with the test: the difference is not significant at 0.05.")
+    return (f"The exact McNemar p is {row['p_value']:.4g} but Newcombe's interval [{low:+.3f}, {high:+.3f}] includes 0: {why}. "
+            f"The exact interval {exact} agrees with the test.")
 
 
 _COUNTS = ("count(*), count(*) FILTER (WHERE a_correct), count(*) FILTER (WHERE b_correct), "
@@ -146,8 +183,6 @@ _COUNTS = ("count(*), count(*) FILTER (WHERE a_correct), count(*) FILTER (WHERE 
 
 
 def _document(con: Any, a: Side, b: Side) -> dict[str, Any]:
-    from skillbank.evaluation.metrics import NONE_KEY
-
     con.execute(f"CREATE OR REPLACE TEMP TABLE cmp_pairs AS SELECT a.idx, a.video_id, a.question, coalesce(a.family, b.family) AS family, "
                 f"coalesce(a.dataset, b.dataset) AS dataset, a.correct AS a_correct, b.correct AS b_correct "
                 f"FROM {a.table} a JOIN {b.table} b USING (video_id, question)")
@@ -156,12 +191,7 @@ def _document(con: Any, a: Side, b: Side) -> dict[str, Any]:
         raise InputError("A and B share no item (joined on video_id and question): they are evaluations of different sets",
                          where=f"A ({a.where}) vs B ({b.where})", fix="compare two evaluations of the same annotations")
     group = _group_column(con)
-    families: dict[str, Any] = {}
-    if group:
-        for name, *counts in con.execute(f"SELECT coalesce({group}, '{NONE_KEY}') AS g, {_COUNTS} FROM cmp_pairs GROUP BY g ORDER BY g").fetchall():
-            families[name] = paired(*counts)
-        for name, adjusted in zip(families, stats.holm([f["p_value"] for f in families.values()])):
-            families[name]["p_adjusted"] = round(adjusted, 6)
+    families = _families(con, group, "TRUE")
     overlaps = {side.label.lower(): _overlap(con, side) for side in (a, b)}
     doc = {
         "a": _side_block(con, a), "b": _side_block(con, b),
@@ -170,11 +200,26 @@ def _document(con: Any, a: Side, b: Side) -> dict[str, Any]:
         "group_by": group, "families": families,
         "only_in_a": _only(con, a, b), "only_in_b": _only(con, b, a),
         "training_overlap": overlaps,
-        "clean": _clean(con, overlaps),
+        "clean": _clean(con, overlaps, group),
         "methods": METHODS,
         "warnings": _warnings(a, b, overlaps),
     }
     return doc
+
+
+def _families(con: Any, group: str | None, where: str) -> dict[str, Any]:
+    """paired() of each family (or dataset) of the pairs `where` holds, with Holm's adjusted p across them."""
+    from skillbank.evaluation.metrics import NONE_KEY
+
+    families: dict[str, Any] = {}
+    if not group:
+        return families
+    for name, *counts in con.execute(f"SELECT coalesce({group}, '{NONE_KEY}') AS g, {_COUNTS} FROM cmp_pairs WHERE {where} "
+                                     "GROUP BY g ORDER BY g").fetchall():
+        families[name] = paired(*counts)
+    for name, adjusted in zip(families, stats.holm([f["p_value"] for f in families.values()])):
+        families[name]["p_adjusted"] = adjusted
+    return families
 
 
 def _side_block(con: Any, side: Side) -> dict[str, Any]:
@@ -209,15 +254,20 @@ def _overlap(con: Any, side: Side) -> dict[str, Any]:
     return {**{k: block[k] for k in keep if k in block}, "paired_items": in_pairs}
 
 
-def _clean(con: Any, overlaps: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
-    """The overall comparison on the paired items neither model trained on (None when no paired item overlaps)."""
+_CLEAN = ("video_id NOT IN (SELECT video_id FROM cmp_overlap_a) AND video_id NOT IN (SELECT video_id FROM cmp_overlap_b)")
+
+
+def _clean(con: Any, overlaps: dict[str, dict[str, Any]], group: str | None) -> dict[str, Any] | None:
+    """The comparison, overall and per family, on the paired items neither model trained on (None when no
+    paired item overlaps)."""
     if not any(o.get("paired_items") for o in overlaps.values()):
         return None
-    row = con.execute(f"SELECT {_COUNTS} FROM cmp_pairs WHERE video_id NOT IN (SELECT video_id FROM cmp_overlap_a) "
-                      "AND video_id NOT IN (SELECT video_id FROM cmp_overlap_b)").fetchone()
+    row = con.execute(f"SELECT {_COUNTS} FROM cmp_pairs WHERE {_CLEAN}").fetchone()
     (n,) = con.execute("SELECT count(*) FROM cmp_pairs").fetchone()
     excluded = n - row[0]
-    return {**paired(*row), "excluded": excluded} if row[0] else {"n": 0, "excluded": excluded}
+    if not row[0]:
+        return {"n": 0, "excluded": excluded, "families": {}}
+    return {**paired(*row), "excluded": excluded, "families": _families(con, group, _CLEAN)}
 
 
 def _warnings(a: Side, b: Side, overlaps: dict[str, dict[str, Any]]) -> list[str]:

@@ -98,7 +98,7 @@ def evaluate(
                                                                     as_trained=as_trained)
     lengths = generation.pop("lengths", None)
     rows, report = score_results(result_rows(records, responses), spec.task.type, spec.evaluation.answer_type)
-    diagnosis = _unparseable(rows, report, spec, settings, lengths, generation)
+    diagnosis = _unparseable(rows, report, spec, settings, lengths, generation)  # None, or why most answers are unreadable
     asked = len(rows) + (overlap_block["count"] if overlap_block["excluded"] else 0)  # the set before any exclusion
     name, value = metric_value(report, spec.metrics.primary)
     document = {
@@ -117,15 +117,28 @@ def evaluate(
         "recipe": settings.recipe_path,
         "settings_from": settings.sources,
         "training_overlap": overlap.public(overlap_block),
-        "warnings": [*settings.warnings, *generation.pop("warnings", []), *overlap.warnings(overlap_block, asked), *diagnosis,
+        "diagnosis": diagnosis,
+        "warnings": [*settings.warnings, *generation.pop("warnings", []), *overlap.warnings(overlap_block, asked),
+                     *(c["text"] for c in (diagnosis or {}).get("causes", [])),
                      *report.get("warnings", [])],
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
-    if spec.results.save_individual:
-        atomic.write_json(out_dir / RESULTS, rows)
-    atomic.write_json(out_dir / METRICS, document)
+    write_outputs(out_dir, rows, [r.get("video") for r in records], document, spec)
     document["results_dir"] = str(out_dir)
     return document
+
+
+def write_outputs(out_dir: Path, rows: list[dict[str, Any]], videos: list[Any], document: dict[str, Any], spec: EvaluateSpec) -> None:
+    """results.json and, beside it, results.parquet (the same rows and each record's video: what gaps
+    reads; evaluation.results_parquet), when results.save_individual; then metrics.json."""
+    from skillbank.evaluation import results_parquet
+
+    if spec.results.save_individual:
+        atomic.write_json(out_dir / RESULTS, rows)
+        results_parquet.write(out_dir / results_parquet.PARQUET, rows, videos, results_json=out_dir / RESULTS,
+                              annotations=spec.dataset.annotation_path, task_type=spec.task.type,
+                              answer_type=spec.evaluation.answer_type or "short")
+    atomic.write_json(out_dir / METRICS, document)
 
 
 def _training_overlap(spec: EvaluateSpec, records: list[dict[str, Any]], settings: "Settings", cache: Any) -> tuple[list[dict[str, Any]], dict[str, Any], Any]:
@@ -148,18 +161,18 @@ def _training_overlap(spec: EvaluateSpec, records: list[dict[str, Any]], setting
 
 
 def _unparseable(rows: list[dict[str, Any]], report: dict[str, Any], spec: EvaluateSpec, settings: "Settings",
-                 lengths: dict[int, int] | None, generation: dict[str, Any]) -> list[str]:
-    """Why most answers are unparseable, when the replies tell (evaluation.unparseable)."""
-    from skillbank.evaluation.unparseable import THRESHOLD, diagnose, facts
+                 lengths: dict[int, int] | None, generation: dict[str, Any]) -> dict[str, Any] | None:
+    """metrics.json's `diagnosis`: why most answers are unparseable, when the replies tell (evaluation.unparseable)."""
+    from skillbank.evaluation.unparseable import THRESHOLD, diagnosis, facts
 
     if not rows or report.get("unparseable", 0) <= THRESHOLD * len(rows):
-        return []
+        return None
     bad = [i for i, r in enumerate(rows) if r["answer"] is None]
     counts = [lengths[i] for i in bad if i in lengths] if lengths else None
     known = counts if counts is not None and len(counts) == len(bad) else None
     reply = facts([str(rows[i]["response"] or "") for i in bad], token_counts=known, max_tokens=int(generation["max_tokens"]))
     trained = (settings.recipe or {}).get("answer_type")
-    return diagnose(len(rows), int(report["unparseable"]), spec.evaluation.answer_type or "short", reply, trained_answer_type=trained)
+    return diagnosis(len(rows), int(report["unparseable"]), spec.evaluation.answer_type or "short", reply, trained_answer_type=trained)
 
 
 @dataclass
@@ -428,5 +441,5 @@ def evaluate_run(run: str | Path, spec: EvaluateSpec | None = None, *, progress:
 def _scalars(doc: dict[str, Any]) -> dict[str, Any]:
     """The step's metrics without bookkeeping (model paths, timings)."""
     skip = {"model", "model_path", "annotation_path", "created", "results_dir", "elapsed_s", "samples_per_s", "primary_metric", "generation",
-            "vision", "recipe", "settings_from", "warnings", "training_overlap", "small_samples", "media_dir"}
+            "vision", "recipe", "settings_from", "warnings", "training_overlap", "small_samples", "media_dir", "diagnosis"}
     return {k: v for k, v in doc.items() if k not in skip}

@@ -234,16 +234,26 @@ def sample_warnings(entries: Sequence[Mapping[str, Any]], report: Mapping[str, A
     return lines
 
 
+def _yes_no_counts(m: Mapping[str, Any]) -> str:
+    """"; TP 50 FP 4 TN 50 FN 1; precision 0.9259 [0.8246, 0.9708], recall ..." of a yes/no block ("" otherwise)."""
+    if m.get("evaluator") != "yes_no":
+        return ""
+    ci = m.get("ci95") or intervals(m)
+    return (f"; TP {m['tp']} FP {m['fp']} TN {m['tn']} FN {m['fn']}; precision {m['precision']:.4f} [{ci['precision'][0]:.4f}, "
+            f"{ci['precision'][1]:.4f}], recall {m['recall']:.4f} [{ci['recall'][0]:.4f}, {ci['recall'][1]:.4f}]")
+
+
 def family_lines(report: Mapping[str, Any]) -> list[str]:
     """"family NAME: accuracy A [low, high] (correct/total[, U unparseable])" per family (else per
-    dataset): what evaluate's and score's summaries print under their one-line result."""
+    dataset), a yes/no one with its counts and precision / recall intervals: what evaluate's and score's
+    summaries print under their one-line result."""
     key = "families" if report.get("families") else "datasets"
     lines = []
     for name, m in (report.get(key) or {}).items():
         low, high = (m.get("ci95") or intervals(m))["accuracy"]
         extra = f", {m['unparseable']} unparseable" if m.get("unparseable") else ""
         lines.append(f"{key[:-1] if key == 'datasets' else 'family'} {name}: accuracy {m.get('accuracy', 0.0):.4f} "
-                     f"[{low:.4f}, {high:.4f}] ({m.get('correct', 0)}/{m.get('total', 0)}{extra})")
+                     f"[{low:.4f}, {high:.4f}] ({m.get('correct', 0)}/{m.get('total', 0)}{extra}){_yes_no_counts(m)}")
     return lines
 
 
@@ -350,14 +360,17 @@ def compute_metrics(ground_truths: Sequence[Any], responses: Sequence[Any], task
 
 
 def summary_line(m: Mapping[str, Any], name: str, value: float) -> str:
-    """The one-line result: the primary metric on N samples, how many answers could not be read and,
-    for yes/no, precision and recall ("accuracy 0.0000 on 30 samples, 30 unparseable")."""
+    """The one-line result: the primary metric on N samples, how many answers could not be read (and, when
+    most could not, metrics.json's diagnosis in a few words) and, for yes/no, TP / FP / TN / FN with
+    precision and recall and their 95% intervals ("accuracy 0.5000 on 4 samples, 1 unparseable; TP 1 FP 1
+    TN 1 FN 1; precision 0.5000 [0.0945, 0.9055], recall 0.5000 [0.0945, 0.9055]")."""
     line = f"{name} {value:.4f} on {m.get('total', 0)} samples"
     if m.get("unparseable"):
         line += f", {m['unparseable']} unparseable"
-    if m.get("evaluator") == "yes_no":
-        line += f"; precision {m['precision']:.4f}, recall {m['recall']:.4f}"
-    return line
+        diagnosis = m.get("diagnosis")
+        if isinstance(diagnosis, Mapping) and diagnosis.get("summary"):
+            line += f" (diagnosis: {diagnosis['summary']}; metrics.json diagnosis)"
+    return line + _yes_no_counts(m)
 
 
 def metric_value(metrics: Mapping[str, Any], name: str) -> tuple[str, float]:

@@ -140,13 +140,16 @@ def _join(ids: list[str], e_sha: list[str | None], e_q: list[str], e_a: list[str
           t_clips: list[str | None], t_sha: list[str | None], t_q: list[str], t_a: list[str]) -> dict[str, Any]:
     """The overlap as one query over the evaluated and the training items."""
     import duckdb
-    import pyarrow as pa
+
+    from skillbank.scoring import columns
 
     con = duckdb.connect()
-    con.register("sb_eval", pa.table({"idx": pa.array(range(len(ids)), pa.int64()), "id": pa.array(ids, pa.string()),
-                                      "sha": pa.array(e_sha, pa.string()), "q": pa.array(e_q, pa.string()), "a": pa.array(e_a, pa.string())}))
-    con.register("sb_train", pa.table({"clip": pa.array(t_clips, pa.string()), "sha": pa.array(t_sha, pa.string()),
-                                       "q": pa.array(t_q, pa.string()), "a": pa.array(t_a, pa.string())}))
+    text = "VARCHAR"
+    evaluated = columns.register(con, "sb_eval_in", {"idx": range(len(ids)), "id": ids, "sha": e_sha, "q": e_q, "a": e_a},
+                                 {"idx": "BIGINT", "id": text, "sha": text, "q": text, "a": text})
+    trained = columns.register(con, "sb_train_in", {"clip": t_clips, "sha": t_sha, "q": t_q, "a": t_a}, dict.fromkeys(("clip", "sha", "q", "a"), text))
+    con.execute(f"CREATE TEMP VIEW sb_eval AS {evaluated}")
+    con.execute(f"CREATE TEMP VIEW sb_train AS {trained}")
     rows = con.execute(_JOIN).fetchall()
     (templated,) = con.execute("SELECT count(*) FROM (SELECT q FROM sb_train WHERE clip IS NOT NULL GROUP BY q "
                                "HAVING count(DISTINCT clip) > 1)").fetchone()

@@ -38,40 +38,62 @@ def facts(replies: Sequence[str], *, token_counts: Sequence[int] | None = None, 
                       sum(1 for r in replies if "<think>" in r), truncated, sum(1 for r in replies if not r.strip()), max_tokens, shown)
 
 
-def diagnose(total: int, unparseable: int, answer_type: str, reply: ReplyFacts | None = None,
-             trained_answer_type: str | None = None) -> list[str]:
-    """Warnings that say why most answers are unparseable, when the facts tell; [] under the threshold."""
+def diagnosis(total: int, unparseable: int, answer_type: str, reply: ReplyFacts | None = None,
+              trained_answer_type: str | None = None) -> dict | None:
+    """Why most answers are unparseable, as metrics.json's `diagnosis`: {unparseable, total, answer_type,
+    causes: [{code, text}], summary (the first cause in a few words, with its fix), message (the first
+    cause in full, with the count)}; None under the threshold. Codes: answer_type_not_the_recipes, empty_replies,
+    no_reasoning_format (a short-answer model asked to reason), reasoning_read_as_short, truncated,
+    unreadable."""
     if not total or unparseable <= THRESHOLD * total:
-        return []
+        return None
     head = f"{unparseable} of {total} answers are unparseable"
-    causes = []
+    causes: list[tuple[str, str, str]] = []  # (code, summary, text)
     if trained_answer_type and trained_answer_type != answer_type:
-        causes.append(f"they are read as {answer_type} answers but the model's recipe says it was trained for {trained_answer_type} "
-                      f"answers: set evaluation.answer_type = {trained_answer_type!r} (or leave it unset to follow the recipe)")
+        causes.append(("answer_type_not_the_recipes",
+                       f"read as {answer_type} answers but the model was trained for {trained_answer_type}: set evaluation.answer_type = "
+                       f"{trained_answer_type!r}",
+                       f"they are read as {answer_type} answers but the model's recipe says it was trained for {trained_answer_type} "
+                       f"answers: set evaluation.answer_type = {trained_answer_type!r} (or leave it unset to follow the recipe)"))
     if reply is not None and reply.replies:
         causes += _reply_causes(reply, answer_type)
     if not causes:
         shown = "; ".join(repr(r) for r in (reply.examples if reply else ()))
-        causes.append("the replies name no answer the task's rules read" + (f" (e.g. {shown})" if shown else "")
-                      + ": check the prompt asks for the answer format of the references")
-    return [f"{head}: {cause}" for cause in causes]
+        causes.append(("unreadable", "the replies name no answer the rules read: check the prompt asks for the references' format",
+                       "the replies name no answer the task's rules read" + (f" (e.g. {shown})" if shown else "")
+                       + ": check the prompt asks for the answer format of the references"))
+    lines = [{"code": code, "text": f"{head}: {text}"} for code, _, text in causes]
+    return {"unparseable": unparseable, "total": total, "answer_type": answer_type, "causes": lines,
+            "summary": causes[0][1], "message": lines[0]["text"]}
 
 
-def _reply_causes(reply: ReplyFacts, answer_type: str) -> list[str]:
+def diagnose(total: int, unparseable: int, answer_type: str, reply: ReplyFacts | None = None,
+             trained_answer_type: str | None = None) -> list[str]:
+    """Warnings that say why most answers are unparseable, when the facts tell; [] under the threshold."""
+    block = diagnosis(total, unparseable, answer_type, reply, trained_answer_type)
+    return [c["text"] for c in block["causes"]] if block else []
+
+
+def _reply_causes(reply: ReplyFacts, answer_type: str) -> list[tuple[str, str, str]]:
     """What the replies themselves show: blank answers, no reasoning format, an unread trace, cut-off answers."""
     n, what = reply.replies, reply.what
     if reply.empty and reply.empty * 2 > n:
         cut = f"; {reply.truncated} ran to max_tokens {reply.max_tokens} writing only blanks" if reply.truncated else ""
-        return [f"{reply.empty} of {n} {what} are empty or only whitespace{cut}: the model wrote no answer "
-                "(an untrained model, or a prompt unlike the one it was trained with?)"]
+        return [("empty_replies", "the replies are empty: the model wrote no answer",
+                 f"{reply.empty} of {n} {what} are empty or only whitespace{cut}: the model wrote no answer "
+                 "(an untrained model, or a prompt unlike the one it was trained with?)")]
     causes = []
     if answer_type == "reasoning" and reply.no_tags and reply.no_tags * 2 > n:
-        causes.append(f"{reply.no_tags} of {n} {what} hold neither </think> nor <answer>: the model did not answer in the "
-                      "reasoning format (a short-answer model asked to reason?); try answer_type short")
+        causes.append(("no_reasoning_format",
+                       "the replies hold no reasoning format (a short-answer model asked to reason?): try evaluation.answer_type = 'short'",
+                       f"{reply.no_tags} of {n} {what} hold neither </think> nor <answer>: the model did not answer in the "
+                       "reasoning format (a short-answer model asked to reason?); try answer_type short"))
     if answer_type == "short" and reply.thinking and reply.thinking * 2 > n:
-        causes.append(f"{reply.thinking} of {n} {what} hold a <think> trace: a reasoning model read as short answers; "
-                      "set evaluation.answer_type = 'reasoning' (score: --answer-format reasoning)")
+        causes.append(("reasoning_read_as_short", "<think> traces read as short answers: set evaluation.answer_type = 'reasoning'",
+                       f"{reply.thinking} of {n} {what} hold a <think> trace: a reasoning model read as short answers; "
+                       "set evaluation.answer_type = 'reasoning' (score: --answer-format reasoning)"))
     if reply.truncated and reply.max_tokens and reply.truncated * 2 > n:
-        causes.append(f"{reply.truncated} of {n} {what} stopped at max_tokens {reply.max_tokens}: raise generation.max_tokens "
-                      "(or max_retries, which adds 256 tokens a pass)")
+        causes.append(("truncated", f"the replies stopped at max_tokens {reply.max_tokens}: raise generation.max_tokens",
+                       f"{reply.truncated} of {n} {what} stopped at max_tokens {reply.max_tokens}: raise generation.max_tokens "
+                       "(or max_retries, which adds 256 tokens a pass)"))
     return causes

@@ -57,7 +57,7 @@ def file_hashes(folder: Path, *, exclude: tuple[str, ...] = ()) -> dict[str, dic
 
 def write_manifest(folder: Path, name: str, info: dict[str, Any]) -> Path:
     """The manifest lists every other file of the folder with its sha256 (written last)."""
-    from skillbank.platform.record import now
+    from skillbank.runs.record import now
 
     doc = {"skillbank": __version__, "created": now(), **info, "files": file_hashes(folder, exclude=(name,))}
     return atomic.write_json(folder / name, doc)

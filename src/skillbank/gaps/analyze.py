@@ -8,9 +8,14 @@ failures with `answer` null, never dropped. error_type: in a yes/no group (every
 family is yes / no) "FN" when the truth is yes, "FP" when it is no (an unparseable answer included, as
 in the metrics' fn / fp); in any other task "mismatch".
 
-One DuckDB session: read_json of results.json (and of the annotations, for the failing ids only),
-the rules as SQL, COPY TO parquet (zstd), written to a temporary file and renamed. Paths may be
-local or fsspec URLs (s3://...; the filesystem is registered with DuckDB). No torch here.
+One DuckDB session, COPY TO parquet (zstd) at the end, written to a temporary file and renamed. The
+rows come from the results.parquet evaluate writes beside results.json when its stamp says it holds
+exactly results.json's rows (skillbank.evaluation.results_parquet: else results.json is read, and the
+summary's `results_parquet_ignored` says why): the rules run once per distinct answer and are joined
+back to its rows; its `video` column stands for the annotations when they are the file the records
+came from, unchanged (`media_from`). Else read_json of results.json over its parts into a table, the
+same rules per distinct answer, and read_json of the annotations for the failing ids only. Paths may be local or fsspec
+URLs (s3://...; the filesystem is registered with DuckDB; results.parquet is read only locally). No torch here.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from skillbank.data import jsonparts
 from skillbank.data.media import media_root as resolve_media_root
 from skillbank.errors import InputError
 from skillbank.scoring import answers
+from skillbank.evaluation import results_parquet
 from skillbank.evaluation.metrics import NONE_KEY, Tally, accuracy_interval, check_task_type, metrics_of, raise_bad_truths, tallies
 from skillbank.evaluation.results import (
     SHOWN,
@@ -41,6 +47,7 @@ from skillbank.evaluation.results import (
 COLUMNS = ("video_id", "media_path", "question", "ground_truth", "response", "answer", "family", "error_type")
 T = TypeVar("T")
 COMPRESSION = "zstd, COMPRESSION_LEVEL 1"  # half the size of snappy; level 1 writes in 60% of the default's time, no larger
+WHOLE_PART = 64 << 20  # parts of a large file (nothing is read back here: as few as keep every thread busy)
 ERROR_TYPE = "CASE WHEN kind = 'yes_no' THEN CASE WHEN truth = 'yes' THEN 'FN' ELSE 'FP' END ELSE 'mismatch' END"
 
 
@@ -86,22 +93,21 @@ def _summary(rows: list[Tally], typed: list[tuple[str | None, str | None, str, i
     return summary
 
 
-def _media_sql(media_root: str) -> str:
+def _media_sql(video: str, media_root: str) -> str:
     """media_root/video for relative paths; absolute paths and URLs stay as they are."""
     if not media_root:
-        return "m.video"
+        return video
     root = sql_literal(media_root.rstrip("/") + "/")
-    return f"CASE WHEN starts_with(m.video, '/') OR contains(m.video, '://') THEN m.video ELSE {root} || m.video END"
+    return f"CASE WHEN starts_with({video}, '/') OR contains({video}, '://') THEN {video} ELSE {root} || {video} END"
 
 
-def _check_ids(con: Any, annotations: str) -> None:
-    """InputError naming the failing ids the annotations lack (or give no video)."""
-    missing = con.execute("SELECT DISTINCT f.video_id FROM gaps_failures f ANTI JOIN gaps_media m ON m.id = f.video_id "
-                          f"ORDER BY f.video_id LIMIT {SHOWN + 1}").fetchall()
-    if not missing:
+def _check_ids(con: Any, missing: str, annotations: str) -> None:
+    """InputError naming the failing ids the annotations lack (or give no video): `missing` is a query of their video_id."""
+    rows = con.execute(f"SELECT DISTINCT video_id FROM ({missing}) ORDER BY video_id LIMIT {SHOWN + 1}").fetchall()
+    if not rows:
         return
-    count = con.execute("SELECT count(DISTINCT coalesce(f.video_id, '')) FROM gaps_failures f ANTI JOIN gaps_media m ON m.id = f.video_id").fetchall()[0][0]
-    shown = ", ".join(repr(row[0]) for row in missing[:SHOWN])
+    (count,) = con.execute(f"SELECT count(DISTINCT coalesce(video_id, '')) FROM ({missing})").fetchone()
+    shown = ", ".join(repr(row[0]) for row in rows[:SHOWN])
     raise InputError(
         f"{count} failing video_id(s) of results.json are not in the annotations (or have no video): "
         f"{shown}{', ...' if count > SHOWN else ''}",
@@ -132,34 +138,53 @@ def analyze_gaps(
     con = connection(results_json, annotations, out)
     if threads:
         con.execute(f"SET threads = {int(threads)}")
-    with json_errors(results_json, "results"):
-        scored = _on_parts(con, results_json, answers.FIELDS, lambda source: answers.score_source(
-            con, f"SELECT * FROM {source}", task_type, answer_type, table="gaps_scored", keep=answers.sql_may_fail(task_type)))
+    trust = results_parquet.check(con, results_json)
+    if trust.path:  # evaluate's parquet of the same rows: columns, read again at no cost
+        source = results_parquet.source_sql(trust.path)
+    else:  # one parse of the JSON (over its parts, every core), in file order: rowid is the row's index
+        with json_errors(results_json, "results"):
+            _on_parts(con, results_json, answers.FIELDS, lambda rows: con.execute(f"CREATE TEMP TABLE gaps_rows AS SELECT * FROM {rows}"))
+        source = "SELECT rowid AS idx, * FROM gaps_rows"
+    scored = answers.score_by_key(con, source, task_type, answer_type, table="gaps_keys")  # the rules once per distinct answer
     raise_bad_truths(scored.bad_truths, task_type, where=results_json)
     rows = tallies(scored.counts, task_type)
-    con.execute("SET preserve_insertion_order = false")  # the failures carry idx (row order); the parquet is sorted by it
-    con.execute(f"CREATE TEMP TABLE gaps_failures AS SELECT * FROM ({scored.final}) WHERE NOT correct")
-    con.execute("DROP TABLE gaps_scored")
-    media = "NULL::VARCHAR"
-    join = ""
+    failures = f"SELECT * FROM ({scored.final}) WHERE NOT correct"
+    failing = f"SELECT family, dataset, kind, truth, n FROM ({scored.keyed}) WHERE NOT correct"  # failures by key
+    parquet_media = bool(annotations and trust.path and results_parquet.same_annotations(trust.stamp, annotations))
+    if not trust.path or (annotations and not parquet_media):  # read more than once below: kept, the rows freed
+        con.execute("SET preserve_insertion_order = false")  # the failures carry idx (row order); the parquet is sorted by it
+        con.execute(f"CREATE TEMP TABLE gaps_failures AS {failures}")
+        con.execute("DROP TABLE IF EXISTS gaps_rows")
+        failures = "SELECT * FROM gaps_failures"
+    video, join, media_from = "NULL::VARCHAR", "", None
     if annotations:
-        with json_errors(annotations, "annotations"):
-            _on_parts(con, annotations, ("id", "video"), lambda annotated: con.execute(
-                "CREATE OR REPLACE TEMP TABLE gaps_media AS SELECT id, min(video) AS video "
-                f"FROM {annotated} WHERE video IS NOT NULL AND id IN (SELECT video_id FROM gaps_failures) GROUP BY id"))
-        _check_ids(con, annotations)
-        media, join = _media_sql(media_root or ""), "LEFT JOIN gaps_media m ON m.id = f.video_id"
+        if parquet_media:
+            video, media_from = "f.video", trust.path  # the records' own videos, as these annotations (unchanged since) write them
+            if results_parquet.missing_videos(con, trust.path):
+                _check_ids(con, f"SELECT video_id FROM ({failures}) WHERE video IS NULL", annotations)
+        else:
+            media_from = annotations
+            with json_errors(annotations, "annotations"):
+                _on_parts(con, annotations, ("id", "video"), lambda annotated: con.execute(
+                    "CREATE OR REPLACE TEMP TABLE gaps_media AS SELECT id, min(video) AS video "
+                    f"FROM {annotated} WHERE video IS NOT NULL AND id IN (SELECT video_id FROM ({failures})) GROUP BY id"))
+            _check_ids(con, f"SELECT f.video_id FROM ({failures}) f ANTI JOIN gaps_media m ON m.id = f.video_id", annotations)
+            video, join = "m.video", "LEFT JOIN gaps_media m ON m.id = f.video_id"
+    media = _media_sql(video, media_root or "") if annotations else "NULL::VARCHAR"
     query = (f"SELECT f.video_id, {media} AS media_path, f.question, f.gt AS ground_truth, f.response, f.answer, f.family, "
-             f"{ERROR_TYPE} AS error_type FROM gaps_failures f {join} ORDER BY f.idx")
-    typed = con.execute(f"SELECT family, dataset, {ERROR_TYPE} AS error_type, count(*) FROM gaps_failures GROUP BY ALL").fetchall()
+             f"{ERROR_TYPE} AS error_type FROM ({failures}) f {join} ORDER BY f.idx")
+    typed = con.execute(f"SELECT family, dataset, {ERROR_TYPE} AS error_type, sum(n)::BIGINT FROM ({failing}) GROUP BY ALL").fetchall()
     summary = {
         "results_json": results_json,
+        "results_read": trust.path or results_json,
+        **({"results_parquet_ignored": trust.reason} if trust.reason else {}),
         "gaps_parquet": out,
         "task_type": task_type,
         "answer_type": answer_type,
         **_summary(rows, typed),
         "annotations": annotations,
         "media_root": media_root if annotations else None,
+        "media_from": media_from,
     }
     _write(con, query, out)
     write_json(summary_path(out), summary)
@@ -172,7 +197,7 @@ def _on_parts(con: Any, path: str, columns: tuple[str, ...], run: Callable[[str]
     when DuckDB cannot read a part (then its error names the file itself)."""
     import duckdb
 
-    parts = None if is_url(path) else jsonparts.split_array(path)
+    parts = None if is_url(path) else jsonparts.split_array(path, jsonparts.part_size(con, path, most=WHOLE_PART))
     if parts is None or len(parts.bounds) < 2:
         if parts is not None:
             jsonparts.release(parts)

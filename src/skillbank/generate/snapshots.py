@@ -49,9 +49,9 @@ SNAPSHOTS = (
     Snapshot("cosmos_rl_defaults", PACKAGE / "specification" / "cosmos_rl_defaults.json", "skillbank.training.cosmos_rl.defaults:snapshot_text",
              needs=("cosmos_rl",), versions=("cosmos-rl", "pydantic"),
              sources=("specification/*.py", "training/cosmos_rl/defaults.py", "generate/snapshots.py"), library=("cosmos_rl", "policy/config/**/*.py")),
-    Snapshot("plan_param_counts", PACKAGE / "planning" / "configs" / "counts.json", "skillbank.planning.params:counts_text",
+    Snapshot("plan_param_counts", PACKAGE / "models" / "configs" / "counts.json", "skillbank.models.params:counts_text",
              needs=("torch", "transformers"), versions=("torch", "transformers", "peft"),
-             sources=("planning/params.py", "planning/configs/*.json", "modelref.py", "generate/snapshots.py")),
+             sources=("models/params.py", "models/configs/*.json", "modelref.py", "generate/snapshots.py")),
 )
 
 

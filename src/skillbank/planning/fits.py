@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from skillbank.planning import layouts
-from skillbank.planning.params import ParamCount
+from skillbank.models.params import ParamCount
 
 MOST = 4
 LOGITS_SHARE = 0.15  # the fused loss is proposed when the logits are at least this share of the memory

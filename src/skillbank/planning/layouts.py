@@ -16,7 +16,7 @@ from typing import Any
 
 from skillbank.planning import estimate as est
 from skillbank.planning import timing
-from skillbank.planning.params import ParamCount
+from skillbank.models.params import ParamCount
 from skillbank.runs import steps
 
 LAYOUT_NODES = (1, 2, 4)

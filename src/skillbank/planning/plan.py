@@ -1,6 +1,6 @@
 """`skillbank plan`: how many GPUs, how long, and whether it fits, for a train (or rl) spec.
 
-Three numbers are taken, not guessed: the parameters (planning.params: the model's config.json on
+Three numbers are taken, not guessed: the parameters (models.params: the model's config.json on
 the meta device), the tokens per sample (planning.tokens: preflight's scan with every clip's headers
 read, or a described dataset) and the steps (runs.steps, with cosmos-rl's semantics). planning.layouts
 turns them into memory per GPU and time for a table of layouts at the spec's global batch; planning.fits
@@ -10,75 +10,13 @@ validation to the steps; runs.disk sizes an AutoML study's disk. rl specs: plann
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
-from skillbank.errors import InputError
+from skillbank.models.params import ParamCount, count_on_meta, find_config
 from skillbank.planning import estimate as est
 from skillbank.planning import layouts, timing
-from skillbank.planning.params import ModelConfig, ParamCount, bundled_repos, count_on_meta, find_config
-from skillbank.planning.tokens import Described, TokenFigures
+from skillbank.planning.inputs import Inputs, check_inputs, model_config, token_figures
 from skillbank.runs import steps
-
-
-@dataclass(frozen=True)
-class Inputs:
-    spec: Any  # validated, as this machine reads it (path map and --set applied)
-    skill: str
-    action: str = "train"
-    nodes: int | None = None
-    gpus_per_node: int | None = None
-    gpu: str = "h100-80gb"
-    mfu: float = est.DEFAULT_MFU
-    trials: int = 1
-    decode_sample: int = 0  # preflight's --decode-sample: clips decoded to measure their lengths
-    described: Described | None = None
-    per_gpu_batch: str = "scaled"
-    rates: timing.Rates = field(default_factory=timing.Rates)
-    has_data: bool = True  # the spec names train annotations to read
-
-
-def model_config(spec: Any) -> ModelConfig:
-    value = spec.policy.model_name_or_path
-    config = find_config(value) if value.strip() else None
-    if config is None:
-        raise InputError(
-            f"no config.json found for the model {value!r} (not a local model folder, not in the local Hugging Face cache, and not one the bank ships)",
-            where="policy.model_name_or_path",
-            fix=f"point it at a local model folder with config.json, download the model into the hub cache, or plan with the architecture of one the bank "
-                f"ships: --set policy.model_name_or_path=ONE OF {', '.join(bundled_repos())}",
-        )
-    return config
-
-
-def check_inputs(inputs: Inputs) -> est.Gpu:
-    if inputs.gpu not in est.GPUS:
-        raise InputError(f"unknown GPU {inputs.gpu!r}", where="--gpu", fix=f"use one of: {', '.join(est.GPUS)}")
-    if not 0 < inputs.mfu <= 1:
-        raise InputError(f"--mfu must be in (0, 1] (got {inputs.mfu})", where="--mfu", fix="pass a fraction such as 0.3")
-    if inputs.per_gpu_batch not in layouts.PER_GPU_BATCH:
-        raise InputError(f"unknown --per-gpu-batch {inputs.per_gpu_batch!r}", where="--per-gpu-batch", fix=f"one of: {', '.join(layouts.PER_GPU_BATCH)}")
-    for name, value in vars(inputs.rates).items():
-        if not value > 0:
-            raise InputError(f"{name} must be positive (got {value})", where=f"--{name.replace('_', '-')}", fix="pass a positive number")
-    return est.GPUS[inputs.gpu]
-
-
-def token_figures(inputs: Inputs, config: ModelConfig) -> TokenFigures:
-    """From a description, the data (every clip probed), or, with neither, the vision budget (said)."""
-    from skillbank.planning import tokens
-
-    patch = int((config.data.get("vision_config") or {}).get("patch_size", 16))
-    budget = tokens.budget_of(inputs.spec, patch, inputs.action)
-    if inputs.described is not None:
-        return tokens.from_description(inputs.spec, inputs.described, budget, inputs.action)
-    if not inputs.has_data:
-        return tokens.no_data(inputs.spec, budget)
-    figures = tokens.from_data(inputs.spec, inputs.skill, inputs.action, decode_sample=inputs.decode_sample)
-    if not figures.tokens:
-        fallback = tokens.no_data(inputs.spec, budget)
-        figures.tokens, figures.assumptions = fallback.tokens, figures.assumptions + fallback.assumptions
-    return figures
 
 
 def shape(spec: Any, nodes: int | None, gpus_per_node: int | None) -> tuple[int, int]:
@@ -195,7 +133,7 @@ def _disk(inputs: Inputs, count: ParamCount, records: steps.TrainCount | None, m
 def suggest_slurm_time(spec: Any, stats: dict[str, Any], *, action: str, nodes: int, gpus_per_node: int, gpu: str = "h100-80gb") -> tuple[str | None, str]:
     """A Slurm --time for a job, from its preflight stats (the submit gate's token tally and record counts) and the
     plan's arithmetic, without torch (the shipped parameter count, or the weights on disk): (HH:MM:SS or None, why)."""
-    from skillbank.planning.params import known_count, model_params
+    from skillbank.models.params import known_count, model_params
     from skillbank.planning.tokens import TokenFigures
 
     config = find_config(spec.policy.model_name_or_path) if spec.policy.model_name_or_path.strip() else None

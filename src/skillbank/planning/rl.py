@@ -24,7 +24,7 @@ from typing import Any
 
 from skillbank.planning import estimate as est
 from skillbank.planning import timing
-from skillbank.planning.params import ParamCount
+from skillbank.models.params import ParamCount
 
 ROLLOUT_OVERHEAD_GIB = 4.0  # per rollout GPU: vLLM's activation peak, CUDA graphs, the vision encoder
 DECODE_EFFICIENCY = 0.6  # of the HBM bandwidth a decode step reaches
@@ -98,8 +98,8 @@ def disk(spec: Any, count: ParamCount, steps_total: int | None) -> dict[str, Any
 
 
 def build_rl_plan(inputs: Any) -> dict[str, Any]:
-    from skillbank.planning.params import count_on_meta
-    from skillbank.planning.plan import check_inputs, model_config, token_figures
+    from skillbank.models.params import count_on_meta
+    from skillbank.planning.inputs import check_inputs, model_config, token_figures
 
     gpu = check_inputs(inputs)
     spec = inputs.spec

@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 
 from skillbank.errors import InputError
-from skillbank.platform import record as rec
+from skillbank.runs import record as rec
 from skillbank.platform import slurm_jobs
 from skillbank.platform.base import have
 from skillbank.platform.slurm import SCRIPT_NAME

@@ -30,7 +30,8 @@ from pathlib import Path
 
 from skillbank import modelref
 from skillbank.errors import InputError
-from skillbank.platform import record as rec
+from skillbank.runs import record as rec
+from skillbank.runs.steps import parallel_shape
 from skillbank.specification.pathmap import PathMap
 from skillbank.specification.train import TrainSpec
 
@@ -58,7 +59,7 @@ class Options:
 
 @dataclass(frozen=True)
 class AutomlJob:
-    """What an automl job searches (the flags of `skillbank automl`, automl.command.add_search_arguments)."""
+    """What an automl job searches (the flags of `skillbank automl`, commands.flags.add_search_arguments)."""
 
     study: str
     algorithm: str
@@ -105,7 +106,7 @@ class JobContext:
     resume_from: str | None = None  # train: a checkpoint the run starts from (`skillbank train --resume-from`)
     paths: PathMap = field(default_factory=PathMap)
     model_family: str | None = None  # rl: --model-family, for a checkpoint only the node has
-    spec_data: dict | None = None  # the spec file's own keys, node's view (what the copy holds under a path map)
+    spec_data: dict | None = None  # the spec file's own keys as submit read them, node's view under a path map (what the copy holds)
     preflight_stats: dict = field(default_factory=dict)  # the gate's stats (token tally, record counts): what the suggested --time is planned from
 
     @property
@@ -253,15 +254,6 @@ class JobContext:
 RL_TOMLS = ("cosmos-rl.toml", "cosmos-rl-resume.toml")  # an rl job's TOMLs in its job folder (fresh, train.resume)
 
 
-def parallel_shape(spec: TrainSpec) -> tuple[int, int]:
-    """(nodes, GPUs per node): dp_replicate_size, and dp_shard * tp * cp * pp; an rl spec: one node with
-    the policy's GPUs plus the rollout engines'."""
-    if not hasattr(spec.policy.parallelism, "dp_replicate_size"):  # RlSpec
-        return 1, spec.gpus  # type: ignore[attr-defined]
-    par = spec.policy.parallelism
-    return par.dp_replicate_size, par.dp_shard_size * par.tp_size * par.cp_size * par.pp_size
-
-
 def check_shape(spec: TrainSpec, nodes: int | None, gpus_per_node: int | None, *, exact_gpus: bool) -> tuple[int, int]:
     """Flags confirm the spec's shape; a mismatch is an input error naming the key to change.
 
@@ -391,7 +383,7 @@ def travelling_spec(ctx: JobContext) -> tuple[dict, list[str]]:
     from skillbank.specification.overrides import get_dotted, set_dotted
     from skillbank.specification.pathmap import path_keys
 
-    data = copy.deepcopy(ctx.spec_data) if ctx.paths and ctx.spec_data is not None else read_spec_file(ctx.spec_path)
+    data = copy.deepcopy(ctx.spec_data) if ctx.spec_data is not None else read_spec_file(ctx.spec_path)
     effective = ctx.spec.model_dump(mode="json")
     changed: list[str] = []
     for key, is_model in path_keys(type(ctx.spec)):

@@ -23,7 +23,7 @@ import skillbank
 from skillbank.errors import InputError, RunError
 from skillbank.platform.base import FIRST_STEP, Rendered, call, have, job_dir_lines, quote_argv, shell_script
 from skillbank.platform.context import JobContext
-from skillbank.platform.record import TERMINAL, JobRecord
+from skillbank.runs.record import TERMINAL, JobRecord
 
 CONTAINER_HF_HOME = "/root/.cache/huggingface"
 NODE_HF_HOME = "${HF_HOME:-$HOME/.cache/huggingface}"  # the Docker host's cache, read where command.sh runs

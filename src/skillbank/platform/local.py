@@ -21,7 +21,8 @@ from pathlib import Path
 
 from skillbank.platform.base import FIRST_STEP, SKILLBANK, Rendered, job_dir_lines, quote_argv, shell_script, skillbank_lines, tail_file
 from skillbank.platform.context import JobContext
-from skillbank.platform.record import TERMINAL, JobRecord
+from skillbank.platform.runner import runner_argv
+from skillbank.runs.record import TERMINAL, JobRecord
 
 LOG_NAME = "train.log"
 STATE_NAME = "state.json"
@@ -62,11 +63,7 @@ def in_script(argv: list[str]) -> list[str]:
 def launch(ctx: JobContext, rendered: Rendered) -> str:
     """Start the runner in its own session (it survives this command) and return its pid. The job runs
     in its job folder, as command.sh does; a CPU job sees no GPU."""
-    runner = [
-        ctx.python, "-m", "skillbank.platform.runner",
-        "--state", str(ctx.job_dir / STATE_NAME), "--log", str(rendered.log), "--cwd", str(ctx.job_dir),
-        "--", *rendered.argv,
-    ]
+    runner = runner_argv(ctx.python, state=ctx.job_dir / STATE_NAME, log=rendered.log, cwd=ctx.job_dir, command=rendered.argv)
     env = {**os.environ, **({"CUDA_VISIBLE_DEVICES": ""} if ctx.cpu_only else {})}
     with open(ctx.job_dir / "runner.log", "ab") as out:
         proc = subprocess.Popen(

@@ -11,15 +11,15 @@ session), then SIGKILLs whatever is left after a grace period.
 
 from __future__ import annotations
 
-import argparse
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from skillbank import atomic, procs
-from skillbank.platform.record import now
+from skillbank.runs.record import now
 
 GRACE_S = 20.0
 
@@ -36,21 +36,34 @@ def stop_tree(child: subprocess.Popen, grace_s: float = GRACE_S) -> None:
     procs.stop(child.pid, grace_s=grace_s)
 
 
+def runner_argv(python: str, *, state: Path, log: Path, cwd: Path, command: Sequence[str]) -> list[str]:
+    """The runner's command line (`skillbank submit --platform local` starts it; `read_args` reads it back)."""
+    return [python, "-m", "skillbank.platform.runner", "--state", str(state), "--log", str(log), "--cwd", str(cwd), "--", *command]
+
+
+def read_args(argv: Sequence[str]) -> tuple[dict[str, str], list[str]]:
+    """({state, log, cwd}, the command) of the line `runner_argv` wrote; SystemExit(2) naming the usage otherwise."""
+    head, sep, command = list(argv), "--", []
+    if sep in head:
+        at = head.index(sep)
+        head, command = head[:at], head[at + 1:]
+    options = {key.removeprefix("--"): value for key, value in zip(head[0::2], head[1::2])}
+    if len(head) % 2 or set(options) != {"state", "log", "cwd"} or not command:
+        print("usage: python -m skillbank.platform.runner --state S --log L --cwd D -- COMMAND ... "
+              f"(started by `skillbank submit --platform local`; got: {' '.join(argv) or 'nothing'})", file=sys.stderr)
+        raise SystemExit(2)
+    return options, command
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="skillbank.platform.runner")
-    parser.add_argument("--state", required=True)
-    parser.add_argument("--log", required=True)
-    parser.add_argument("--cwd", required=True)
-    parser.add_argument("command", nargs=argparse.REMAINDER)
-    args = parser.parse_args(argv)
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    state = Path(args.state)
+    options, command = read_args(sys.argv[1:] if argv is None else argv)
+    state = Path(options["state"])
     started = now()
     cancelled = False
 
-    with open(args.log, "ab", buffering=0) as log:
+    with open(options["log"], "ab", buffering=0) as log:
         try:
-            child = procs.start(command, cwd=args.cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)  # dies with the runner
+            child = procs.start(command, cwd=options["cwd"], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)  # dies with the runner
         except OSError as exc:
             log.write(f"skillbank runner: cannot start {command[0]!r}: {exc}\n".encode())
             _write_state(state, status="failed", started=started, ended=now(), exit_code=127, pid=None)

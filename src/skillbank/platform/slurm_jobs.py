@@ -22,7 +22,7 @@ from typing import Any
 
 from skillbank.errors import RunError
 from skillbank.platform.base import call, have, tail_file
-from skillbank.platform.record import TERMINAL, JobRecord, now
+from skillbank.runs.record import TERMINAL, JobRecord, now
 
 STATES = {
     "PENDING": "submitted", "CONFIGURING": "submitted", "REQUEUED": "submitted", "REQUEUE_HOLD": "submitted",

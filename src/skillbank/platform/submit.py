@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from skillbank import atomic
 from skillbank.errors import InputError, RunError
-from skillbank.platform import record as rec
+from skillbank.runs import record as rec
 from skillbank.platform.context import AutomlJob, JobContext, Options, build_context, copy_spec
 from skillbank.training.backends import BACKENDS
 
@@ -66,7 +66,8 @@ def runs_on(platform: str, dry_run: bool = False) -> str:
     return "here" if platform == "local" and not dry_run else "node"
 
 
-def preflight_gate(ctx: JobContext, *, gpus_per_node: int | None, dry_run: bool = False) -> dict[str, Any]:
+def preflight_gate(ctx: JobContext, *, gpus_per_node: int | None, dry_run: bool = False, loaded: Any = None) -> dict[str, Any]:
+    """Preflight of the job's spec (`loaded`: the LoadedSpec submit read, else the file at ctx.spec_path)."""
     run = load_run_preflight()
     if run is None:
         print("warning: skillbank.preflight.run is not available: submitting without preflight", file=sys.stderr)
@@ -74,7 +75,7 @@ def preflight_gate(ctx: JobContext, *, gpus_per_node: int | None, dry_run: bool 
     action = "rl" if ctx.action == "rl" else "train"
     study = {"trials": ctx.automl.max_trials, "trial_epochs": ctx.automl.trial_epochs} if ctx.automl else {}  # env.disk: the study's disk
     report = run(
-        skill=ctx.skill, action=action, spec_path=str(ctx.spec_path),
+        skill=ctx.skill, action=action, spec_path=str(ctx.spec_path), **({"spec": loaded} if loaded is not None else {}),
         gpus_per_node=gpus_per_node, nodes=ctx.nodes, backend=ctx.backend, runs_on=runs_on(ctx.platform, dry_run),
         **({"paths": ctx.paths} if ctx.paths else {}), **study,
     )
@@ -116,21 +117,20 @@ def _preflight_gpus(platform: str, flag: int | None, ctx: JobContext, dry_run: b
     return flag if platform == "local" and not dry_run else (ctx.gpus_per_node or None)
 
 
-def node_spec(spec_path: str, skill: str, paths: Any, action: str = "train") -> tuple[Any, dict[str, Any] | None, list[str]]:
-    """The train spec as the node sees it: under a path map every path key REMOTE (and each LOCAL
-    checked: it exists here or holds a path the spec names); the spec file's own keys in that view
+def node_spec(loaded: Any, skill: str, paths: Any, action: str = "train") -> tuple[Any, dict[str, Any], list[str]]:
+    """The train spec (a LoadedSpec) as the node sees it: under a path map every path key REMOTE (and each
+    LOCAL checked: it exists here or holds a path the spec names); the spec file's own keys in that view
     (what the job folder's copy holds); notes on paths no LOCAL covers."""
-    from skillbank.specification.io import load_spec, read_spec_file
     from skillbank.specification.registry import spec_model
     from skillbank.specification.validation import validate
 
     model = spec_model(skill, action)
     if not paths:
-        return load_spec(spec_path, model), None, []
-    local = paths.local(read_spec_file(spec_path), model)
+        return loaded.model(model), loaded.raw(), []
+    local = paths.local(loaded.raw(), model)
     paths.check_used(local, model)
     remote, notes = paths.remote(local, model)
-    return validate(model, remote, source=spec_path), remote, notes
+    return validate(model, remote, source=loaded.path), remote, notes
 
 
 def _resume_from(ctx: JobContext, path: str | None) -> list[str]:
@@ -185,9 +185,11 @@ def submit(
     action: str = "train",
     model_family: str | None = None,
     resume_from: str | None = None,
+    recorded_map: bool = False,
 ) -> tuple[rec.JobRecord, Path]:
     """`paths` (skillbank.specification.pathmap.PathMap): data are checked at LOCAL, every file of the job folder
-    and the record's node paths name REMOTE."""
+    and the record's node paths name REMOTE; `recorded_map`: the map the spec file records joins it. The
+    spec file is read once here."""
     module = platform_module(platform)
     backend = backend or default_backend(platform)
     if backend not in BACKENDS:
@@ -199,13 +201,19 @@ def submit(
     if paths and not dry_run and platform in ("local", "docker"):
         raise InputError(f"--path-map renders a job for another machine, but --platform {platform} launches it on this one", where="--path-map",
                          fix="add --dry-run and run the job folder's command.sh where the REMOTE paths exist, or drop --path-map")
-    spec, spec_data, path_notes = node_spec(spec_path, skill, paths, "rl" if action == "rl" else "train")
+    from skillbank.specification.io import LoadedSpec
+    from skillbank.specification.pathmap import PathMap
+
+    loaded = LoadedSpec.read(spec_path)
+    if recorded_map:
+        paths = loaded.recorded_map().with_flags((paths or PathMap()).items())
+    spec, spec_data, path_notes = node_spec(loaded, skill, paths, "rl" if action == "rl" else "train")
     if automl is not None:
         automl = check_study(automl, skill, spec)
     ctx = build_context(
         platform=platform, backend=backend, skill=skill, spec_path=spec_path, spec=spec,  # type: ignore[arg-type]
         nodes=nodes, gpus_per_node=gpus_per_node, options=options or Options(), automl=automl,
-        action=action, model_family=model_family, **({"paths": paths, "spec_data": spec_data} if paths else {}),
+        action=action, model_family=model_family, spec_data=spec_data, **({"paths": paths} if paths else {}),
     )
     notes = _resume_from(ctx, resume_from)
     if automl is not None and automl.storage:
@@ -213,7 +221,7 @@ def submit(
 
         worker = "every job that names this --storage and --study runs one more worker of the study (status, logs, cancel per job)"
         notes += [worker, *([socket_note(automl.storage)] if socket_note(automl.storage) and platform != "local" else [])]
-    pre = preflight_gate(ctx, gpus_per_node=_preflight_gpus(platform, gpus_per_node, ctx, dry_run), dry_run=dry_run)
+    pre = preflight_gate(ctx, gpus_per_node=_preflight_gpus(platform, gpus_per_node, ctx, dry_run), dry_run=dry_run, loaded=loaded)
     if platform == "slurm" and not ctx.options.time:
         notes.append(_planned_time(ctx))
     if not dry_run:

@@ -53,6 +53,7 @@ class Dataset:
     probe: list[tuple[int, str, int, Any]] = field(default_factory=list)  # (index, video path as written, text chars, id): clips to probe
 
 
+READ_BACK_PART = 16 << 20  # parts of a large file: few for DuckDB, small enough to read a flagged record back (~0.07 s)
 PROBE_ALL = -1  # ScanOptions.probe_sample: every record without a full clip description
 
 
@@ -102,13 +103,13 @@ class _Reader:
     def _parts(self) -> bool:
         import duckdb
 
+        con, name = self.data.con, self.data.table
         try:
-            parts = jsonparts.split_array(self.data.file)
+            parts = jsonparts.split_array(self.data.file, jsonparts.part_size(con, self.data.file, most=READ_BACK_PART))
         except OSError:
             return False  # the stream path reports it
         if parts is None:
             return False
-        con, name = self.data.con, self.data.table
         jsonparts.attach(con)
         try:
             flagged = table.read_parts(con, name, parts, self.wants)

@@ -23,21 +23,6 @@ FPS_TOLERANCE = 0.05
 ALL = -1  # --decode-sample all
 
 
-def parse_count(text: str) -> int:
-    """The --decode-sample value: a count >= 0, or "all" (every video record)."""
-    import argparse
-
-    if text.strip().lower() == "all":
-        return ALL
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--decode-sample wants a count or 'all', got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("--decode-sample must be 0 or more (or 'all')")
-    return value
-
-
 def probe(path: str) -> Clip:
     """Decode every frame of the first video stream; raises ValueError when that fails."""
     import av

@@ -219,9 +219,9 @@ def check_gpus(need: int, findings: Findings) -> dict[str, int]:
 
 
 def model_params(ref: ModelRef) -> tuple[float, str]:
-    """(parameter count, how it was found): skillbank.planning.params, the one counter (the meta-device
+    """(parameter count, how it was found): skillbank.models.params, the one counter (the meta-device
     count of its config.json when known without torch, else the weights on disk, the name, 8.8B)."""
-    from skillbank.planning.params import model_params as count
+    from skillbank.models.params import model_params as count
 
     return count(ref.value)
 

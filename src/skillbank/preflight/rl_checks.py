@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from skillbank.preflight.report import Findings
+from skillbank.runs.steps import BATCH_KEY, no_step, split_groups
 from skillbank.specification.rl import FORMAT_PATTERN, MIN_RECOMMENDED_GPUS, RlSpec
 
 MODEL_KEY = "policy.model_name_or_path"
@@ -33,32 +34,6 @@ def gpus(spec: RlSpec, gpus_per_node: int | None, nodes: int | None, f: Findings
     if need < MIN_RECOMMENDED_GPUS:
         f.warning("spec.parallelism", f"the rl job uses {what}; the GRPO recipes use at least {MIN_RECOMMENDED_GPUS} "
                   "(an 8B policy under FSDP beside a vLLM rollout engine)", "give policy and rollout 2 GPUs or more each", "rollout.num_gpus")
-
-
-BATCH_KEY = "train.train_batch_per_replica"
-
-
-def split_groups(spec: RlSpec) -> tuple[str, str] | None:
-    """(message, fix) when the batch would split a prompt's samples across policy steps: the local backend
-    takes whole prompts per step (cosmos-rl buffers samples across steps; one process does not)."""
-    batch, g = spec.train.train_batch_per_replica, spec.rollout.n_generation
-    if not batch % g:
-        return None
-    below, above = max(g, batch - batch % g), batch - batch % g + g
-    return (f"{BATCH_KEY} ({batch}) is not a multiple of rollout.n_generation ({g}): the local backend takes "
-            f"{BATCH_KEY} / n_generation whole prompts per policy step",
-            f"set {BATCH_KEY}={below} or {above} (keep it a multiple of train.train_policy.mini_batch x policy.parallelism.dp_shard_size too)")
-
-
-def no_step(spec: RlSpec, prompts: int) -> tuple[str, str] | None:
-    """(message, fix) when one epoch's rollout samples (prompts x n_generation) fill no policy step."""
-    samples, batch = prompts * spec.rollout.n_generation, spec.train.train_batch_per_replica
-    if samples >= batch:
-        return None
-    unit = spec.policy.parallelism.dp_shard_size * spec.train.train_policy.mini_batch  # the spec model's divisibility rule
-    return (f"{prompts:,} prompts x rollout.n_generation {spec.rollout.n_generation} = {samples:,} samples per epoch, "
-            f"fewer than {BATCH_KEY} {batch}: no policy step would run",
-            f"set {BATCH_KEY}={max(unit, samples - samples % unit)} or add prompts")
 
 
 def local_batch(spec: RlSpec, f: Findings) -> None:

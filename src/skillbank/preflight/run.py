@@ -31,6 +31,7 @@ from skillbank.preflight.report import RUNS_ON, Findings, Group, Report, parse_g
 from skillbank.preflight.vision import TokenTally, VisionBudget, clip_from_record
 from skillbank.training.backends import BACKENDS
 from skillbank.runs import steps
+from skillbank.specification.io import LoadedSpec, read_spec_file
 
 EXPORT_BYTES = 2  # bf16 safetensors
 PROBE_SAMPLE = 64  # train clips whose headers preflight reads for its token tally when the records state no length
@@ -58,7 +59,7 @@ def run_preflight(
     skill: str,
     action: str,
     spec_path: str | Path | None = None,
-    spec: dict | None = None,
+    spec: dict | LoadedSpec | None = None,
     gpus_per_node: int | None = None,
     nodes: int | None = None,
     backend: str | None = None,
@@ -71,7 +72,9 @@ def run_preflight(
     trials: int | None = None,
     trial_epochs: int | None = None,
 ) -> Report:
-    """`paths` (skillbank.specification.pathmap.PathMap): the spec names the node's paths; they are checked at
+    """The spec: `spec` (a dict, or the LoadedSpec the command read: its file is not read again), else the
+    file at `spec_path`, read once here (an unreadable one is a spec.schema finding).
+    `paths` (skillbank.specification.pathmap.PathMap): the spec names the node's paths; they are checked at
     their LOCAL counterparts here. `probe_sample`: train records without a stated clip length whose container
     headers are read for the token tally (K spread over the file; PROBE_ALL every one, as `skillbank plan` does).
     `trials` / `trial_epochs`: the spec is an AutoML study's base spec: env.disk checks the study's disk (runs.disk.study_disk)."""
@@ -83,9 +86,16 @@ def run_preflight(
     ctx = Context(findings, gpus_per_node, nodes, backend, int(decode_sample or 0) if decode_sample == ALL else max(0, int(decode_sample or 0)), start_check,
                   probe_sample=probe_sample, study=(trials, trial_epochs) if trials else None)
     _arguments(ctx, action)
-    paths = paths or _recorded_map(spec_path, spec)
+    if isinstance(spec, LoadedSpec):
+        spec_path, spec = spec.path, spec.raw()
+    elif spec is None and spec_path is not None:
+        try:
+            spec = read_spec_file(spec_path)
+        except InputError:
+            pass  # spec_checks.load reports it
+    paths = paths or _recorded_map(spec)
     if paths:
-        spec = _local_view(skill, action, spec_path, spec, paths)
+        spec = _local_view(skill, action, spec, paths)
         ctx.stats["path_map"] = paths.items()
     parsed = spec_checks.load(skill, action, spec_path, spec, ctx.findings)
     checks = ACTIONS.get(action)
@@ -110,34 +120,27 @@ def run_preflight(
     return Report(ctx.findings.finish(), stats)
 
 
-def _local_view(skill: str, action: str, spec_path: str | Path | None, spec: dict | None, paths: Any) -> dict | None:
-    """The spec dict with the node's paths moved to this machine's (a spec that cannot be read is
+def _local_view(skill: str, action: str, spec: dict | None, paths: Any) -> dict | None:
+    """The spec dict with the node's paths moved to this machine's (a spec that could not be read is
     left to spec_checks.load, which reports it)."""
-    from skillbank.specification.io import read_spec_file
     from skillbank.specification.registry import spec_model
 
     try:
         model = spec_model(skill, action)
-        data = spec if spec is not None else read_spec_file(spec_path) if spec_path is not None else None
     except InputError:
         return spec
-    if data is None:
+    if spec is None:
         return None
-    local = paths.local(data, model)
+    local = paths.local(spec, model)
     paths.check_used(local, model)
     return local
 
 
-def _recorded_map(spec_path: str | Path | None, spec: dict | None) -> Any:
+def _recorded_map(spec: dict | None) -> Any:
     """The path map the spec records (paths.map), when it applies on this machine; else None."""
-    from skillbank.specification.io import read_spec_file
     from skillbank.specification.pathmap import recorded
 
-    try:
-        data = spec if spec is not None else read_spec_file(spec_path) if spec_path is not None else None
-    except InputError:
-        return None
-    return recorded(data) or None
+    return recorded(spec) or None
 
 
 def _dataset_stats(d: Dataset) -> dict[str, Any]:
@@ -221,7 +224,7 @@ def _train(spec: Any, ctx: Context) -> None:
 
 def _train_env(spec: Any, model: env_checks.ModelRef, ctx: Context) -> None:
     """What only the machine that trains can answer: the token, redis-server, GPUs, free disk."""
-    from skillbank.platform.context import parallel_shape  # the GPUs per node a job asks for, decided once
+    from skillbank.runs.steps import parallel_shape  # the GPUs per node a job asks for, decided once
 
     f = ctx.findings
     env_checks.check_hf_token([model], f)

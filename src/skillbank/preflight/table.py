@@ -4,8 +4,8 @@
 NULL when the id is unusable: records.SQL_ID_KEY), video / image (the path; the first one when a
 record lists several, mkey then holds them all as a JSON list), question (the first human turn as
 the train / val overlap compares it), clip (what the vision budget reads, as JSON; NULL when the
-record states no clip length) and chars (the characters of its turns: every clean record of the parts path, the stream
-path's where clip is set). `<name>_media` (a view): every
+record states no clip length) and chars (the characters of its turns: every record of the parts path (the flagged ones
+as the checker read them back), the stream path's where clip is set). `<name>_media` (a view): every
 media path of every record (idx, ord, kind, path).
 
 Two ways to fill them, with the same rows:
@@ -102,11 +102,14 @@ class Rows:
         self.media: dict[str, list[Any]] = {k: [] for k in ("idx", "ord", "kind", "path")}
 
     def add(self, index: int, rid: Any, video: Media, image: Media, question: str | None, record: Any) -> None:
-        self.add_batch(index, [rid], [video], [image], [question], [record])
+        """One record the checker read back (a flagged one): its text length is kept even when it states no
+        clip length, as every clean record's is (the probe may pick it: no second read-back)."""
+        self.add_batch(index, [rid], [video], [image], [question], [record], every_length=True)
 
     def add_batch(self, start: int, ids: list[Any], videos: list[Media], images: list[Media], questions: list[str | None],
-                  records: list[Any]) -> None:
-        """Consecutive records from index `start` (their checked columns and the records themselves)."""
+                  records: list[Any], *, every_length: bool = False) -> None:
+        """Consecutive records from index `start` (their checked columns and the records themselves); the
+        text length (chars) of those that state a clip length, or of every one with every_length."""
         c, n = self.cols, len(ids)
         c["idx"].extend(range(start, start + n))
         c["id_str"].extend([r if type(r) is str else None for r in ids])
@@ -126,6 +129,8 @@ class Rows:
                 fields = rules.clip_fields(record) if isinstance(record, dict) else None
                 if fields is not None:
                     clips[offset], chars[offset] = json.dumps(fields), text_chars(record)
+                elif every_length and isinstance(record, dict):
+                    chars[offset] = text_chars(record)
         c["mkey"].extend(mkeys)
         c["clip"].extend(clips)
         c["chars"].extend(chars)

@@ -1,6 +1,8 @@
 """The sections as two documents: report.html (one file that opens offline: every picture a base64 PNG
-inside it) and report.md (the same text, pictures as PNG files beside it). Written atomically, and only
-under --out, after every section was built: bad input leaves nothing behind.
+inside it, no script, no link or URL to fetch) and report.md (the same text, pictures as PNG files beside
+it). The sections shown come in order (the summary first); those without data are left out and named
+once, in grey, with the inputs each needs. Written atomically, and only under --out, after every section
+was built: bad input leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import re
 from pathlib import Path
 
 from skillbank import atomic
-from skillbank.reporting.sections import Image, Markdown, Part, Section, Table
+from skillbank.reporting.sections import Bullets, Image, Markdown, Part, Section, Table
 
 STYLE = ("body{font-family:sans-serif;max-width:72em;margin:2em auto;padding:0 1em;line-height:1.4}"
          "table{border-collapse:collapse;margin:.8em 0}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left;vertical-align:top;font-size:.9em}"
@@ -55,6 +57,8 @@ def _markdown_html(text: str) -> str:
 
 
 def _part_html(part: Part) -> str:
+    if isinstance(part, Bullets):
+        return "<ul>" + "".join(f"<li>{_inline(item)}</li>" for item in part.items) + "</ul>"
     if isinstance(part, Image):
         return f"<p>{_img_html(part)}</p>"
     if isinstance(part, Table):
@@ -68,6 +72,8 @@ def _part_html(part: Part) -> str:
 
 
 def _part_md(part: Part) -> str:
+    if isinstance(part, Bullets):
+        return "\n".join(f"- {item}" for item in part.items)
     if isinstance(part, Image):
         return f"![{part.alt}]({part.name})"
     if isinstance(part, Table):
@@ -78,15 +84,23 @@ def _part_md(part: Part) -> str:
     return part
 
 
+def _missing_lines(sections: list[Section]) -> list[str]:
+    return [f"{s.title}: {s.why} (needs {s.needs})" for s in sections if not s.shown]
+
+
 def to_html(title: str, intro: list[str], sections: list[Section]) -> str:
     e = html.escape
+    shown = [s for s in sections if s.shown]
     parts = ["<!doctype html>", "<html><head><meta charset='utf-8'>", f"<title>{e(title)}</title><style>{STYLE}</style></head><body>",
              f"<h1>{e(title)}</h1>", *(f"<p>{_inline(line)}</p>" for line in intro),
-             "<nav>" + "".join(f"<a href='#{s.key}'>{e(s.title)}</a>" for s in sections) + "</nav>"]
-    for s in sections:
-        parts.append(f"<section id='{s.key}'><h2>{e(s.title)}</h2><p class='needs'>needs: {_inline(s.needs)}</p>")
+             "<nav>" + "".join(f"<a href='#{s.key}'>{e(s.title)}</a>" for s in shown) + "</nav>"]
+    for s in shown:
+        parts.append(f"<section id='{s.key}'><h2>{e(s.title)}</h2>")
         parts += [_part_html(p) for p in s.parts]
         parts.append("</section>")
+    missing = _missing_lines(sections)
+    if missing:
+        parts.append("<div class='needs'><p>Not in this report:</p><ul>" + "".join(f"<li>{_inline(m)}</li>" for m in missing) + "</ul></div>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
@@ -94,9 +108,14 @@ def to_html(title: str, intro: list[str], sections: list[Section]) -> str:
 def to_markdown(title: str, intro: list[str], sections: list[Section]) -> str:
     lines = [f"# {title}", "", *(f"{line}\n" for line in intro)]
     for s in sections:
-        lines += [f"## {s.title}", "", f"_needs: {s.needs}_", ""]
+        if not s.shown:
+            continue
+        lines += [f"## {s.title}", ""]
         for p in s.parts:
             lines += [_part_md(p), ""]
+    missing = _missing_lines(sections)
+    if missing:
+        lines += ["_Not in this report:_", "", *(f"- _{m}_" for m in missing), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

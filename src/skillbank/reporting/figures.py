@@ -37,30 +37,55 @@ def _series(rows: Sequence[Mapping[str, Any]], key: str) -> tuple[list[float], l
     return [p[0] for p in pts], [p[1] for p in pts]
 
 
-def training_curves(rows: Sequence[Mapping[str, Any]]) -> bytes:
-    """Training loss per step and validation loss where it was measured; the learning rate below."""
+FEW_POINTS = 5  # a series with fewer points is drawn as markers (with their values), never as a line between them
+
+
+def _draw(ax: Any, x: list[float], y: list[float], colour: str, label: str, *, markers: bool = False) -> str:
+    """One series: a line, or with fewer than FEW_POINTS points (or `markers`) each point on its own,
+    labelled with its value, so two measurements never read as a trend. Returns how it was drawn."""
+    if len(x) < FEW_POINTS:
+        ax.plot(x, y, "o", ms=6, linestyle="none", color=colour, label=f"{label} ({len(x)} point{'s' if len(x) != 1 else ''})")
+        for xi, yi in zip(x, y):
+            ax.annotate(f"{yi:.3g}", (xi, yi), textcoords="offset points", xytext=(4, 4), fontsize=7, color=colour)
+        return "markers"
+    ax.plot(x, y, "o-" if markers else "-", ms=3, lw=1, color=colour, label=label)
+    return "line with markers" if markers else "line"
+
+
+def training_figure(rows: Sequence[Mapping[str, Any]]) -> tuple[Any, dict[str, str]]:
+    """The figure of training_curves and {curve: how it was drawn} for every curve on it."""
     plt = _pyplot()
     lr_x, lr_y = _series(rows, "lr")
     fig, axes = plt.subplots(2 if lr_x else 1, 1, figsize=(7, 5.2 if lr_x else 3.4), sharex=True, squeeze=False,
                              gridspec_kw={"height_ratios": [3, 1.3]} if lr_x else None)
     ax = axes[0][0]
+    drawn = {}
     x, y = _series(rows, "loss")
     if x:
-        ax.plot(x, y, lw=1, color=COLOURS[1], label="training loss")
+        drawn["training loss"] = _draw(ax, x, y, COLOURS[1], "training loss")
     vx, vy = _series(rows, "val_loss")
     if vx:
-        ax.plot(vx, vy, "o-", ms=4, color=COLOURS[2], label="validation loss")
+        drawn["validation loss"] = _draw(ax, vx, vy, COLOURS[2], "validation loss", markers=True)
     ax.set_ylabel("loss")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    if drawn:
+        ax.legend(fontsize=8)
     if lr_x:
-        axes[1][0].plot(lr_x, lr_y, lw=1, color=COLOURS[3])
+        drawn["learning rate"] = _draw(axes[1][0], lr_x, lr_y, COLOURS[3], "learning rate")
         axes[1][0].set_ylabel("learning rate")
         axes[1][0].ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
         axes[1][0].grid(alpha=0.3)
     axes[-1][0].set_xlabel("step")
     fig.tight_layout()
-    return _png(fig)
+    return fig, drawn
+
+
+def training_curves(rows: Sequence[Mapping[str, Any]]) -> tuple[bytes, dict[str, str]]:
+    """Training loss per step and validation loss where it was measured; the learning rate below. Returns
+    the PNG and {curve: "line" | "line with markers" | "markers"} for the curves drawn (none: no PNG is worth
+    showing, the caller leaves the section out)."""
+    fig, drawn = training_figure(rows)
+    return _png(fig), drawn
 
 
 def accuracy_bars(families: Sequence[str], series: Sequence[tuple[str, Mapping[str, Sequence[float]]]]) -> bytes:

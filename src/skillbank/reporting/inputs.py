@@ -70,7 +70,7 @@ def rows_from_logs(run: Path) -> tuple[list[dict[str, Any]], str]:
     """Step / loss / lr / val_loss rows from a cosmos-rl run's logs (a run launched without skillbank has
     no metrics.jsonl): the same watcher and the same row shape a skillbank launch writes."""
     from skillbank.training.cosmos_rl.watcher import LogWatcher
-    from skillbank.training.diagnose import locate
+    from skillbank.platform.diagnose import locate
 
     try:
         found = locate(run)
@@ -107,6 +107,43 @@ def read_run(path: str | os.PathLike[str]) -> RunInputs:
         found = recipe.from_run(folder, exports[-1] if exports else None)
         recipe_from = f"{layout.run_spec_file(folder)} (the run's spec)" if found else ""
     return RunInputs(folder, rows, rows_from, found, recipe_from, recipe.run_spec(folder))
+
+
+@dataclass
+class RunProgress:
+    """How far the run went (from its metrics rows) beside the limits its spec set (caps, not what ran)."""
+
+    steps_run: int | None  # the last step logged
+    epochs_run: int | None  # the epoch that step was in (rows carry 1-based epochs); None when no row says
+    epoch_cap: Any = None  # train.epoch
+    steps_cap: Any = None  # train.max_num_steps
+
+    def steps_text(self) -> str:
+        cap = f" (cap train.max_num_steps {self.steps_cap})" if self.steps_cap is not None else ""
+        return ("not logged" if self.steps_run is None else f"{self.steps_run}") + cap
+
+    def epochs_text(self) -> str:
+        cap = f" (cap train.epoch {self.epoch_cap})" if self.epoch_cap is not None else ""
+        return ("not logged" if self.epochs_run is None else f"{self.epochs_run}") + cap
+
+    def line(self) -> str:
+        epochs = f" in {self.epochs_run} epoch(s)" if self.epochs_run is not None else ""
+        caps = ", ".join(f"{k} {v}" for k, v in (("train.epoch", self.epoch_cap), ("train.max_num_steps", self.steps_cap)) if v is not None)
+        return f"{self.steps_run if self.steps_run is not None else 'no'} step(s) run{epochs}" + (f" (the spec's caps: {caps})" if caps else "")
+
+    def facts(self) -> dict[str, Any]:
+        return {"steps_run": self.steps_run, "epochs_run": self.epochs_run, "caps": {"train.epoch": self.epoch_cap, "train.max_num_steps": self.steps_cap}}
+
+
+def progress(run: RunInputs) -> RunProgress:
+    """Steps and epochs run, from metrics.jsonl (or the logs), and the spec's caps."""
+    steps = [r for r in run.rows if isinstance(r.get("step"), (int, float)) and isinstance(r.get("loss"), (int, float))] or \
+        [r for r in run.rows if isinstance(r.get("step"), (int, float))]  # training rows (a validation row may share one)
+    last = max(steps, key=lambda r: r["step"]) if steps else None
+    epochs = [int(r["epoch"]) for r in steps if isinstance(r.get("epoch"), (int, float))]
+    train = (run.spec or {}).get("train") or {}
+    return RunProgress(int(last["step"]) if last else None, max(epochs) if epochs else None,
+                       train.get("epoch"), train.get("max_num_steps"))
 
 
 # ---- evaluations -----------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
-"""The report's sections, each built from what its inputs already hold: paragraphs, tables and pictures
-that `document` writes as HTML and markdown. A section whose inputs were not given still appears and
-says which flag it needs, so a reader never wonders whether it was forgotten.
+"""The report's sections, each built from what its inputs already hold: paragraphs, lists, tables and
+pictures that `document` writes as HTML and markdown. A section without data (its inputs not given, or
+holding nothing to show) is marked not shown with the reason: `document` leaves it out of the page and
+names it once, with the flag it needs, under "Not in this report".
 """
 
 from __future__ import annotations
@@ -31,13 +32,20 @@ class Table:
 
 
 @dataclass
+class Bullets:
+    """A list of short lines (warnings, the summary's findings), one item each."""
+
+    items: list[str]
+
+
+@dataclass
 class Markdown:
     """Markdown text made elsewhere (a pipe table and paragraphs), shown as it is."""
 
     text: str
 
 
-Part = Union[str, Table, Image, Markdown]
+Part = Union[str, Table, Image, Markdown, Bullets]
 
 
 @dataclass
@@ -48,7 +56,7 @@ class Section:
     parts: list[Part] = field(default_factory=list)
     shown: bool = True
     why: str = ""  # why it is not shown
-    facts: dict[str, Any] = field(default_factory=dict)  # figures --json reports (failures per evaluation)
+    facts: dict[str, Any] = field(default_factory=dict)  # figures --json reports (failures per evaluation, curves drawn)
 
 
 def slug(text: str) -> str:
@@ -68,27 +76,32 @@ TRAINING_NEEDS = "--run (its metrics.jsonl, or the cosmos-rl logs of a run launc
 
 def training(run: RunInputs | None) -> Section:
     from skillbank.reporting import figures
+    from skillbank.reporting.inputs import progress
 
     s = Section("training", "Training and validation loss", TRAINING_NEEDS)
     if run is None:
-        return _missing(s, "not shown: no --run given")
+        return _missing(s, "no --run given")
     if not run.rows:
-        s.parts.append(f"{run.folder} has no per-step metrics (no {run.folder}/metrics.jsonl and no cosmos-rl logs with step lines).")
-        return s
+        return _missing(s, f"{run.folder} has no per-step metrics (no metrics.jsonl and no cosmos-rl logs with step lines)")
     losses = [r for r in run.rows if isinstance(r.get("loss"), (int, float))]
     vals = [r for r in run.rows if isinstance(r.get("val_loss"), (int, float))]
     lrs = [r["lr"] for r in run.rows if isinstance(r.get("lr"), (int, float))]
-    said = [f"Run `{run.folder}`; {len(losses)} training step(s) logged (from `{run.rows_from}`)."]
+    ran = progress(run)
+    said = [f"Run `{run.folder}`: {ran.line()}; {len(losses)} training step(s) logged (from `{run.rows_from}`)."]
     if losses:
         said.append(f"Training loss {losses[0]['loss']:.4g} at step {losses[0]['step']} -> {losses[-1]['loss']:.4g} at step {losses[-1]['step']}.")
     if vals:
         said.append(f"Validation loss {vals[0]['val_loss']:.4g} (step {vals[0]['step']}) -> {vals[-1]['val_loss']:.4g} (step {vals[-1]['step']}), "
-                    f"{len(vals)} measurement(s).")
+                    f"{len(vals)} measurement(s)" + (" (drawn as points: too few for a curve)." if len(vals) < figures.FEW_POINTS else "."))
     else:
         said.append("No validation loss was logged (validation off, or not reached).")
     if lrs:
         said.append(f"Learning rate {lrs[0]:.3g} -> peak {max(lrs):.3g} -> {lrs[-1]:.3g}.")
-    s.parts += [" ".join(said), Image("training.png", figures.training_curves(run.rows), "training loss, validation loss and learning rate per step")]
+    png, drawn = figures.training_curves(run.rows)
+    if not drawn:
+        return _missing(s, f"{run.rows_from} holds no loss, validation loss or learning rate to draw")
+    s.facts = {**ran.facts(), "curves": drawn, "validation_points": len(vals)}
+    s.parts += [" ".join(said), Image("training.png", png, "training loss, validation loss and learning rate per step")]
     return s
 
 
@@ -97,19 +110,11 @@ def training(run: RunInputs | None) -> Section:
 ACCURACY_NEEDS = "--eval DIR (metrics.json: accuracy, correct, total and ci95 per family); --base DIR adds the before column"
 
 
-def _wilson() -> Callable[[int, int], tuple[float, float]]:
-    """The one Wilson interval of the package (i28 moves it to scoring.stats; evaluation.metrics has it until then)."""
-    try:
-        from skillbank.scoring.stats import wilson  # type: ignore[import-not-found]
-    except ImportError:
-        from skillbank.evaluation.metrics import wilson
-    return wilson
-
-
 def family_values(metrics: dict[str, Any]) -> tuple[dict[str, tuple[float, float, float, int, int]], list[str]]:
     """{family: (accuracy, low, high, n, correct)} plus "all", from metrics.json; and the families whose interval
     metrics.json did not carry (a Wilson interval of correct / total stands in, said in the report)."""
-    wilson = _wilson()
+    from skillbank.scoring.stats import wilson
+
     out, computed = {}, []
     blocks = {**(metrics.get("families") or {}), ALL: metrics}
     for name, m in blocks.items():
@@ -127,7 +132,7 @@ def accuracy(evals: list[EvalInputs], base: EvalInputs | None) -> Section:
 
     s = Section("accuracy", "Accuracy per family", ACCURACY_NEEDS)
     if not evals:
-        return _missing(s, "not shown: no --eval given")
+        return _missing(s, "no --eval given")
     series = ([(f"before: {base.label}", base)] if base else []) + [(f"after: {e.label}" if base else e.label, e) for e in evals]
     values, stand_ins = {}, []
     for label, ev in series:
@@ -146,7 +151,7 @@ def accuracy(evals: list[EvalInputs], base: EvalInputs | None) -> Section:
                          "accuracy per family with 95% intervals"))
     warnings = [f"{label}: {w}" for label, ev in series for w in ev.metrics.get("warnings") or []]
     if warnings:
-        s.parts.append("metrics.json warnings: " + "; ".join(warnings))
+        s.parts += [f"metrics.json warnings ({len(warnings)}):", Bullets(warnings)]
     return s
 
 
@@ -167,7 +172,7 @@ def confusion(evals: list[EvalInputs]) -> Section:
 
     s = Section("confusion", "Confusion matrices per family", CONFUSION_NEEDS)
     if not evals:
-        return _missing(s, "not shown: no --eval given")
+        return _missing(s, "no --eval given")
     s.parts.append("Rows: the reference answer; columns: the answer read from the response (both normalised as the answer rules do: "
                    "lower case, outer punctuation dropped); `(unparseable)`: no answer could be read. "
                    f"More than {verdicts.MAX_LABELS} labels on an axis are folded into `(other)`.")
@@ -194,7 +199,7 @@ def failures(evals: list[EvalInputs], *, max_strips: int, frames: bool, media_di
 
     s = Section("failures", "Failures", FAILURES_NEEDS)
     if not evals:
-        return _missing(s, "not shown: no --eval given")
+        return _missing(s, "no --eval given")
     for ev in evals:
         failing = verdicts.failures(ev.results_path)
         shown = failing[: max_strips] if frames else []
@@ -228,8 +233,9 @@ def _short(text: Any, limit: int = 160) -> str:
 
 RECIPE_NEEDS = ("--run (the recipe of its newest export, skillbank_recipe.json, or its spec) or --eval (the evaluated model's recipe); "
                 "the training overlap from each --eval / --base metrics.json (training_overlap)")
-SPEC_KEYS = ("train.optm_lr", "train.optm_decay_type", "train.epoch", "train.max_num_steps", "train.train_batch_per_replica",
+SPEC_KEYS = ("train.optm_lr", "train.optm_decay_type", "train.train_batch_per_replica",
              "policy.parallelism.dp_shard_size", "policy.parallelism.dp_replicate_size", "policy.lora.enable")
+CAP_KEYS = ("train.epoch", "train.max_num_steps")  # limits, not what ran: shown beside the steps and epochs run
 
 
 def _dotted(doc: dict[str, Any], key: str) -> Any:
@@ -286,43 +292,67 @@ def recipe(run: RunInputs | None, evals: list[EvalInputs], base: EvalInputs | No
     s = Section("recipe", "Recipe and training overlap", RECIPE_NEEDS)
     found, source = (run.recipe, run.recipe_from) if run is not None and run.recipe else _eval_recipe(evals)
     if found is None and not evals:
-        return _missing(s, "not shown: no --run or --eval given")
+        return _missing(s, "no --run or --eval given")
     if found is None:
         s.parts.append("No recipe found (no skillbank_recipe.json beside the model and no run spec).")
     else:
         s.parts.append(f"How the model was trained (from `{source}`):")
         rows = _recipe_rows(found)
+        if run is not None and run.rows:
+            from skillbank.reporting.inputs import progress
+
+            ran = progress(run)
+            rows += [["steps run", ran.steps_text()], ["epochs run", ran.epochs_text()]]
         if run is not None and run.spec:
+            rows += [[f"{k} (a cap, not what ran)", str(v)] for k in CAP_KEYS if (v := _dotted(run.spec, k)) is not None]
             rows += [[k, str(v)] for k in SPEC_KEYS if (v := _dotted(run.spec, k)) is not None]
         s.parts.append(Table(["setting", "value"], rows))
     lines = [overlap_line(ev) for ev in ([base] if base else []) + evals]
-    s.parts.append("Training overlap (evaluated items whose clip or question and answer are in the training data): "
-                   + ("; ".join(lines) if lines else "no --eval given") + ".")
+    if lines:
+        s.parts += ["Training overlap (evaluated items whose clip or question and answer are in the training data):", Bullets(lines)]
     return s
 
 
 # ---- comparison ----------------------------------------------------------------------------------------------
 
-COMPARISON_NEEDS = "two --eval folders (their items joined on video_id and question: `skillbank compare A B`)"
+COMPARISON_NEEDS = ("--base DIR and an --eval, or two --eval folders (their items joined on video_id and question: "
+                    "`skillbank compare A B`)")
 
 
-def comparison(evals: list[EvalInputs]) -> Section:
-    s = Section("comparison", "Comparison of the two evaluations", COMPARISON_NEEDS)
-    if len(evals) != 2:
-        return _missing(s, f"not shown: {len(evals)} --eval folder(s) given, the comparison needs two")
+def pairs(evals: list[EvalInputs], base: EvalInputs | None) -> list[tuple[EvalInputs, EvalInputs]]:
+    """(A, B) of each comparison: every evaluation against the model before training, else the two evaluations."""
+    if base is not None:
+        return [(ev, base) for ev in evals]
+    return [(evals[0], evals[1])] if len(evals) == 2 else []
+
+
+def comparison(evals: list[EvalInputs], base: EvalInputs | None = None) -> Section:
+    """`skillbank compare`'s table of each pair; facts["documents"]: (A label, B label, its --json document)."""
+    s = Section("comparison", "Comparison of the evaluations" if base is not None else "Comparison of the two evaluations", COMPARISON_NEEDS)
+    todo = pairs(evals, base)
+    if not todo:
+        return _missing(s, f"{len(evals)} --eval folder(s) and no --base given: a comparison needs two evaluations")
     from skillbank.comparison.compare import compare_dirs, to_markdown  # `skillbank compare`'s document: no statistics here
 
-    a, b = evals
-    try:
-        doc = compare_dirs(str(a.folder), str(b.folder))
-    except InputError as exc:  # e.g. a shared item whose references differ: the rest of the report stands
-        return _missing(s, f"not shown: `skillbank compare` refused the pair: {exc.message}")
-    s.parts.append(f"A = {a.label} (`{a.folder}`), B = {b.label} (`{b.folder}`):")
-    s.parts.append(Markdown(to_markdown(doc)))
+    done, refused = [], []
+    for a, b in todo:
+        try:
+            doc = compare_dirs(str(a.folder), str(b.folder))
+        except InputError as exc:  # e.g. a shared item whose references differ: the rest of the report stands
+            refused.append(f"{a.label} vs {b.label}: `skillbank compare` refused the pair: {exc.message}")
+            continue
+        done.append((a.label, b.label, doc))
+        s.parts.append(f"A = {a.label} (`{a.folder}`), B = {b.label} (`{b.folder}`):")
+        s.parts.append(Markdown(to_markdown(doc)))
+    s.facts["documents"] = done
+    if not done:
+        return _missing(s, "; ".join(refused))
+    if refused:
+        s.parts.append(Bullets(refused))
     return s
 
 
 def _missing(s: Section, why: str) -> Section:
-    s.shown, s.why = False, why
-    s.parts.append(why + ".")
+    """Mark the section not shown, with the reason (the page names it under "Not in this report")."""
+    s.shown, s.why, s.parts = False, why, []
     return s

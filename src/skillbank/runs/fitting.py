@@ -15,10 +15,9 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from skillbank.runs.steps import (FEW_STEPS_PER_EPOCH, VALIDATION_BATCH_KEY, TrainCount, count_data, step_plan,
+from skillbank.runs.steps import (BATCH_KEY, FEW_STEPS_PER_EPOCH, VALIDATION_BATCH_KEY, TrainCount, count_data, step_plan,
                                   validation_batches)
 
-BATCH_KEY = "train.train_batch_per_replica"
 MINI_BATCH_KEY = "train.train_policy.mini_batch"
 
 

@@ -127,6 +127,15 @@ def data_parallel_ranks(spec: Any) -> int:
     return par.dp_shard_size * par.dp_replicate_size
 
 
+def parallel_shape(spec: Any) -> tuple[int, int]:
+    """(nodes, GPUs per node): dp_replicate_size, and dp_shard * tp * cp * pp; an rl spec: one node with
+    the policy's GPUs plus the rollout engines'."""
+    if not hasattr(spec.policy.parallelism, "dp_replicate_size"):  # RlSpec
+        return 1, spec.gpus  # type: ignore[attr-defined]
+    par = spec.policy.parallelism
+    return par.dp_replicate_size, par.dp_shard_size * par.tp_size * par.cp_size * par.pp_size
+
+
 def step_plan(spec: Any, train_records: int) -> StepPlan:
     """The StepPlan of a train spec for `train_records` records (after any validation split)."""
     train = spec.train
@@ -216,6 +225,7 @@ def validation_batches(val_records: int, ranks: int, batch_size: int) -> tuple[i
     return per_rank, per_rank // batch_size if DATALOADER_DROP_LAST else -(-per_rank // batch_size)
 
 
+BATCH_KEY = "train.train_batch_per_replica"
 VALIDATION_BATCH_KEY = "validation.batch_size"
 
 
@@ -242,6 +252,32 @@ def plan_errors(spec: Any, count: "TrainCount", val_records: int | None) -> list
     """The plan's errors (what `skillbank spec` refuses): zero optimizer steps, zero validation batches."""
     found = [steps_problem(spec, count), validation_problem(spec, count, val_records)]
     return [p for p in found if p is not None and p.severity == "error"]
+
+
+# ---- rl (GRPO): samples per policy step -----------------------------------------------------------
+
+
+def split_groups(spec: Any) -> tuple[str, str] | None:
+    """(message, fix) when the batch would split a prompt's samples across policy steps: the local backend
+    takes whole prompts per step (cosmos-rl buffers samples across steps; one process does not)."""
+    batch, g = spec.train.train_batch_per_replica, spec.rollout.n_generation
+    if not batch % g:
+        return None
+    below, above = max(g, batch - batch % g), batch - batch % g + g
+    return (f"{BATCH_KEY} ({batch}) is not a multiple of rollout.n_generation ({g}): the local backend takes "
+            f"{BATCH_KEY} / n_generation whole prompts per policy step",
+            f"set {BATCH_KEY}={below} or {above} (keep it a multiple of train.train_policy.mini_batch x policy.parallelism.dp_shard_size too)")
+
+
+def no_step(spec: Any, prompts: int) -> tuple[str, str] | None:
+    """(message, fix) when one epoch's rollout samples (prompts x n_generation) fill no policy step."""
+    samples, batch = prompts * spec.rollout.n_generation, spec.train.train_batch_per_replica
+    if samples >= batch:
+        return None
+    unit = spec.policy.parallelism.dp_shard_size * spec.train.train_policy.mini_batch  # the spec model's divisibility rule
+    return (f"{prompts:,} prompts x rollout.n_generation {spec.rollout.n_generation} = {samples:,} samples per epoch, "
+            f"fewer than {BATCH_KEY} {batch}: no policy step would run",
+            f"set {BATCH_KEY}={max(unit, samples - samples % unit)} or add prompts")
 
 
 # ---- records ---------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The answer rules, written once as DuckDB SQL: evaluate's metrics, `skillbank score`, `skillbank
 gaps` and the evaluation's retry check all score responses with `rules_sql` (per row: `rowwise_sql`;
-counts only: `source_counts_sql`, which runs the rules once per distinct answer), so a number in
+counts only: `source_counts_sql`, which runs the rules once per distinct answer; every row of a
+parquet: `score_by_key`, the same once per distinct answer joined back), so a number in
 metrics.json and a row in gaps.parquet always agree. SQL (RE2 regular expressions) because scoring
 1M results must be a query, not a Python loop.
 
@@ -204,13 +205,25 @@ def rules_sql(source: str, task_type: str) -> str:
     return f"SELECT * EXCLUDE ({', '.join(internal)}) FROM ({_layers(source, *steps)})"
 
 
-def rowwise_sql(source: str, task_type: str, answer_type: str, keep: str = "TRUE") -> str:
-    """Rules 1-6 on each row of `source` (FIELDS, VARCHAR): dataset, family, truth, label,
-    text (see rules_sql) and the text columns (video_id, question, gt, response, extracted) where the
-    SQL condition `keep` holds (NULL elsewhere: gap analysis keeps only possible failures' texts)."""
-    extracted = f"SELECT *, {sql_extract('response', answer_type)} AS extracted FROM ({source})"
-    texts = ", ".join(f"CASE WHEN {keep} THEN {c} END AS {c}" for c in ("video_id", "question", "gt", "response", "extracted"))
-    return f"SELECT dataset, family, truth, label, text, {texts} FROM ({rules_sql(extracted, task_type)})"
+def rowwise_sql(source: str, task_type: str, answer_type: str) -> str:
+    """Rules 1-6 on each row of `source` (FIELDS, VARCHAR): dataset, family, truth, label, text (see
+    rules_sql) and the text columns (video_id, question, gt, response, extracted)."""
+    return f"SELECT dataset, family, truth, label, text, video_id, question, gt, response, extracted FROM ({rules_sql(_extracted(source, answer_type), task_type)})"
+
+
+def _extracted(source: str, answer_type: str) -> str:
+    return f"SELECT *, {sql_extract('response', answer_type)} AS extracted FROM ({source})"
+
+
+def _keys(task_type: str) -> list[str]:
+    """What the rules read of a row (rule 1 already applied): the same key, the same verdict."""
+    return ["dataset", "family", "gt", "extracted"] + (["question"] if task_type == "mcq" else [])
+
+
+def _grouped(source: str, task_type: str, answer_type: str) -> str:
+    """Each distinct key of `source` with its rows (n)."""
+    keys = ", ".join(_keys(task_type))
+    return f"SELECT {keys}, count(*) AS n FROM ({_extracted(source, answer_type)}) GROUP BY ALL"
 
 
 def counts_sql(scored: str, task_type: str, weight: str = "count(*)") -> str:
@@ -228,18 +241,7 @@ def counts_sql(scored: str, task_type: str, weight: str = "count(*)") -> str:
 def source_counts_sql(source: str, task_type: str, answer_type: str) -> str:
     """counts_sql straight from a source of many rows: the answer is extracted on every row, but the
     rules run once per distinct (dataset, family, gt, answer[, question]) (answers repeat a lot)."""
-    keys = "dataset, family, gt, extracted" + (", question" if task_type == "mcq" else "")
-    distinct = (f"SELECT {keys}, count(*) AS n FROM (SELECT {keys.replace('extracted', sql_extract('response', answer_type) + ' AS extracted')} "
-                f"FROM ({source})) GROUP BY ALL")
-    return counts_sql(rules_sql(distinct, task_type), task_type, weight="sum(n)::BIGINT")
-
-
-def sql_may_fail(task_type: str) -> str:
-    """A condition on rowwise_sql's columns: the row fails under one of the rules its group may use."""
-    if task_type != "":
-        return "NOT coalesce(label = truth, false)"
-    return ("CASE WHEN truth IN ('yes', 'no') THEN NOT (coalesce(label = truth, false) AND coalesce(text = truth, false)) "
-            "ELSE NOT coalesce(text = truth, false) END")
+    return counts_sql(rules_sql(_grouped(source, task_type, answer_type), task_type), task_type, weight="sum(n)::BIGINT")
 
 
 def final_sql(rowwise: str, task_type: str, yes_no_groups: Iterable[tuple[str | None, str | None]] = ()) -> str:
@@ -304,15 +306,14 @@ class ScoredSource:
     counts: list[Count]
     final: str
     bad_truths: list[tuple[int, str | None]]  # (row index, gt) of rows whose ground truth names no label (directions, mcq)
+    keyed: str = ""  # score_by_key: a query of each distinct key with its rows (n), kind, answer, truth and correct
 
 
-def score_source(con: Any, source: str, task_type: str, answer_type: str, *, table: str = "sb_scored",
-                 keep: str = "TRUE") -> ScoredSource:
+def score_source(con: Any, source: str, task_type: str, answer_type: str, *, table: str = "sb_scored") -> ScoredSource:
     """Score `source` (a query of FIELDS, in row order) into the temporary table `table`, then resolve
-    the yes/no groups; the text columns stay only where `keep` holds (gaps keeps possible failures).
-    `final` numbers the rows (idx) by the table's rowid: CREATE TABLE AS keeps the source's order
+    the yes/no groups. `final` numbers the rows (idx) by the table's rowid: CREATE TABLE AS keeps the source's order
     (DuckDB's preserve_insertion_order, on by default) while it reads in parallel."""
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS {rowwise_sql(source, task_type, answer_type, keep)}")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS {rowwise_sql(source, task_type, answer_type)}")
     counts = con.execute(counts_sql(f"SELECT * FROM {table}", task_type)).fetchall()
     bad: list[tuple[int, str | None]] = []
     if task_type != "" and any(c[3] is None for c in counts):
@@ -321,19 +322,34 @@ def score_source(con: Any, source: str, task_type: str, answer_type: str, *, tab
     return ScoredSource(counts, final_sql(f"SELECT rowid AS idx, * FROM {table}", task_type, groups), bad)
 
 
+def score_by_key(con: Any, source: str, task_type: str, answer_type: str, *, table: str = "sb_keys") -> ScoredSource:
+    """score_source for a source that is cheap to read twice (a parquet file, a table) and numbers its
+    rows in `idx`: the rules run once per distinct (dataset, family, gt, extracted answer[, question for mcq]),
+    into the table `table`, and `final` joins every row to its key's kind, answer, truth and correct
+    (its columns: the source's, extracted, truth, label, text, kind, answer, correct). Answers repeat a
+    lot (the labels of a task, a reasoning reply's final answer), so the rules see a few rows, not all."""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS {rules_sql(_grouped(source, task_type, answer_type), task_type)}")
+    counts = con.execute(counts_sql(f"SELECT * FROM {table}", task_type, weight="sum(n)::BIGINT")).fetchall()
+    verdicts = final_sql(f"SELECT * FROM {table}", task_type, yes_no_groups(counts) if task_type == "" else set())
+    on = " AND ".join(f"s.{k} IS NOT DISTINCT FROM v.{k}" for k in _keys(task_type))
+    final = (f"SELECT s.*, v.truth, v.label, v.text, v.kind, v.answer, v.correct "
+             f"FROM ({_extracted(source, answer_type)}) s JOIN ({verdicts}) v ON {on}")
+    bad: list[tuple[int, str | None]] = []
+    if task_type != "" and any(c[3] is None for c in counts):
+        bad = con.execute(f"SELECT idx, gt FROM ({final}) WHERE truth IS NULL ORDER BY idx LIMIT 5").fetchall()
+    return ScoredSource(counts, final, bad, verdicts)
+
+
 def _text(value: Any) -> str | None:
     """A field as results.json readers see it: strings as they are, other JSON values as JSON text."""
     return value if value is None or isinstance(value, str) else json.dumps(value)
 
 
-def rows_table(rows: Sequence[dict[str, Any]]) -> Any:
-    """A pyarrow table of rows' FIELDS (as text), for rowwise_sql."""
-    import pyarrow as pa
+def rows_source(con: Any, name: str, rows: Sequence[dict[str, Any]]) -> str:
+    """Register rows' FIELDS (as text) as the view `name` on `con`; return a query of them (for rowwise_sql)."""
+    from skillbank.scoring import columns
 
-    columns = {}
-    for field in FIELDS:
-        columns[field] = pa.array([_text(r.get(field)) for r in rows], pa.string())
-    return pa.table(columns)
+    return columns.register(con, name, {f: [_text(r.get(f)) for r in rows] for f in FIELDS}, dict.fromkeys(FIELDS, "VARCHAR"))
 
 
 @dataclass(frozen=True)
@@ -350,9 +366,9 @@ class Scored:
 def score_rows_with_counts(rows: Sequence[dict[str, Any]], task_type: str = "", answer_type: str = "short") -> tuple[list[Scored], ScoredSource]:
     """Score rows ({question, gt, response} [+ family, dataset]) in order; also the counts behind them."""
     con = connect()
-    con.register("sb_rows_input", rows_table(rows))
+    source = rows_source(con, "sb_rows_input", rows)
     try:
-        scored = score_source(con, "SELECT * FROM sb_rows_input", task_type, answer_type, table="sb_rows_scored")
+        scored = score_source(con, source, task_type, answer_type, table="sb_rows_scored")
         result = con.execute(f"SELECT kind, answer, truth, correct FROM ({scored.final}) ORDER BY idx").fetchall()
         con.execute("DROP TABLE sb_rows_scored")
     finally:

@@ -13,6 +13,14 @@ small and exact here), each checked against published values in tests/test_stats
   accuracy of B on the same items): Newcombe 1998, Stat Med 17:2635, method 10 (Wilson intervals of
   both marginals combined with the correlation of the pairs, phi corrected as the paper defines).
 - `holm`: Holm's step-down adjustment of p-values for testing several families at once.
+- `clopper_pearson`: the exact (Clopper and Pearson 1934) 95% interval of a proportion, from the
+  regularized incomplete beta function (`betainc`, a continued fraction).
+- `mcnemar_exact_interval`: the 95% interval of the paired difference that agrees with the exact
+  McNemar test: the Clopper-Pearson interval of A's share of the discordant pairs, conditional on
+  their number (the exact conditional interval of Liddell 1983), put on the difference scale. It
+  excludes 0 exactly when the exact two-sided p is below 0.05, which Newcombe's interval need not do.
+- `mcnemar_sample_size`: the pairs needed to detect a paired difference with a two-sided McNemar test
+  at a given power (Connor 1987, Biometrics 43:207, eq. 3).
 
 This module imports nothing from skillbank: any floor may use it.
 """
@@ -21,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from statistics import NormalDist
 
 Z95 = 1.96  # the normal quantile of a 95% interval, as the published tables use it
 
@@ -142,3 +151,95 @@ def holm(p_values: Sequence[float]) -> list[float]:
         running = max(running, min(1.0, (m - rank) * p_values[i]))
         adjusted[i] = running
     return adjusted
+
+
+# ---- exact intervals ------------------------------------------------------------------------------
+
+
+def _beta_fraction(a: float, b: float, x: float) -> float:
+    """The continued fraction of the incomplete beta function (modified Lentz; Press et al., Numerical
+    Recipes, 3rd ed., section 6.4), converging fast for x < (a + 1) / (a + b + 2)."""
+    tiny, eps = 1e-300, 1e-16
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 10_000):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)), -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < eps:
+            break
+    return h
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b) (a, b > 0): P(X <= k) of Binomial(n, p) is
+    I_{1-p}(n - k, k + 1)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    if x < (a + 1) / (a + b + 2):
+        return math.exp(log_front) * _beta_fraction(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _beta_fraction(b, a, 1.0 - x) / b
+
+
+def _beta_quantile(q: float, a: float, b: float) -> float:
+    """The x with I_x(a, b) = q, by bisection (I_x rises with x); 60 halvings reach double precision."""
+    low, high = 0.0, 1.0
+    for _ in range(100):
+        mid = (low + high) / 2
+        if betainc(a, b, mid) < q:
+            low = mid
+        else:
+            high = mid
+        if high - low < 1e-15:
+            break
+    return (low + high) / 2
+
+
+def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """The exact interval of k successes in n trials: the p at which P(X >= k) and P(X <= k) are each
+    (1 - level) / 2, i.e. beta quantiles (0 at k = 0, 1 at k = n; (0, 1) when n is 0)."""
+    if n <= 0:
+        return 0.0, 1.0
+    tail = (1 - level) / 2
+    low = 0.0 if k <= 0 else _beta_quantile(tail, k, n - k + 1)
+    high = 1.0 if k >= n else _beta_quantile(1 - tail, k + 1, n - k)
+    return low, high
+
+
+def mcnemar_exact_interval(a_only: int, b_only: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """The interval of accuracy(A) - accuracy(B) on n paired items that agrees with the exact McNemar test.
+
+    Given d = a_only + b_only discordant pairs, A's share of them psi has the Clopper-Pearson interval
+    (low, high) (the exact conditional interval; Liddell 1983, Stat Med 2:171, gives it as the ratio
+    psi / (1 - psi)); the difference is (a_only - b_only) / n = (2 psi - 1) d / n, so the interval is
+    ((2 low - 1) d / n, (2 high - 1) d / n). It excludes 0 exactly when the exact two-sided p is below
+    1 - level. Conditional on d, it says nothing about the pairs that agreed: with no discordant pair it
+    is (0, 0); (-1, 1) when there are no items."""
+    if n <= 0:
+        return -1.0, 1.0
+    d = a_only + b_only
+    if d == 0:
+        return 0.0, 0.0
+    low, high = clopper_pearson(a_only, d, level)
+    return (2 * low - 1) * d / n, (2 * high - 1) * d / n
+
+
+def mcnemar_sample_size(a_only: float, b_only: float, n: float, power: float = 0.8, alpha: float = 0.05) -> int | None:
+    """The pairs a two-sided McNemar test at `alpha` needs to detect the difference seen (discordant
+    shares p10 = a_only / n, p01 = b_only / n) with probability `power`: Connor 1987 (Biometrics 43:207,
+    eq. 3), n = ((z_{1-alpha/2} sqrt(psi) + z_{power} sqrt(psi - delta^2)) / delta)^2 rounded up, with
+    psi = p10 + p01 and delta = p10 - p01 (the normal approximation of the test; the exact test needs a
+    few more). None when the difference seen is 0 (no n detects it) or there are no items."""
+    if n <= 0 or a_only == b_only:
+        return None
+    psi, delta = (a_only + b_only) / n, (a_only - b_only) / n
+    z = NormalDist()
+    root = z.inv_cdf(1 - alpha / 2) * math.sqrt(psi) + z.inv_cdf(power) * math.sqrt(max(psi - delta * delta, 0.0))
+    return math.ceil((root / delta) ** 2 - 1e-9)

@@ -36,20 +36,50 @@ def load_template(skill: str, action: str) -> dict[str, Any]:
     return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
 
 
-def dataset_root_overrides(skill: str, action: str, root: str | Path) -> dict[str, str]:
-    """Map a dataset root onto spec keys through skill_info's data_sources for this action.
+NOT_ANNOTATIONS = ("import.json", "metrics.json", "results.json", "best_checkpoint.json")  # what skillbank writes beside data
+
+
+def _other_json(base: Path) -> list[str]:
+    """JSON files in a dataset folder besides annotations.json (a user's own annotation file is a trap there)."""
+    return sorted(p.name for p in base.glob("*.json") if p.name != "annotations.json" and p.name not in NOT_ANNOTATIONS)[:5]
+
+
+def _annotation_file(annotations: str | Path, base: Path | None) -> Path:
+    """--annotations FILE: a path, or a file name inside the dataset root."""
+    given = Path(annotations).expanduser()
+    for candidate in ([base / given] if base is not None and not given.is_absolute() else []) + [given]:
+        if candidate.is_file():
+            return candidate.resolve()
+    where = f"{given} (nor {base / given})" if base is not None and not given.is_absolute() else str(given)
+    raise InputError(f"annotation file not found: {where}", where="--annotations",
+                     fix="pass a LLaVA annotations file: a path, or a file name inside --dataset-root DIR")
+
+
+def dataset_root_overrides(skill: str, action: str, root: str | Path | None, annotations: str | Path | None = None
+                           ) -> tuple[dict[str, str], list[str]]:
+    """Map a dataset root (and an annotation file) onto spec keys through skill_info's data_sources for
+    this action; return the overrides and notes for the user.
 
     A root with train/ and val/ subfolders (like `skillbank make-demo-dataset` writes) feeds
-    train_datasets from DIR/train and eval_dataset from DIR/val; otherwise DIR feeds the
-    action's primary source, and for train no validation keys are set.
+    train_datasets from DIR/train and eval_dataset from DIR/val; otherwise DIR feeds the action's
+    primary source, and for train no validation keys are set. `annotations` (--annotations FILE: a
+    path, or a file name in DIR) is that source's annotation file instead of DIR/annotations.json, the
+    clips still relative to DIR (no root: the file's folder). A root that is itself a .json file is
+    taken the same way (the file, and its folder as the root).
     """
-    base = Path(root).expanduser().resolve()
-    if not base.is_dir():
-        raise InputError(f"dataset root is not a folder: {base}", where="--dataset-root", fix="pass the folder holding annotations.json")
+    base = Path(root).expanduser().resolve() if root is not None else None
+    if base is not None and base.is_file() and base.suffix == ".json" and annotations is None:
+        base, annotations = base.parent, base
+    file = _annotation_file(annotations, base) if annotations is not None else None
+    if base is None and file is not None:
+        base = file.parent
+    if base is None or not base.is_dir():
+        raise InputError(f"dataset root is not a folder: {base}", where="--dataset-root",
+                         fix="pass the folder holding annotations.json, or --annotations FILE")
     sources = skill_info(skill).get("data_sources", {}).get(action)
     if not sources:
         raise InputError(f"action {action} takes no dataset root", where="--dataset-root", fix="set the paths with --set")
-    split = (base / "train" / "annotations.json").is_file()
+    split = file is None and (base / "train" / "annotations.json").is_file()
     roots: dict[str, Path] = (
         {"train_datasets": base / "train", "eval_dataset": base / ("val" if (base / "val").is_dir() else "train")}
         if split
@@ -57,14 +87,26 @@ def dataset_root_overrides(skill: str, action: str, root: str | Path) -> dict[st
     )
     primary = next(iter(sources.values()))["source"]
     roots.setdefault(primary, base)
-    if not split and not (base / "annotations.json").is_file():
-        raise InputError(f"no annotations.json in {base}", where="--dataset-root", fix="pass a folder with annotations.json (or train/ and val/ subfolders)")
+    others = _other_json(base)
+    if not split and file is None and not (base / "annotations.json").is_file():
+        held = f" (it holds {', '.join(others)})" if others else ""
+        raise InputError(f"no annotations.json in {base}{held}", where="--dataset-root",
+                         fix=(f"pass --annotations {others[0]} beside --dataset-root {base} to use that file" if others else
+                              "pass a folder with annotations.json (or train/ and val/ subfolders), or --annotations FILE"))
+    notes = []
+    if file is None and not split and others:
+        notes.append(f"--dataset-root read {base / 'annotations.json'}; {base} also holds {', '.join(others)}: "
+                     "pass --annotations FILE to use another file")
     out = {}
     for key, rule in sources.items():
         source_root = roots.get(rule["source"])
-        if source_root is not None:
+        if source_root is None:
+            continue
+        if file is not None and rule["source"] == primary and rule["path"].endswith("/annotations.json"):
+            out[key] = file.as_posix()
+        else:
             out[key] = rule["path"].format(root=source_root.as_posix())
-    return out
+    return out, notes
 
 
 def shorthand_keys(skill: str, action: str) -> dict[str, str]:
@@ -122,20 +164,24 @@ def build_spec(
     dataset_root: str | Path | None = None,
     base: dict[str, Any] | None = None,
     source: str | None = None,
+    annotations: str | Path | None = None,
 ) -> BuiltSpec:
-    """`base` (a spec file's dict, `source` its name) or the action's template, with the dataset root
-    and the --set overrides applied (shorthands of this action resolved), validated. A train spec that
-    turns LoRA on without a learning rate of the user's gets LoRA's (specification.learning_rate)."""
+    """`base` (a spec file's dict, `source` its name) or the action's template, with the dataset root (and
+    its annotation file, `annotations`) and the --set overrides applied (shorthands of this action
+    resolved), validated. A train spec that turns LoRA on without a learning rate of the user's gets
+    LoRA's (specification.learning_rate)."""
     model = spec_model(skill, action)
     data = copy.deepcopy(base) if base is not None else load_template(skill, action)
     shorthands = shorthand_keys(skill, action)
     overrides: dict[str, Any] = {}
-    if dataset_root is not None:
-        overrides.update(dataset_root_overrides(skill, action, dataset_root))
+    root_notes: list[str] = []
+    if dataset_root is not None or annotations is not None:
+        mapped, root_notes = dataset_root_overrides(skill, action, dataset_root, annotations)
+        overrides.update(mapped)
     for text in assignments:
         key, value = parse_assignment(text)
         overrides[resolve_key(model, key, shorthands)] = value
-    notes = apply_overrides(model, data, overrides)
+    notes = root_notes + apply_overrides(model, data, overrides)
     if action == "train":
         notes += apply_lora_default(data, set_now=set(overrides), base=base)
     spec = validate(model, data, source=source or f"{skill}/{action} spec")

@@ -127,7 +127,7 @@ class MetricsSpec(Section):
 
 
 class ResultsSpec(Section):
-    save_individual: bool = param(True, "Write results.json with every {video_id, question, gt, response}.")
+    save_individual: bool = param(True, "Write results.json with every {video_id, question, gt, response} and results.parquet beside it (the same rows and each record's video: what gap analysis reads).")
 
 
 class EvaluateSpec(Section):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +34,39 @@ def read_spec_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def load_spec(path: str | Path, model: type[BaseModel]) -> BaseModel:
-    """The validated spec as this machine reads it: a map the spec records (paths.map, written by
-    `skillbank spec --path-map`) moves the node's paths to their LOCAL side (skillbank.specification.pathmap)."""
-    from skillbank.specification.pathmap import local_view
+@dataclass(frozen=True)
+class LoadedSpec:
+    """A spec file read and parsed once: a command passes it down (to preflight, the path map, the model)
+    instead of its path, so no one reads the file again. `data` is the file as read: never changed
+    (`raw()` hands out copies)."""
 
-    return validate(model, local_view(read_spec_file(path), model), source=str(path))
+    path: str
+    data: dict[str, Any]
+
+    @classmethod
+    def read(cls, path: str | Path) -> "LoadedSpec":
+        return cls(str(path), read_spec_file(path))
+
+    def raw(self) -> dict[str, Any]:
+        return copy.deepcopy(self.data)
+
+    def recorded_map(self) -> Any:
+        """The path map the spec records (paths.map) when it applies on this machine (an empty PathMap otherwise)."""
+        from skillbank.specification.pathmap import recorded
+
+        return recorded(self.data)
+
+    def model(self, model: type[BaseModel]) -> BaseModel:
+        """The validated spec as this machine reads it: a map the spec records (paths.map, written by
+        `skillbank spec --path-map`) moves the node's paths to their LOCAL side (skillbank.specification.pathmap)."""
+        from skillbank.specification.pathmap import local_view
+
+        return validate(model, local_view(self.raw(), model), source=self.path)
+
+
+def load_spec(path: str | Path, model: type[BaseModel]) -> BaseModel:
+    """The validated spec of a file (LoadedSpec.model): read, its recorded path map applied, validated."""
+    return LoadedSpec.read(path).model(model)
 
 
 def spec_with_flags(model: type[BaseModel], path: str | Path | None, values: dict[str, Any]) -> BaseModel:

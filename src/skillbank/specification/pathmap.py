@@ -13,8 +13,8 @@ as the node sees them (REMOTE). One map serves spec, preflight, train --dry-run,
 - `check_used` makes each LOCAL earn its place: it exists here, or is a prefix of a path the spec
   names (an output folder not created yet).
 - a spec written with a map records it (`paths.map`, `PathsSpec`): `recorded` reads it back, and every
-  command that reads the spec on this machine applies it (`load_spec` gives the LOCAL view; `from_args`
-  adds it to the flags of the commands that render for the node), so later commands need no flags. It
+  command that reads the spec on this machine applies it (`LoadedSpec.model` gives the LOCAL view; its
+  `recorded_map()` joins the flags of the commands that render for the node), so later commands need no flags. It
   applies only where one of its LOCAL folders exists: on the node itself the spec is read as written.
   The node's view (`remote`) carries no map: job folders and TOMLs name REMOTE only.
 Light imports only: agent-facing commands parse maps.
@@ -36,7 +36,9 @@ from skillbank.errors import InputError
 from skillbank.specification.base import Section
 from skillbank.specification.keys import submodel
 from skillbank.specification.meta import SpecPath, param
-from skillbank.specification.pathflag import FLAG
+
+FLAG = "--path-map"  # the flag that carries the maps (declared in skillbank.commands.flags); errors name it
+
 
 def _norm(path: str) -> str:
     return os.path.normpath(path)
@@ -208,22 +210,6 @@ def path_keys(model: type[BaseModel], prefix: str = "") -> list[tuple[str, bool]
         if marks:
             out.append((key, marks[0].model))
     return out
-
-
-def from_args(args: Any, *, recorded_too: bool = True) -> PathMap:
-    """The map of a command's --path-map flags, with the map its spec file records (`args.spec`, or
-    `args.from_file` of `skillbank spec`) when that applies here and `recorded_too`; empty when there is none."""
-    flags = getattr(args, "path_map", None) or ()
-    spec_file = getattr(args, "spec", None) or getattr(args, "from_file", None)
-    if not recorded_too or not spec_file:
-        return PathMap.parse(flags)
-    from skillbank.specification.io import read_spec_file
-
-    try:
-        data = read_spec_file(spec_file)
-    except InputError:
-        return PathMap.parse(flags)  # the command reports the unreadable spec itself
-    return recorded(data).with_flags(flags)
 
 
 # --- the map a spec records ------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 succeeded | failed | cancelled), start / end times and output paths. Secrets are read by name and never
 written: every value of HF_TOKEN, WANDB_API_KEY, AWS_* and friends found in the environment is
 masked in everything the record holds (argv, errors, outputs) before it reaches the disk.
-The job id, the spec hash and the times come from skillbank.platform.record, like a submitted job's.
+The job id, the spec hash and the times come from skillbank.runs.record, like a submitted job's.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 from skillbank import atomic
 from skillbank.errors import InputError, RunError
-from skillbank.platform.record import new_job_id, now, sha256_file
+from skillbank.runs.record import new_job_id, now, sha256_file
 from skillbank.redaction import redact
 
 SCHEMA_VERSION = 1

@@ -124,6 +124,32 @@ def registry() -> list[str]:
     return found
 
 
+INDEX = "skills/README.md"  # the bank's skills, one line each, with what to open first
+POINTERS = ("README.md", ".claude-plugin/plugin.json", ".claude-plugin/marketplace.json", ".codex-plugin/plugin.json")
+_LINKS = re.compile(r"\]\(([^)#\s]+)\)")
+
+
+def index() -> list[str]:
+    """skills/README.md links every skill of config.json (its SKILL.md), every link resolves, and the README
+    and the plugin manifests point to it."""
+    root = bank_root()
+    path = root / INDEX
+    if not path.is_file():
+        return [f"{INDEX}: missing (the bank's skills, one line each, with what to open first)"]
+    targets = _LINKS.findall(path.read_text(encoding="utf-8"))
+    found = [f"{INDEX}: links {t}, which does not exist" for t in targets if "://" not in t and not (path.parent / t).exists()]
+    linked = {(path.parent / t).resolve() for t in targets if "://" not in t}
+    config = json.loads((root / "config.json").read_text(encoding="utf-8"))
+    for skill in config.get("skills", []):
+        if (root / skill["path"] / "SKILL.md").resolve() not in linked:
+            found.append(f"{INDEX}: names no link to {skill['name']} ({skill['path']}/SKILL.md), a skill of config.json")
+    for pointer in POINTERS:
+        file = root / pointer
+        if file.is_file() and INDEX not in file.read_text(encoding="utf-8"):
+            found.append(f"{pointer}: does not point to {INDEX}")
+    return found
+
+
 def generated() -> list[str]:
     from skillbank.generate.bank import all_outputs, stale
 
@@ -155,4 +181,5 @@ def _package_rel(path: Path) -> str:
     return shown(path)
 
 
-CHECKS = {"frontmatter": frontmatter, "links": links, "depth": depth, "manifests": manifests, "registry": registry, "generated": generated}
+CHECKS = {"frontmatter": frontmatter, "links": links, "depth": depth, "manifests": manifests, "registry": registry, "index": index,
+          "generated": generated}

@@ -21,7 +21,6 @@ if __name__ == "__main__":
     _HERE = Path(__file__).resolve().parent
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
-import argparse  # noqa: E402
 import json  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
 from typing import Any  # noqa: E402
@@ -44,7 +43,7 @@ class GrpoPromptDataset(sft_script.LlavaChatDataset):
         return reference_json(answer, question)
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+def parse_args(argv: Sequence[str] | None = None) -> Any:
     """cosmos-rl's worker options plus --skillbank-check (the SFT script's parser)."""
     return sft_script.parse_args(argv, check="print the first prompt, its reference and rewards as JSON and exit")
 

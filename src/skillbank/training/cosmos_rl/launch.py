@@ -33,6 +33,7 @@ from skillbank.runs.steps import plan_lines
 from skillbank.redaction import redact
 
 SCRIPT = Path(__file__).with_name("script.py")
+GRPO_SCRIPT = Path(__file__).with_name("grpo_script.py")  # the rl action's (skillbank rl)
 # Set for the launcher: its shell scripts run `python` (ours must come first on PATH); unbuffered
 # output lets the watcher see lines as they happen; with one trainer and no respawn, the controller
 # should end when the policy does instead of waiting for replicas forever.
@@ -169,7 +170,7 @@ def train_cosmos_rl(
 def _planned_layout(spec: TrainSpec, paths: Any = None) -> RunLayout:
     """A dry run's layout: the run folder it would create, named, not created (<output_dir>/<timestamp>,
     as the node sees it), and a job folder <results_dir>/jobs/<id>/ here for the TOML."""
-    from skillbank.platform.record import job_dir, new_job_id
+    from skillbank.runs.record import job_dir, new_job_id
 
     output_dir = Path(spec.train.output_dir).expanduser()
     results = Path(paths.to_local(spec.results_dir) if paths else spec.results_dir).expanduser().resolve()

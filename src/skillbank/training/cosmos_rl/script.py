@@ -5,7 +5,8 @@
 It reads `custom` from the config cosmos-rl hands it (`--config`), serves each LLaVA record as an HF
 chat, picks the data packer of the model family, and calls cosmos-rl's `worker_entry.main`. Our own
 flag (`--skillbank-check`: print the first chat and exit) would make cosmos-rl's default parser exit,
-so the script parses with that parser plus its flag and passes `args=`.
+so the script parses with that parser plus its flag and passes `args=` (with --skillbank-check it reads
+--config itself, without cosmos-rl).
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ if __name__ == "__main__":
     _HERE = Path(__file__).resolve().parent
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
-import argparse  # noqa: E402
 import importlib  # noqa: E402
 import json  # noqa: E402
 from collections.abc import Mapping, Sequence  # noqa: E402
+from types import SimpleNamespace  # noqa: E402
 from typing import Any  # noqa: E402
 
 from torch.utils.data import Dataset  # noqa: E402
@@ -75,19 +76,23 @@ def packer_class(fam: ModelFamily) -> type:
     return getattr(importlib.import_module("cosmos_rl.dispatcher.data.packer"), fam.packer)
 
 
-def parse_args(argv: Sequence[str] | None = None, *, check: str = "print the first chat as JSON and exit") -> argparse.Namespace:
-    """cosmos-rl's worker options (--config, --port, --redis-port, ...) plus ours (`check`: what
-    --skillbank-check prints; the GRPO script shares this parser)."""
-    own = argparse.ArgumentParser(add_help=False)
-    own.add_argument("--config")
-    own.add_argument("--skillbank-check", action="store_true", help=check)
-    known, _ = own.parse_known_args(argv)
-    if known.skillbank_check:  # no cosmos-rl needed (its packer package takes seconds to import)
-        return known
+CHECK_FLAG = "--skillbank-check"
+
+
+def parse_args(argv: Sequence[str] | None = None, *, check: str = "print the first chat as JSON and exit") -> Any:
+    """cosmos-rl's worker options (--config, --port, --redis-port, ...: its own parser) plus ours (`check`:
+    what --skillbank-check prints; the GRPO script shares this). With --skillbank-check only --config is
+    read (no cosmos-rl needed: its packer package takes seconds to import)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if CHECK_FLAG in argv:
+        config = next((a.split("=", 1)[1] for a in argv if a.startswith("--config=")), None)
+        if config is None and "--config" in argv[:-1]:
+            config = argv[argv.index("--config") + 1]
+        return SimpleNamespace(config=config, skillbank_check=True)
     from cosmos_rl.dispatcher.data.packer.base import worker_entry_parser
 
     parser = worker_entry_parser()
-    parser.add_argument("--skillbank-check", action="store_true", help=check)
+    parser.add_argument(CHECK_FLAG, action="store_true", help=check)
     return parser.parse_args(argv)
 
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import sys
 import time
@@ -418,13 +417,10 @@ class GrpoTrainer(GrpoSampler):
 
 def main(argv: list[str] | None = None) -> int:
     from skillbank.specification.rl import RlSpec
-    from skillbank.training.local.worker import _die_with_parent, parse_args
+    from skillbank.training.local.process import begin
 
-    args = parse_args(argv, prog="skillbank.training.local.grpo", description="The process of `skillbank rl --backend local`.")
-    _die_with_parent()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    run_dir = Path(args.run_dir)
-    spec = RlSpec.model_validate_json((run_dir / layout.SPEC_FILE).read_text(encoding="utf-8"))
+    args, spec = begin(sys.argv[1:] if argv is None else argv, prog="skillbank.training.local.grpo", model=RlSpec)
+    run_dir = args.run_dir
     try:
         GrpoTrainer(spec, run_dir=run_dir, model_path=args.model_path, resume_from=args.resume_from).run()
     except BaseException:

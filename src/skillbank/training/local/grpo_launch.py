@@ -18,7 +18,8 @@ from skillbank.errors import InputError
 from skillbank.training import monitor
 from skillbank.runs import layout
 from skillbank.training.local.grpo import GrpoPlan
-from skillbank.training.local.launch import LocalPlan, launch, pick_run_dir, process_args, resolve_model, run_outputs
+from skillbank.training.local.launch import LocalPlan, launch, pick_run_dir, resolve_model, run_outputs
+from skillbank.training.local.process import process_args
 
 WORKER = "skillbank.training.local.grpo"
 
@@ -31,7 +32,7 @@ def count_prompts(spec) -> int:
 
 def plan_rl_local(spec, *, resume: bool = False, dry_run: bool = False) -> LocalPlan:
     """Everything short of launching (nothing is created or downloaded in a dry run)."""
-    from skillbank.preflight.rl_checks import BATCH_KEY, no_step, split_groups
+    from skillbank.runs.steps import BATCH_KEY, no_step, split_groups
 
     g, batch = spec.rollout.n_generation, spec.train.train_batch_per_replica
     prompts = count_prompts(spec)

@@ -31,9 +31,9 @@ def skipped_because(spec: Any, model: Any) -> str | None:
     path = spec.custom.train_dataset.annotation_path
     if not path or not Path(path).expanduser().is_file():
         return "custom.train_dataset.annotation_path is not a file"
-    from skillbank.preflight.env_checks import model_params
+    from skillbank.models.params import model_params
 
-    params, _ = model_params(model)
+    params, _ = model_params(model.value)
     if params and params > CPU_MAX_PARAMS:
         import torch
 

@@ -22,6 +22,7 @@ from skillbank.data.video import default_total_pixels
 from skillbank.training import monitor, upload
 from skillbank.runs import layout
 from skillbank.runs import steps
+from skillbank.training.local.process import process_args
 
 WORKER = "skillbank.training.local.worker"
 MODEL_KEY = "policy.model_name_or_path"
@@ -93,12 +94,6 @@ def check_ranks(checkpoint: Path, world: int, *, flag: str) -> None:
             where="policy.parallelism.dp_shard_size",
             fix=f"set policy.parallelism.dp_shard_size to {ranks} (the checkpoint's ranks), or start a new run without {flag}",
         )
-
-
-def process_args(module: str, run_dir: Path, model_path: str, resume_from: Path | None) -> list[str]:
-    """`-m MODULE` and the options every local training process takes (worker.parse_args)."""
-    argv = ["-m", module, "--run-dir", str(run_dir), "--model-path", model_path]
-    return argv + (["--resume-from", str(resume_from.resolve())] if resume_from is not None else [])
 
 
 def plan_local(spec, *, resume: bool = False, dry_run: bool = False, resume_from: Path | None = None) -> LocalPlan:

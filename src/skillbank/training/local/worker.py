@@ -15,7 +15,6 @@ from the checkpoint, so the loss curve continues.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -33,6 +32,7 @@ from skillbank.runs import steps
 from skillbank.training.local import checkpoint as ckpt
 from skillbank.training.local import schedule
 from skillbank.training.local.model import compute_dtype, load_policy, make_mesh, shard_model
+from skillbank.training.local.process import begin
 
 
 
@@ -46,18 +46,6 @@ class Dist:
     @property
     def main(self) -> bool:
         return self.rank == 0
-
-
-def _die_with_parent() -> None:
-    """Linux: get SIGKILLed when torchrun dies, so a killed job never leaves orphan ranks."""
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-            import signal
-
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except OSError:
-            pass
 
 
 def init_distributed() -> Dist:
@@ -349,26 +337,13 @@ class Trainer:
         self.log(f"Training finished at step {self.step}/{total}", echo=True)
 
 
-def parse_args(argv: list[str] | None = None, *, prog: str = "skillbank.training.local.worker",
-               description: str = "One rank of `skillbank train --backend local`.") -> argparse.Namespace:
-    """The options the launchers pass a local training process (SFT ranks and the GRPO process)."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument("--run-dir", required=True, help="the run folder the launcher created (holds spec.json)")
-    parser.add_argument("--model-path", required=True, help="local model folder with config.json")
-    parser.add_argument("--resume-from", default=None, help="a complete checkpoints/step_N/policy folder")
-    return parser.parse_args(argv)
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    _die_with_parent()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import torch.distributed as dist
-
     from skillbank.specification.train import TrainSpec
 
-    run_dir = Path(args.run_dir)
-    spec = TrainSpec.model_validate_json((run_dir / layout.SPEC_FILE).read_text(encoding="utf-8"))
+    args, spec = begin(sys.argv[1:] if argv is None else argv, prog="skillbank.training.local.worker", model=TrainSpec)
+    import torch.distributed as dist
+
+    run_dir = args.run_dir
     d = init_distributed()
     try:
         Trainer(spec, run_dir=run_dir, model_path=args.model_path, resume_from=args.resume_from, dist_info=d).run()

@@ -1,0 +1,225 @@
+"""The flags more than one command takes, declared once (argparse only; nothing here imports a spec model).
+
+`command_parser`: a command's parser, its one-line help from skillbank.cli's table. The common flags
+(--skill, --spec, --json, --set, --backend, --gpus-per-node / --nodes, --dry-run, ...) take the help text
+the command gives them; their names, types and defaults live here. The AutoML search, storage and metric flags: `skillbank automl`, train's AutoML handoff
+(commands.automl_run.run_from_train) and `skillbank submit --action automl` all parse with them.
+--path-map: every command that plans for another machine (skillbank.specification.pathmap parses and
+applies the maps). Type parsers raise argparse.ArgumentTypeError (argparse's usage line, exit 2)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+DEFAULT_SKILL = "tao-finetune-cosmos-reason"
+
+
+def command_parser(sub: Any, name: str, description: str | None = None, *, epilog: str | None = None, raw: bool = True,
+                   formatter_class: Any = None) -> argparse.ArgumentParser:
+    """One command's parser: its help line from skillbank.cli's table, its description shown as written
+    (`raw`; False: argparse rewraps it), or `formatter_class`."""
+    from skillbank.cli import summary
+
+    formatter = formatter_class or (argparse.RawDescriptionHelpFormatter if raw else argparse.HelpFormatter)
+    return sub.add_parser(name, help=summary(name), description=description, epilog=epilog, formatter_class=formatter)
+
+
+def add_json(p: Any, help: str) -> None:
+    p.add_argument("--json", action="store_true", help=help)
+
+
+def add_dry_run(p: Any, help: str) -> None:
+    p.add_argument("--dry-run", action="store_true", help=help)
+
+
+def add_skill(p: Any, help: str, *, required: bool = False, default: str | None = None) -> None:
+    p.add_argument("--skill", required=required, default=default, help=help)
+
+
+def add_spec(p: Any, help: str, *, required: bool = False, metavar: str | None = None) -> None:
+    p.add_argument("--spec", required=required, metavar=metavar, help=help)
+
+
+def add_assignments(p: Any, help: str) -> None:
+    """--set KEY=VALUE (repeatable): dotted keys or the skill's shorthands, as `skillbank spec` applies them."""
+    p.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE", help=help)
+
+
+def add_backend(p: Any, help: str, *, default: str | None = None) -> None:
+    from skillbank.training.backends import BACKENDS
+
+    p.add_argument("--backend", choices=BACKENDS, default=default, help=help)
+
+
+def add_gpus_per_node(p: Any, help: str, *, metavar: str | None = None) -> None:
+    p.add_argument("--gpus-per-node", type=int, metavar=metavar, help=help)
+
+
+def add_nodes(p: Any, help: str, *, metavar: str | None = None) -> None:
+    p.add_argument("--nodes", type=int, metavar=metavar, help=help)
+
+
+def add_model_family(p: Any, help: str) -> None:
+    from skillbank.training.cosmos_rl.family import FAMILIES
+
+    p.add_argument("--model-family", choices=tuple(FAMILIES), default=None, help=help)
+
+
+def add_start_check(p: Any, help: str) -> None:
+    p.add_argument("--no-start-check", action="store_true", help=help)
+
+
+def add_resume_from(p: Any, help: str) -> None:
+    p.add_argument("--resume-from", metavar="CHECKPOINT", default=None, help=help)
+
+
+def add_results_dir(p: Any) -> None:
+    """The evaluation results a scorer reads: `skillbank score` and `skillbank gaps`."""
+    p.add_argument("--results-dir", required=True, metavar="DIR", help="evaluation results_dir (or a results.json), local or URL")
+
+
+def add_answer_format(p: Any) -> None:
+    """How a scorer reads the answers (the task, the answer format): `skillbank score` and `skillbank gaps`."""
+    from skillbank.scoring.answers import ANSWER_TYPES
+
+    p.add_argument("--task", choices=("", "its_directionality", "mcq"), default=None,
+                   help='task type (default: metrics.json\'s task_type, else "")')
+    p.add_argument("--answer-format", dest="answer_type", choices=ANSWER_TYPES, default=None,
+                   help="how responses hold the answer (default: metrics.json's answer_type, else short)")
+
+
+def add_output(p: Any) -> None:
+    """--out of a command that writes a model folder from a spec (export, quantize)."""
+    p.add_argument("--out", metavar="DIR", help="output folder (spec: output_dir)")
+
+
+def add_overwrite(p: Any) -> None:
+    p.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
+
+
+def add_quiet(p: Any) -> None:
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _range(text: str) -> tuple[str, tuple[float, float]]:
+    key, _, span = text.partition("=")
+    low, sep, high = span.partition(":")
+    try:
+        return key, (float(low), float(high))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--range wants KEY=MIN:MAX, got {text!r}") from None
+
+
+def _choices(text: str) -> tuple[str, list[str]]:
+    key, sep, values = text.partition("=")
+    if not sep or not values:
+        raise argparse.ArgumentTypeError(f"--choices wants KEY=A,B,..., got {text!r}")
+    return key, [v.strip() for v in values.split(",") if v.strip()]
+
+
+def parse_count(text: str) -> int:
+    """The --decode-sample / --probe-sample value: a count >= 0, or "all" (every video record)."""
+    from skillbank.preflight.decode import ALL
+
+    if text.strip().lower() == "all":
+        return ALL
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--decode-sample wants a count or 'all', got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("--decode-sample must be 0 or more (or 'all')")
+    return value
+
+
+def add_search_arguments(p: argparse.ArgumentParser, *, trials_flags: tuple[str, ...] = ("--max-trials",)) -> None:
+    """What a study searches and how: shared by `skillbank automl` and train's AutoML handoff."""
+    from skillbank.automl import ALGORITHMS, DEFAULT_ALGORITHM, DEFAULT_TRIALS
+
+    p.add_argument("--algorithm", choices=ALGORITHMS, default=DEFAULT_ALGORITHM, help="search algorithm (default: %(default)s)")
+    p.add_argument(*trials_flags, dest="max_trials", type=int, default=DEFAULT_TRIALS, metavar="N",
+                   help="finished (complete or pruned) trials of the study, baseline included (default: %(default)s)")
+    p.add_argument("--param", action="append", metavar="KEY", help="search these dotted keys instead of the schema's automl_default_parameters")
+    p.add_argument("--range", action="append", type=_range, default=[], metavar="KEY=MIN:MAX", help="override a search range")
+    p.add_argument("--choices", action="append", type=_choices, default=[], metavar="KEY=A,B", help="override enum choices")
+    p.add_argument("--study", metavar="NAME", help="study name (default: the spec file's stem)")
+
+
+DEFAULT_METRIC = "accuracy"
+
+
+def add_storage_argument(p: Any) -> None:
+    """--storage: shared by `skillbank automl` and `skillbank submit --action automl` (a managed worker per machine)."""
+    p.add_argument("--storage", metavar="URL", help="the study's SQLAlchemy URL (default: sqlite:///<study folder>/study.db, one machine); "
+                   "postgresql://USER@HOST:PORT/DB lets workers on many machines share the study (a password goes in ~/.pgpass or "
+                   "PGPASSWORD, not in the URL); a unix-socket URL (?host=/dir) reaches one machine only")
+
+
+def add_metric_argument(p: argparse.ArgumentParser) -> None:
+    """--metric: shared by `skillbank automl` and `skillbank submit --action automl`."""
+    p.add_argument("--metric", default=DEFAULT_METRIC, help="accuracy (default), f1 or balanced_accuracy (of each epoch's export on the validation set), or val_loss")
+
+
+def add_automl_arguments(p: argparse.ArgumentParser) -> None:
+    """Every flag of `skillbank automl` (train's AutoML handoff parses its defaults with them too)."""
+    from skillbank.training.backends import BACKEND_HELP, DEFAULT_BACKEND
+
+    add_skill(p, "model skill (default: %(default)s)", default=DEFAULT_SKILL)
+    p.add_argument("--action", choices=("train", "evaluate"), default="train",
+                   help="train: each trial trains (default); evaluate: prompt search, each trial evaluates --spec (an evaluate spec)")
+    add_spec(p, "base train spec (an evaluate spec with --action evaluate; from `skillbank spec`); "
+             "required except for --status / --delete-study with --storage or --out", metavar="FILE")
+    p.add_argument("--prompts", metavar="FILE", help="--action evaluate: system prompt candidates, one per line or a YAML list (null: the default); "
+                   "records opening with their own system turn keep it (counted in the plan and best_rec.json; a proxy set "
+                   "where every record does is refused)")
+    p.add_argument("--holdout", metavar="ANNOTATIONS[:MEDIA]", help="--action evaluate: held-out set the best trial and the baseline are evaluated on once")
+    add_search_arguments(p)
+    add_metric_argument(p)
+    p.add_argument("--direction", choices=("maximize", "minimize"), help="default: maximize accuracy, minimize val_loss")
+    add_storage_argument(p)
+    p.add_argument("--out", metavar="DIR", help="study folder (default: <results_dir>/automl/<study>)")
+    p.add_argument("--workers", type=int, default=1, metavar="K", help="trials at once on this machine (default: %(default)s)")
+    p.add_argument("--resume", action="store_true", help="continue an existing study: finished trials are kept, failed ones (and an unfinished baseline) "
+                   "run again, a --stop-study is lifted (joining a running study needs no --resume)")
+    p.add_argument("--allow-spec-change", action="store_true", help="join a study whose base spec differs from --spec (without it such a worker "
+                   "exits 2 naming the differing keys: its trials would differ in more than the searched values)")
+    p.add_argument("--seed", type=int, default=0, help="sampler seed (default: %(default)s)")
+    p.add_argument("--no-baseline", action="store_true", help="skip the baseline trial of the base spec")
+    add_backend(p, f"each trial's {BACKEND_HELP}", default=DEFAULT_BACKEND)
+    add_dry_run(p, "print the study plan and the start / resume commands; create and start nothing")
+    add_json(p, "print best_rec.json's content (the plan with --dry-run) as one JSON document")
+    live = p.add_argument_group("a running or finished study (the same --spec / --study / --out / --storage name it; "
+                                "--status and --delete-study need no spec: --study NAME with --storage URL or --out DIR)")
+    live.add_argument("--status", action="store_true", help="list every trial of the study: number, state, value, best so far, parameters "
+                      "(the user's units), retry_of, the worker (host:pid) that ran it, why it was pruned or failed; with --json one document "
+                      "(keys: study, storage, direction, metric, algorithm, max_trials, stopped, counts, best, workers, trials)")
+    live.add_argument("--stop-study", action="store_true", help="stop every worker of the study, on every machine (their running trials FAIL, "
+                      "run again on --resume); waits up to --wait seconds for them and prints which trials stopped; "
+                      "SIGTERM on one worker stops that worker only")
+    live.add_argument("--wait", type=float, default=60.0, metavar="S", help="--stop-study: seconds to wait for the running trials to stop (default: %(default)s; 0: do not wait)")
+    live.add_argument("--delete-study", action="store_true", help="delete the study and its trials from the storage (needs --yes; refused while "
+                      "trials run: --stop-study first); the study folder's files stay")
+    live.add_argument("--yes", action="store_true", help="confirm --delete-study")
+    live.add_argument("--dashboard", action="store_true", help="serve optuna-dashboard on the study's storage at http://127.0.0.1:PORT (this machine only; Ctrl-C ends it)")
+    live.add_argument("--port", type=int, default=8080, help="--dashboard's port (default: %(default)s)")
+
+
+PATH_MAP_HELP = ("LOCAL=REMOTE (repeatable): data and models are checked at LOCAL on this machine, every file written for the job "
+                 "names REMOTE (both absolute; the longest matching LOCAL wins)")
+
+
+def add_path_map(parser: Any) -> None:
+    """The one --path-map flag every command that plans for another machine takes."""
+    parser.add_argument("--path-map", dest="path_map", action="append", default=[], metavar="LOCAL=REMOTE", help=PATH_MAP_HELP)
+
+
+def spec_and_paths(spec_file: str, flags: list[str] | None, *, recorded_too: bool = True) -> tuple[Any, Any]:
+    """(the spec file read once: a LoadedSpec, the command's path map): the --path-map flags (a malformed
+    one is named before the spec is read) over the map the spec records when `recorded_too` (else the flags alone)."""
+    from skillbank.specification.io import LoadedSpec
+    from skillbank.specification.pathmap import PathMap
+
+    given = PathMap.parse(flags)
+    loaded = LoadedSpec.read(spec_file)
+    return loaded, loaded.recorded_map().with_flags(flags or ()) if recorded_too else given

@@ -1,0 +1,219 @@
+"""`skillbank rl`: GRPO after SFT (the rl action): the cosmos-rl TOML and launch command, or a run on this machine (--backend local)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from skillbank.commands.flags import (add_backend, add_dry_run, add_gpus_per_node, add_json, add_model_family,
+                                      add_spec, add_start_check, command_parser, DEFAULT_SKILL)
+from skillbank.errors import InputError
+from skillbank.training.backends import DEFAULT_BACKEND
+
+SKILL = DEFAULT_SKILL  # the skill whose action this command runs
+FIND_SCRIPT = 'import importlib.util as u; print(u.find_spec("skillbank.training.cosmos_rl.grpo_script").origin)'  # where the node has it
+DESCRIPTION = """\
+Reinforcement learning (GRPO) after SFT, from an rl spec
+(skillbank spec --skill tao-finetune-cosmos-reason --action rl --set start=<SFT run>/safetensors/step_N ...).
+
+--backend cosmos-rl (default; production, GPUs): preflight (spec and data must pass; GPUs, redis-server
+and the token are listed as "check on the node"), then a run folder <train.output_dir>/<YYYYmmddHHMMSS>/
+with cosmos_rl.toml, and the command that launches it on the training machine:
+
+  cosmos-rl --config <run>/cosmos_rl.toml --log-dir <run>/logs <skillbank>/training/cosmos_rl/grpo_script.py
+
+Nothing is launched. hf_model://owner/repo is written as the bare id (cosmos-rl downloads it).
+A checkpoint that only the training machine has (a path that does not exist here) is written as
+given, its family (which sets the data packer and the pixels per token) from --model-family, or from
+its config.json read at LOCAL with --path-map LOCAL=REMOTE, or from its name (Cosmos-Reason2, Qwen3-VL,
+...); the model check is then "check on the node". With --path-map every path in the TOML and the
+command is REMOTE, the prompts are read at LOCAL, and the run folder is created at LOCAL.
+To run it as a job (Slurm, Docker, this machine): skillbank submit --action rl --spec rl.yaml ...
+
+--backend local (this machine, CPU or one GPU): preflight, then GRPO in one process whose policy samples
+its own rollouts: train_batch_per_replica / rollout.n_generation prompts per policy step (the batch must
+be a multiple of n_generation), n_generation samples each at train_policy.temperature, the rewards,
+group-normalised advantages, cosmos-rl's clipped token-mean loss with kl_beta x KL to the starting
+weights, one optimizer step per policy step. A progress bar shows reward and KL; metrics.jsonl has
+reward_mean, reward_<name>, correct, kl, response_length, samples_per_s per step; a job record lands in
+<results_dir>/jobs/. --dry-run prints the plan and creates nothing; --resume continues the newest run.
+
+Both backends write checkpoints to <run>/checkpoints/step_N and exports to <run>/safetensors/step_N
+(evaluate reads those).
+
+Start check (both backends): when the start model is a local folder and torch is installed, 4 prompts
+are sampled from it, rollout.n_generation samples each, with the local GRPO code and rewards; when every
+group's rewards are equal (their advantages are 0: nothing to learn) a warning names the share of such
+groups ("start_check" in --json). A model over 2B parameters is sampled only where a GPU is visible;
+--no-start-check skips it.
+
+examples:
+  skillbank rl --spec rl.yaml                                   # cosmos-rl: the TOML and the launch command
+  skillbank rl --spec rl.yaml --backend local --dry-run         # local: the plan only
+  skillbank rl --spec rl.yaml --backend local                   # local: train
+  skillbank rl --spec rl.yaml --path-map /home/me=/lustre/me --model-family qwen3_vl   # the node's TOML
+  skillbank evaluate --run <train.output_dir>                   # then: every export of the newest run
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = command_parser(sub, "rl", DESCRIPTION)
+    add_spec(p, "rl spec file (YAML or JSON)", required=True)
+    add_backend(p, f"cosmos-rl: prepare the TOML and print the launch command (GPUs); local: run GRPO here, CPU or one GPU (default: {DEFAULT_BACKEND})", default=DEFAULT_BACKEND)
+    add_gpus_per_node(p, "GPUs the training machine has (policy + rollout GPUs must fit; cosmos-rl)")
+    add_dry_run(p, "local: print the plan (steps, prompts per step, run folder) and create nothing")
+    p.add_argument("--resume", action="store_true", help="local: continue the newest run of train.output_dir from its newest complete checkpoint")
+    from skillbank.commands.flags import add_path_map
+    add_path_map(p)
+    add_model_family(p, "cosmos-rl: the family of a starting checkpoint this machine cannot read (default: its config.json here, else its name)")
+    add_start_check(p, "skip the start check: by default, when the start model is a local folder and torch is installed, a few prompts "
+                        "(4 groups of rollout.n_generation samples) are sampled from it and scored, and a warning says when every "
+                        "group's rewards are equal (GRPO would learn nothing)")
+    add_json(p, "print one JSON object (progress goes to stderr)")
+    p.set_defaults(run=run)
+
+
+def node_specs(loaded: Any, paths: Any) -> tuple[Any, Any, list[str]]:
+    """(this machine's view, the node's view, notes) of an rl spec under a path map (the same spec twice without one)."""
+    from skillbank.specification.rl import RlSpec
+
+    if not paths:
+        spec = loaded.model(RlSpec)
+        return spec, spec, []
+    from skillbank.specification.validation import validate
+
+    local = paths.local(loaded.raw(), RlSpec)
+    paths.check_used(local, RlSpec)
+    remote, notes = paths.remote(local, RlSpec)
+    return validate(RlSpec, local, source=loaded.path), validate(RlSpec, remote, source=loaded.path), notes
+
+
+def prepare(loaded: Any, *, gpus_per_node: int | None = None, paths: Any = None, model_family: str | None = None,
+            start_check: bool = True) -> dict[str, Any]:
+    """Preflight, then the run folder and its TOML of the rl spec read once (a LoadedSpec); returns what the command prints."""
+    from skillbank.preflight.run import run_preflight
+    from skillbank.specification.pathmap import PathMap
+    from skillbank.training.cosmos_rl.family import node_family
+    from skillbank.training.cosmos_rl.grpo import build_grpo_toml
+    from skillbank.training.cosmos_rl.launch import GRPO_SCRIPT, RunLayout, resolve_model
+    from skillbank.training.cosmos_rl.toml import write_toml
+
+    paths = paths or PathMap()
+    here, spec, path_notes = node_specs(loaded, paths)
+    report = run_preflight(skill=SKILL, action="rl", spec=loaded, gpus_per_node=gpus_per_node, runs_on="node", start_check=start_check,
+                           **({"paths": paths} if paths else {}))
+    report.require_ok(skill=SKILL, action="rl", spec_path=loaded.path)
+    model, notes = resolve_model(spec.policy.model_name_or_path, dry_run=True)
+    family = node_family(model, here=paths.to_local(model) if model.startswith("/") else None, given=model_family)
+    try:
+        created = RunLayout.new(here.train.output_dir)  # the run folder, at LOCAL under a path map
+    except OSError as exc:
+        raise InputError(f"cannot create the run folder under train.output_dir {here.train.output_dir} here ({exc.strerror or exc})",
+                         where="train.output_dir", fix="map it to a folder of this machine with --path-map LOCAL=REMOTE, or set train.output_dir to one") from None
+    layout = RunLayout(created.run_id, Path(paths.to_remote(created.run_dir)) if paths else created.run_dir, created.run_dir)
+    built = build_grpo_toml(spec, model=model, family=family, run_dir=layout.run_dir, run_id=layout.run_id)
+    write_toml(layout.toml_path, built.data)
+    script: Any = GRPO_SCRIPT
+    if paths:  # the node's copy of the script: through the map, else looked up by the node's python
+        script = paths.to_remote(script) if paths.covered(script) else f"$(python -c '{FIND_SCRIPT}')"
+    node_toml = paths.to_remote(layout.toml_path) if paths else str(layout.toml_path)
+    summary = report.summary()
+    return {
+        "ok": True,
+        "run_dir": str(layout.run_dir),
+        "toml": str(layout.toml_path),
+        "command": ["cosmos-rl", "--config", node_toml, "--log-dir", str(layout.log_dir), str(script)],
+        "model": model,
+        "family": family.model_type,
+        "gpus": {"policy": built.policy_gpus, "rollout": built.rollout_gpus, "total": built.gpus},
+        "rewards": dict(spec.train.train_policy.reward_function),
+        "plan": report.stats.get("rl_plan"),
+        "start_check": report.stats.get("start_check"),
+        "warnings": [f"{f.where}: {f.message}" for f in report.warnings],
+        "check_on_node": summary["check_on_node"],
+        "path_map": paths.items(),
+        "notes": [*notes, *built.notes, *path_notes],
+    }
+
+
+def run_local(args: argparse.Namespace) -> int:
+    """Preflight (spec, data, and this machine), then GRPO here with a job record."""
+    from contextlib import nullcontext
+
+    from skillbank import procs
+    from skillbank.preflight.run import run_preflight
+    from skillbank.specification.io import LoadedSpec
+    from skillbank.specification.rl import RlSpec
+    from skillbank.training.local.grpo_launch import rl_local
+
+    log_stream = sys.stderr if args.json else sys.stdout
+
+    def log(line: str) -> None:
+        print(line, file=log_stream, flush=True)
+
+    loaded = LoadedSpec.read(args.spec)
+    spec = loaded.model(RlSpec)
+    report = run_preflight(skill=SKILL, action="rl", spec=loaded, backend="local", runs_on="here",
+                           start_check=not args.no_start_check)
+    report.require_ok(skill=SKILL, action="rl", spec_path=args.spec)
+    if report.stats.get("start_check"):
+        from skillbank.commands.preflight import start_check_line
+
+        log(start_check_line(report.stats["start_check"]))
+    for finding in report.warnings:
+        log(f"preflight warning: {finding.where}: {finding.message}")
+    job = None
+    if not args.dry_run:
+        from skillbank.training.jobrecord import JobRecord
+
+        job = JobRecord.start(action="rl", backend="local", spec_path=args.spec, argv=sys.argv, results_dir=spec.results_dir)
+        log(f"job record: {job.path}")
+    with procs.stop_on_signals(), job.tracking() if job is not None else nullcontext():
+        result = rl_local(spec, resume=args.resume, dry_run=args.dry_run, job=job, log=log, stdout=sys.stderr if args.json else None)
+    if args.json:
+        print(json.dumps({"ok": True, "backend": "local", "dry_run": args.dry_run, "job_record": str(job.path) if job else None,
+                          "warnings": [f"{f.where}: {f.message}" for f in report.warnings], "start_check": report.stats.get("start_check"), "result": result}, default=str))
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    from skillbank.commands.preflight import start_check_line
+
+    if args.backend == "local":
+        given = [flag for flag, value in (("--path-map", args.path_map), ("--model-family", args.model_family)) if value]
+        if given:
+            raise InputError(f"{given[0]} prepares a cosmos-rl run for another machine; --backend local runs here", where=given[0],
+                             fix="drop it, or use --backend cosmos-rl (or `skillbank submit --action rl --backend local --path-map ...`)")
+        return run_local(args)
+    if args.dry_run or args.resume:
+        raise InputError("--dry-run and --resume belong to --backend local: with cosmos-rl, skillbank rl launches nothing "
+                         "(it writes the TOML and prints the command; cosmos-rl resumes with train.resume in the TOML)",
+                         where="--dry-run" if args.dry_run else "--resume", fix="drop the flag, or add --backend local")
+    from skillbank.commands.flags import spec_and_paths
+
+    loaded, paths = spec_and_paths(args.spec, args.path_map)  # read once: the path map it records, both views, preflight
+    out = prepare(loaded, gpus_per_node=args.gpus_per_node, paths=paths, model_family=args.model_family, start_check=not args.no_start_check)
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    gpus = out["gpus"]
+    lines = [
+        "GRPO run prepared (nothing launched)",
+        f"  run folder : {out['run_dir']}",
+        f"  TOML       : {out['toml']}",
+        f"  model      : {out['model']} ({out['family']})",
+        f"  GPUs       : policy {gpus['policy']} + rollout {gpus['rollout']} = {gpus['total']}",
+        f"  rewards    : {', '.join(f'{k} x {v:g}' for k, v in out['rewards'].items())}",
+        *(f"  plan       : {k} {v}" for k, v in (out["plan"] or {}).items()),
+        *([f"  {start_check_line(out['start_check'])}"] if out["start_check"] else []),
+        *(f"  warning    : {w}" for w in out["warnings"]),
+        *(f"  on node    : {c}" for c in out["check_on_node"]),
+        *(f"  note       : {n}" for n in out["notes"]),
+        "launch on the training machine:",
+        "  " + " ".join(out["command"]),
+    ]
+    print("\n".join(lines))
+    return 0

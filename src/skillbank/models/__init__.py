@@ -1,0 +1,1 @@
+"""Models: what a model reference is made of (parameters counted from its config.json, the bundled configs)."""

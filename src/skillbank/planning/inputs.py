@@ -1,0 +1,73 @@
+"""What `skillbank plan` is asked (Inputs) and the figures every plan starts from: the model's config.json,
+the flags checked, the tokens per sample. planning.plan (train) and planning.rl (GRPO) both build on them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from skillbank.errors import InputError
+from skillbank.models.params import ModelConfig, bundled_repos, find_config
+from skillbank.planning import estimate as est
+from skillbank.planning import layouts, timing
+from skillbank.planning.tokens import Described, TokenFigures
+
+
+@dataclass(frozen=True)
+class Inputs:
+    spec: Any  # validated, as this machine reads it (path map and --set applied)
+    skill: str
+    action: str = "train"
+    nodes: int | None = None
+    gpus_per_node: int | None = None
+    gpu: str = "h100-80gb"
+    mfu: float = est.DEFAULT_MFU
+    trials: int = 1
+    decode_sample: int = 0  # preflight's --decode-sample: clips decoded to measure their lengths
+    described: Described | None = None
+    per_gpu_batch: str = "scaled"
+    rates: timing.Rates = field(default_factory=timing.Rates)
+    has_data: bool = True  # the spec names train annotations to read
+
+
+def model_config(spec: Any) -> ModelConfig:
+    value = spec.policy.model_name_or_path
+    config = find_config(value) if value.strip() else None
+    if config is None:
+        raise InputError(
+            f"no config.json found for the model {value!r} (not a local model folder, not in the local Hugging Face cache, and not one the bank ships)",
+            where="policy.model_name_or_path",
+            fix=f"point it at a local model folder with config.json, download the model into the hub cache, or plan with the architecture of one the bank "
+                f"ships: --set policy.model_name_or_path=ONE OF {', '.join(bundled_repos())}",
+        )
+    return config
+
+
+def check_inputs(inputs: Inputs) -> est.Gpu:
+    if inputs.gpu not in est.GPUS:
+        raise InputError(f"unknown GPU {inputs.gpu!r}", where="--gpu", fix=f"use one of: {', '.join(est.GPUS)}")
+    if not 0 < inputs.mfu <= 1:
+        raise InputError(f"--mfu must be in (0, 1] (got {inputs.mfu})", where="--mfu", fix="pass a fraction such as 0.3")
+    if inputs.per_gpu_batch not in layouts.PER_GPU_BATCH:
+        raise InputError(f"unknown --per-gpu-batch {inputs.per_gpu_batch!r}", where="--per-gpu-batch", fix=f"one of: {', '.join(layouts.PER_GPU_BATCH)}")
+    for name, value in vars(inputs.rates).items():
+        if not value > 0:
+            raise InputError(f"{name} must be positive (got {value})", where=f"--{name.replace('_', '-')}", fix="pass a positive number")
+    return est.GPUS[inputs.gpu]
+
+
+def token_figures(inputs: Inputs, config: ModelConfig) -> TokenFigures:
+    """From a description, the data (every clip probed), or, with neither, the vision budget (said)."""
+    from skillbank.planning import tokens
+
+    patch = int((config.data.get("vision_config") or {}).get("patch_size", 16))
+    budget = tokens.budget_of(inputs.spec, patch, inputs.action)
+    if inputs.described is not None:
+        return tokens.from_description(inputs.spec, inputs.described, budget, inputs.action)
+    if not inputs.has_data:
+        return tokens.no_data(inputs.spec, budget)
+    figures = tokens.from_data(inputs.spec, inputs.skill, inputs.action, decode_sample=inputs.decode_sample)
+    if not figures.tokens:
+        fallback = tokens.no_data(inputs.spec, budget)
+        figures.tokens, figures.assumptions = fallback.tokens, figures.assumptions + fallback.assumptions
+    return figures
