@@ -62,7 +62,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--request", default=None, help="the user's request in words (the router reads e.g. 'no HPO')")
     add_dry_run(p, "print the plan (command, ranks, run folder; on the AutoML route the study plan) and launch nothing; "
                    "plans for the machine that will train: spec and data must pass, HF_TOKEN / redis-server / GPUs / disk are listed as 'check on the node'; "
-                   "writes nothing but cosmos-rl's TOML in the job folder it prints (<results_dir>/jobs/<id>/)")
+                   "writes nothing but cosmos-rl's TOML in the job folder it prints (<results_dir>/jobs/<id>/); "
+                   "with cosmos-rl it prints the first training chat as the trainer gets it ('first chat :', every turn)")
     from skillbank.commands.flags import add_path_map
 
     add_path_map(p)
