@@ -597,6 +597,12 @@ def test_dry_run_writes_the_toml_and_prints_the_plan(tmp_path, monkeypatch):
     for blob in (text, toml_path.read_text(), json.dumps(job.updates)):
         assert SECRET not in blob
     assert not (run_dir / "logs").exists()  # nothing launched
+    # the first training chat, as the dataset script's --skillbank-check (the trainer's first item) has it
+    from skillbank.training.cosmos_rl.chats import check_document, read_config
+
+    [chat_line] = [line for line in said if line.startswith("  first chat : ")]
+    assert json.loads(chat_line.split(" : ", 1)[1]) == check_document(read_config(str(toml_path))["custom"])["first"]
+    assert f"--config {toml_path} --skillbank-check" in text
 
 
 def test_resume_from_a_checkpoint_is_a_path_in_the_toml_that_cosmos_accepts(cosmos, tmp_path):

@@ -80,8 +80,8 @@ def test_evaluate_writes_results_and_metrics(setup, tmp_path, capsys):
     assert code == 0
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     assert len(results) == 9
-    assert set(results[0]) == {"video_id", "question", "gt", "response", "answer", "correct", "family"}
-    assert results[0] == {"video_id": "val_00000", "question": setup["records"][0]["conversations"][0]["value"].split("\n", 1)[1],
+    assert set(results[0]) == {"video_id", "turn", "question", "gt", "response", "answer", "correct", "family"}
+    assert results[0] == {"video_id": "val_00000", "turn": 0, "question": setup["records"][0]["conversations"][0]["value"].split("\n", 1)[1],
                           "gt": "yes", "response": "yes", "answer": "yes", "correct": True, "family": "yes_no"}
     assert {r["response"] for r in results} == {"yes"}
     schema = json.loads((ROOT / "schemas" / "results.schema.json").read_text())
@@ -100,8 +100,8 @@ def test_evaluate_writes_results_and_metrics(setup, tmp_path, capsys):
     assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".")]  # atomic writes left no temp files
     # results.parquet beside it: the same rows in the same order, each record's video, a stamp gaps trusts
     parquet = pq.read_table(tmp_path / "out" / "results.parquet")
-    assert parquet.column_names == ["video_id", "question", "gt", "response", "answer", "correct", "family", "dataset", "video"]
-    assert [{k: v for k, v in r.items() if v is not None and k != "video"} for r in parquet.to_pylist()] == results
+    assert parquet.column_names == ["video_id", "question", "gt", "response", "answer", "correct", "family", "dataset", "turn", "video"]
+    assert [{k: int(v) if k == "turn" else v for k, v in r.items() if v is not None and k != "video"} for r in parquet.to_pylist()] == results
     assert parquet["video"].to_pylist() == [r["video"] for r in setup["records"]]
     stamp = json.loads(pq.read_metadata(tmp_path / "out" / "results.parquet").metadata[b"skillbank.results"])
     assert stamp["rows"] == 9 and stamp["annotations"]["path"] == str((setup["data"] / "annotations.json").resolve())

@@ -56,7 +56,8 @@ def test_failures_parquet_columns_labels_and_summary(tmp_path):
     assert {k: r["error_type"] for k, r in rows.items()} == {"v2": "FN", "v3": "FP", "v4": "FP", "v5": "FP"}
     assert rows["v4"]["answer"] is None and rows["v5"]["response"] is None  # unparseable: kept, answer null
     assert rows["v2"] == {"video_id": "v2", "media_path": f"{ann.parent}/videos/v2.mp4", "question": "Is it red?",
-                          "ground_truth": "yes", "response": "no", "answer": "no", "family": None, "error_type": "FN"}
+                          "ground_truth": "yes", "response": "no", "answer": "no", "family": None, "error_type": "FN",
+                          "turn": None}
     assert summary["total"] == 6 and summary["failures"] == 4
     assert summary["counts"] == {"FP": 3, "FN": 1} and summary["unparseable"] == 2
     assert summary["task"] == "yes_no" and (summary["task_type"], summary["answer_type"]) == ("", "short")

@@ -108,9 +108,10 @@ def test_unknown_fields_name_what_was_found_and_the_mapping(tmp_path: Path) -> N
 @pytest.mark.parametrize(
     ("reader", "row", "expected"),
     [
-        (engines.SKILLBANK, {"video_id": "v", "question": "q", "gt": "g", "response": "r", "family": "f", "dataset": "d", "answer": "x"}, ("v", "q", "g", "r", "f", "d")),
-        (engines.COSMOS_REASON1, reason1_row(0, "A", "B"), ("clip0.mp4", MCQ, "A", f"{THINK}<answer>\nB\n</answer>", None, "av")),
-        (engines.COSMOS_RL, cosmos_rl_row(0, "left", "left"), ("v0.mp4", None, "left", f"{THINK}<answer>left</answer>", None, "eval_set_name")),
+        (engines.SKILLBANK, {"video_id": "v", "question": "q", "gt": "g", "response": "r", "family": "f", "dataset": "d", "answer": "x", "turn": 2},
+         ("v", "q", "g", "r", "f", "d", "2")),
+        (engines.COSMOS_REASON1, reason1_row(0, "A", "B"), ("clip0.mp4", MCQ, "A", f"{THINK}<answer>\nB\n</answer>", None, "av", None)),
+        (engines.COSMOS_RL, cosmos_rl_row(0, "left", "left"), ("v0.mp4", None, "left", f"{THINK}<answer>left</answer>", None, "eval_set_name", None)),
     ],
     ids=lambda v: getattr(v, "name", ""),
 )

@@ -169,7 +169,7 @@ class EvalSession:
         from skillbank.evaluation.generate import PromptCache
 
         d = spec.dataset
-        data_key = (d.annotation_path, d.media_dir, spec.evaluation.limit, spec.task.type)
+        data_key = (d.annotation_path, d.media_dir, spec.evaluation.limit, spec.task.type, spec.evaluation.turns)  # turns: the items asked
         if data_key not in self.records:
             records = load_eval_records(spec)
             check_inputs(records, spec)
@@ -182,7 +182,7 @@ class EvalSession:
         doc = evaluate(spec, results_dir=results_dir, records=records, cache=cache, loaded=self.pool.get(spec), progress=False)
         self.seconds += time.perf_counter() - started
         self.evaluations += 1
-        self.samples += len(records)
+        self.samples += int(doc["num_samples"])  # scored turns
         return doc
 
 

@@ -15,7 +15,7 @@ or any results `skillbank score` reads (other engines' files, field sets recogni
 Each side is scored with the answer rules; task and answer format come from the metrics.json beside
 our results.json, else are detected as score does (a `choices` field or options in the questions: mcq).
 
-Items are joined on (video_id, question). A shared item whose reference answer differs, or an item
+Items are joined on (video_id, question, turn; turn 0 where absent). A shared item whose reference answer differs, or an item
 that appears twice on one side, is an error (exit 2) naming the item: the two are not the same test.
 Items only in one set are counted and named (only_in_a / only_in_b), not compared.
 

@@ -21,6 +21,13 @@ task.type "" is the general evaluator (yes/no binary metrics when every
 answer is yes/no, else exact match); "its_directionality" scores left/right/straight. Records with a
 `family` field also get per-family metrics.
 
+A multi-turn record is scored on every assistant turn that has a reference answer (evaluation.turns all,
+--turns all): turn k is asked with the conversation so far, the earlier turns' reference answers as the
+history (the chat training builds), and results.json gets one row per turn with its `turn` (0 the first);
+the summary, families and metrics.json count every turn, metrics.json "turns" gives each turn's accuracy.
+--turns first asks each record's first answer only. A warning says whenever turns are left out (first on
+multi-turn data, or a question without a reference answer).
+
 A model folder skillbank wrote holds skillbank_recipe.json (how it was trained: fps or frames,
 pixels, system prompt, answer format, model_type). Every vision and prompt setting the config leaves
 null comes from it, else from the default (user > recipe > default); a set value that differs from
@@ -76,6 +83,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = command_parser(sub, "evaluate", EVALUATE_DESCRIPTION, epilog=EVALUATE_EXAMPLES)
     p.add_argument("--config", metavar="FILE.toml", help="evaluate config (flat TOML, EvaluateSpec)")
     p.add_argument("--run", dest="run_dir", metavar="DIR", help="evaluate every safetensors/step_N of this training run")
+    p.add_argument("--turns", choices=("all", "first"), help="which answers of a multi-turn record are scored (evaluation.turns; default all: "
+                   "every assistant turn with a reference, asked with the conversation so far; first: the first answer only)")
     add_quiet(p)
     add_json(p, "print one JSON document (metrics, or best_checkpoint for --run)")
     p.set_defaults(run=run_evaluate)
@@ -108,8 +117,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if not args.config and not args.run_dir:
         raise InputError("nothing to evaluate", where="--config / --run", fix="pass --config FILE.toml, or --run DIR of a training run")
     spec = load_spec(args.config, EvaluateSpec) if args.config else None
+    if spec is not None and args.turns:
+        spec.evaluation.turns = args.turns
     if args.run_dir:  # (args.run is the CLI's command function)
-        doc = evaluate_run(args.run_dir, spec, progress=not args.quiet)
+        doc = evaluate_run(args.run_dir, spec, progress=not args.quiet, turns=args.turns)
         if args.json:
             print(json.dumps({"ok": True, **doc}, indent=2))
         else:
@@ -131,8 +142,19 @@ def run_evaluate(args: argparse.Namespace) -> int:
         print(f"{summary_line(doc, primary['name'], primary['value'])}; wrote {doc['results_dir']}/metrics.json")
         for line in family_lines(doc):
             print(f"  {line}")
+        for line in turn_lines(doc.get("turns") or {}):
+            print(f"  {line}")
         print(f"  {overlap_line(doc.get('training_overlap') or {})}")
     return 0
+
+
+def turn_lines(block: dict) -> list[str]:
+    """Each turn's accuracy, when more than the first was scored (metrics.json turns.per_turn)."""
+    per_turn = block.get("per_turn") or {}
+    if len(per_turn) < 2:
+        return []
+    return [f"turn {turn}: accuracy {t['accuracy']:.4f} [{t['ci95'][0]:.4f}, {t['ci95'][1]:.4f}] ({t['correct']}/{t['n']})"
+            for turn, t in per_turn.items()]
 
 
 def overlap_line(block: dict) -> str:

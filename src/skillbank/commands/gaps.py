@@ -15,7 +15,8 @@ directions and multiple choice read the label an answer starts with; else exact 
 normalisation), and write a parquet of the rows scored wrong, with columns video_id, media_path,
 question, ground_truth, response (raw), answer (as parsed; null when unparseable), family and
 error_type: FP / FN in a family whose answers are all yes/no ("yes" positive; an unparseable answer
-is FN when the truth is yes, FP when it is no), else mismatch. Unparseable answers are failures,
+is FN when the truth is yes, FP when it is no), else mismatch, and turn (the answer's index in a
+multi-turn record; null for results without it). Unparseable answers are failures,
 never dropped. NAME.summary.json beside it counts failures by error type, by family (and dataset)
 and unparseable answers. --task / --answer-format default to those recorded in the metrics.json
 beside results.json, else "" and short. --annotations joins each failing id to its video, under

@@ -63,7 +63,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_dry_run(p, "print the plan (command, ranks, run folder; on the AutoML route the study plan) and launch nothing; "
                    "plans for the machine that will train: spec and data must pass, HF_TOKEN / redis-server / GPUs / disk are listed as 'check on the node'; "
                    "writes nothing but cosmos-rl's TOML in the job folder it prints (<results_dir>/jobs/<id>/; a relative results_dir "
-                   "from the spec file's folder, never the current directory)")
+                   "from the spec file's folder, never the current directory); "
+                   "with cosmos-rl it prints the first training chat as the trainer gets it ('first chat :', every turn)")
     from skillbank.commands.flags import add_path_map
 
     add_path_map(p)

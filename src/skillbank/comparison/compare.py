@@ -3,7 +3,8 @@
 Each side is any results `skillbank score` reads (evaluate's results.json, a folder holding one, an
 `evaluate --run` folder, other engines' files), scored with the same answer rules and the same task /
 answer-format resolution as score (skillbank.evaluation.engines.resolve_scoring). The items are joined
-on (video_id, question) in one DuckDB session; a shared item whose reference answers differ (after the
+on (video_id, question, turn) in one DuckDB session (turn: the answer's index in a multi-turn record, 0
+where a side has none); a shared item whose reference answers differ (after the
 rules' normalisation) is an InputError naming it, as is an item that appears twice on one side: then
 the two sets are not the same test. Items only on one side are counted and named, never dropped silently.
 
@@ -99,7 +100,7 @@ def _score(con: Any, engines: Any, source: Any, where: str, label: str) -> Side:
         scored = answers.score_source(con, source.query(), scoring.task, scoring.answer_type, table=f"{table}_scored")
     raise_bad_truths(scored.bad_truths, scoring.task, where=source.where)
     con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT idx, coalesce(video_id, '') AS video_id, coalesce(question, '') AS question, "
-                f"gt, {answers.sql_normalize('gt')} AS ref, family, dataset, correct FROM ({scored.final})")
+                f"coalesce(turn, '0') AS turn, gt, {answers.sql_normalize('gt')} AS ref, family, dataset, correct FROM ({scored.final})")
     con.execute(f"DROP TABLE {table}_scored")
     return Side(label, where, source, scoring, table)
 
@@ -112,12 +113,12 @@ def _named(rows: list[tuple[Any, ...]]) -> str:
 def _check_pairs(con: Any, a: Side, b: Side) -> None:
     """InputError when a side repeats an item or a shared item's references differ (not the same test)."""
     for side in (a, b):
-        twice = con.execute(f"SELECT video_id, question FROM {side.table} GROUP BY ALL HAVING count(*) > 1 "
+        twice = con.execute(f"SELECT video_id, question FROM {side.table} GROUP BY video_id, question, turn HAVING count(*) > 1 "
                             f"ORDER BY min(idx) LIMIT {SHOWN + 1}").fetchall()
         if twice:
-            raise InputError(f"items appear more than once ({_named(twice)}): an item is one (video_id, question)",
+            raise InputError(f"items appear more than once ({_named(twice)}): an item is one (video_id, question, turn)",
                              where=f"{side.label} ({side.where})", fix="keep one result per item (one evaluation per results file)")
-    differ = con.execute(f"SELECT a.video_id, a.question, a.gt, b.gt FROM {a.table} a JOIN {b.table} b USING (video_id, question) "
+    differ = con.execute(f"SELECT a.video_id, a.question, a.gt, b.gt FROM {a.table} a JOIN {b.table} b USING (video_id, question, turn) "
                          f"WHERE a.ref <> b.ref ORDER BY a.idx LIMIT {SHOWN + 1}").fetchall()
     if differ:
         first = differ[0]
@@ -185,10 +186,10 @@ _COUNTS = ("count(*), count(*) FILTER (WHERE a_correct), count(*) FILTER (WHERE 
 def _document(con: Any, a: Side, b: Side) -> dict[str, Any]:
     con.execute(f"CREATE OR REPLACE TEMP TABLE cmp_pairs AS SELECT a.idx, a.video_id, a.question, coalesce(a.family, b.family) AS family, "
                 f"coalesce(a.dataset, b.dataset) AS dataset, a.correct AS a_correct, b.correct AS b_correct "
-                f"FROM {a.table} a JOIN {b.table} b USING (video_id, question)")
+                f"FROM {a.table} a JOIN {b.table} b USING (video_id, question, turn)")
     (n,) = con.execute("SELECT count(*) FROM cmp_pairs").fetchone()
     if not n:
-        raise InputError("A and B share no item (joined on video_id and question): they are evaluations of different sets",
+        raise InputError("A and B share no item (joined on video_id, question and turn): they are evaluations of different sets",
                          where=f"A ({a.where}) vs B ({b.where})", fix="compare two evaluations of the same annotations")
     group = _group_column(con)
     families = _families(con, group, "TRUE")
@@ -232,7 +233,7 @@ def _side_block(con: Any, side: Side) -> dict[str, Any]:
 
 
 def _only(con: Any, side: Side, other: Side) -> dict[str, Any]:
-    rows = con.execute(f"SELECT video_id, question FROM {side.table} s ANTI JOIN {other.table} o USING (video_id, question) "
+    rows = con.execute(f"SELECT video_id, question FROM {side.table} s ANTI JOIN {other.table} o USING (video_id, question, turn) "
                        "ORDER BY s.idx").fetchall()
     return {"count": len(rows), "items": [{"video_id": v, "question": q} for v, q in rows]}
 

@@ -70,12 +70,63 @@ def own_system_prompt(record: dict[str, Any]) -> str | None:
     return own
 
 
-def prompt_and_answer(record: dict[str, Any]) -> tuple[str, str]:
-    """The first human prompt (tags stripped) and the first answer after it."""
-    pairs = turns(record)
-    prompt = next((strip_media_tags(t) for r, t in pairs if r == "user"), "")
-    answer = next((t for r, t in pairs if r == "assistant"), "")
-    return prompt, answer
+def prompt_and_answer(record: dict[str, Any], turn: int = 0) -> tuple[str, str]:
+    """The question (tags stripped) and reference answer of assistant turn `turn` (see answer_turns;
+    -1: the last). Turn 0: the first human prompt and the first answer after it ("" when none)."""
+    if turn == 0:
+        pairs = turns(record)
+        prompt = next((strip_media_tags(t) for r, t in pairs if r == "user"), "")
+        answer = next((t for r, t in pairs if r == "assistant"), "")
+        return prompt, answer
+    return answer_turns(record)[turn]
+
+
+def answer_turns(record: dict[str, Any]) -> list[tuple[str, str]]:
+    """(question, reference answer) of each assistant turn in order: turn k is the k-th assistant turn,
+    its question the first human turn after the previous answer (tags stripped; "" when there is none)."""
+    out: list[tuple[str, str]] = []
+    question: str | None = None
+    for role, text in turns(record):
+        if role == "user" and question is None:
+            question = strip_media_tags(text)
+        elif role == "assistant":
+            out.append((question or "", text))
+            question = None
+    return out
+
+
+def unanswered(record: dict[str, Any]) -> int:
+    """Questions of the record with no reference answer: assistant turns left empty, plus a human turn
+    after the last answer (a question the data never answered)."""
+    empty = sum(1 for _, answer in answer_turns(record) if not answer.strip())
+    roles = [role for role, _ in turns(record) if role != "system"]
+    trailing = bool(roles) and roles[-1] == "user" and "assistant" in roles
+    return empty + trailing
+
+
+def through_turn(record: dict[str, Any], turn: int) -> dict[str, Any]:
+    """A copy of the record whose conversations end with the answer of assistant turn `turn`: the
+    conversation so far, the earlier turns' reference answers as its history (how training saw them).
+    Asked with turn=-1 (build_messages, prompt_and_answer), it is that turn's question."""
+    seen = -1
+    for i, (role, _) in enumerate(turns(record)):
+        seen += role == "assistant"
+        if seen == turn:
+            return {**record, "conversations": list(record["conversations"][: i + 1])}
+    raise IndexError(f"record {record.get('id', '?')} has no assistant turn {turn}")
+
+
+def question_position(record: dict[str, Any], turn: int = 0) -> int | None:
+    """Where (index in conversations) the question of assistant turn `turn` is (-1: the last answer's; a
+    record without answers: its first human turn); None when there is none."""
+    roles = [role for role, _ in turns(record)]
+    answers = [i for i, role in enumerate(roles) if role == "assistant"]
+    if answers:
+        end = answers[turn]
+        start = max((a for a in answers if a < end), default=-1) + 1
+    else:
+        start, end = 0, len(roles)
+    return next((i for i in range(start, end) if roles[i] == "user"), None)
 
 
 def video_entry(
@@ -108,12 +159,15 @@ def build_messages(
     max_pixels: int | None = None,
     min_pixels: int | None = None,
     with_answer: bool = True,
+    turn: int = 0,
 ) -> list[dict[str, Any]]:
     """The HF chat of one record: system, user [video, text], assistant (and any further turns).
 
     The system message is the record's own system turn when its conversations open with one (an empty
     one means no system message), else `system_prompt` (the run's); see own_system_prompt.
-    with_answer=False stops before the first assistant turn (the prompt for generation).
+    with_answer=False stops before the answer of assistant turn `turn` (the prompt for generation):
+    0, the first (GRPO's prompt); -1, the last (evaluate asks a record cut by through_turn), the earlier
+    turns' reference answers kept as the conversation so far, exactly as training sees them.
     """
     video = video_entry(
         video_path(record, media_path), fps=fps, nframes=nframes, total_pixels=total_pixels, max_pixels=max_pixels, min_pixels=min_pixels
@@ -124,10 +178,14 @@ def build_messages(
     if system:
         messages.append({"role": "system", "content": system})
     placed = False
-    for role, text in turns(record):
+    pairs = turns(record)
+    stop = turn % max(1, sum(role == "assistant" for role, _ in pairs)) if turn < 0 else turn
+    seen = -1
+    for role, text in pairs:
         if role == "system":
             continue
-        if role == "assistant" and not with_answer:
+        seen += role == "assistant"
+        if role == "assistant" and not with_answer and seen == stop:
             break
         if role == "user":
             content: list[dict[str, Any]] = []

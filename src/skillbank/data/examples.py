@@ -275,9 +275,9 @@ class ExampleBuilder:
         blob = json.dumps(record, sort_keys=True, ensure_ascii=False) + "|" + os.path.abspath(path) + "|" + stamp
         return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
-    def prompt_parts(self, record: dict[str, Any], *, generation: bool = False) -> tuple[str, Any, Any, dict[str, Any]]:
+    def prompt_parts(self, record: dict[str, Any], *, generation: bool = False, turn: int = 0) -> tuple[str, Any, Any, dict[str, Any]]:
         """What the processor gets for a record: the chat text (the whole chat for training, or with
-        generation=True the prompt up to the answer), the sampled frames [T, 3, H, W] (uint8), their
+        generation=True the prompt up to the answer of assistant turn `turn`: chat.build_messages), the sampled frames [T, 3, H, W] (uint8), their
         VideoMetadata and the processor's video keywords. An undecodable video raises video.DecodeError."""
         from transformers.video_utils import VideoMetadata
 
@@ -293,7 +293,7 @@ class ExampleBuilder:
         indices = pick(total, meta["fps"])
         messages = chat.build_messages(
             record, media_path=self.media_path, system_prompt=self.system_prompt, fps=self.vision.fps, nframes=self.vision.nframes,
-            with_answer=not generation,
+            with_answer=not generation, turn=turn,
         )
         text = self.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation)
         metadata = VideoMetadata(total_num_frames=total, fps=fps, duration=total / fps, frames_indices=indices)
@@ -301,10 +301,10 @@ class ExampleBuilder:
         size = {"shortest_edge": self.min_pixels * per_clip, "longest_edge": self.frame_pixels(len(indices)) * per_clip}
         return text, frames, metadata, {"do_sample_frames": False, "fps": len(indices) / total * fps, "size": size}
 
-    def model_inputs(self, record: dict[str, Any], *, generation: bool = False):
+    def model_inputs(self, record: dict[str, Any], *, generation: bool = False, turn: int = 0):
         """The processor's outputs (batch of one) for a record (see prompt_parts). Training and evaluation
         both come here, so they see the same frames, resolution and chat."""
-        text, frames, metadata, kwargs = self.prompt_parts(record, generation=generation)
+        text, frames, metadata, kwargs = self.prompt_parts(record, generation=generation, turn=turn)
         return self.processor(text=[text], videos=[frames], video_metadata=[metadata], return_tensors="pt", **kwargs)
 
     def process(self, record: dict[str, Any]) -> dict[str, Any]:

@@ -35,44 +35,48 @@ def check_videos(records: list[dict[str, Any]], media_path: str, *, where: str) 
         )
 
 
-def with_question_suffix(record: dict[str, Any], suffix: str) -> dict[str, Any]:
-    """A copy of the record whose first human turn ends with `suffix` (the input is not modified)."""
+def with_question_suffix(record: dict[str, Any], suffix: str, turn: int = 0) -> dict[str, Any]:
+    """A copy of the record whose question of assistant turn `turn` (chat.question_position: 0 the
+    first, -1 the last) ends with `suffix` (the input is not modified)."""
     if not suffix:
         return record
-    turns = [dict(turn) for turn in record.get("conversations", [])]
-    for turn in turns:
-        if chat.ROLES.get(str(turn.get("from", "")).lower()) == "user":
-            turn["value"] = str(turn.get("value", "")).rstrip() + suffix
-            break
+    at = chat.question_position(record, turn)
+    turns = [dict(t) for t in record.get("conversations", [])]
+    if at is not None:
+        turns[at]["value"] = str(turns[at].get("value", "")).rstrip() + suffix
     return {**record, "conversations": turns}
 
 
 class PromptBuilder:
     """Turns a record into the tensors of its generation prompt (no batch dimension).
 
-    question_suffix: appended to each record's question (Cosmos-Reason2's reasoning instruction).
+    question_suffix: appended to the asked question (Cosmos-Reason2's reasoning instruction).
+    turn: the assistant turn whose answer the prompt stops before (chat.build_messages): 0, the first
+    (GRPO, embeddings); -1, the last (evaluate, whose records chat.through_turn cut at the asked turn).
     """
 
     def __init__(
-        self, processor: Any, *, vision: VisionSettings, system_prompt: str, media_path: str | os.PathLike[str] = "", question_suffix: str = ""
+        self, processor: Any, *, vision: VisionSettings, system_prompt: str, media_path: str | os.PathLike[str] = "", question_suffix: str = "",
+        turn: int = 0,
     ) -> None:
         # the training builder owns the data path; no cache, nothing kept in memory
         self.examples = ExampleBuilder(
             processor, model_path="", vision=vision, system_prompt=system_prompt, media_path=media_path, cache_root=None, memory=False
         )
         self.question_suffix = question_suffix
+        self.turn = turn
 
     def parts(self, record: dict[str, Any]) -> tuple[str, Any, Any, dict[str, Any]]:
         """(chat text, sampled frames, their metadata, the processor's video keywords): an engine that runs
         the processor itself (vLLM) gets these."""
         try:
-            return self.examples.prompt_parts(with_question_suffix(record, self.question_suffix), generation=True)
+            return self.examples.prompt_parts(with_question_suffix(record, self.question_suffix, self.turn), generation=True, turn=self.turn)
         except video.DecodeError as exc:
             raise InputError(str(exc), where=f"record {record.get('id', '?')}", fix="re-encode or remove the video") from None
 
     def __call__(self, record: dict[str, Any]) -> dict[str, Any]:
         try:
-            out = self.examples.model_inputs(with_question_suffix(record, self.question_suffix), generation=True)
+            out = self.examples.model_inputs(with_question_suffix(record, self.question_suffix, self.turn), generation=True, turn=self.turn)
         except video.DecodeError as exc:
             raise InputError(str(exc), where=f"record {record.get('id', '?')}", fix="re-encode or remove the video") from None
         item = {

@@ -23,7 +23,7 @@ from skillbank.data.media import media_root
 from skillbank.data.records import load_records
 from skillbank.errors import InputError
 from skillbank.evaluation import overlap
-from skillbank.evaluation.metrics import check_ground_truths, metric_value, score_results
+from skillbank.evaluation.metrics import accuracy_interval, check_ground_truths, metric_value, score_results
 from skillbank.specification.evaluate import DEFAULT_FPS, EvaluateSpec
 from skillbank.specification.io import read_spec_file
 from skillbank.specification.validation import validate
@@ -52,17 +52,88 @@ def check_inputs(records: list[dict[str, Any]], spec: EvaluateSpec) -> None:
     from skillbank.data.prompts import check_videos
 
     check_videos(records, media_root(spec.dataset.media_dir, spec.dataset.annotation_path), where="dataset.media_dir")
-    questions, truths = zip(*(chat.prompt_and_answer(r) for r in records)) if records else ((), ())
+    items = turn_items(records, spec.evaluation.turns).items
+    if not items:
+        raise InputError(f"none of the {len(records)} records has a reference answer to score (every assistant turn is empty or missing)",
+                         where="dataset.annotation_path", fix="give each record a human question and a gpt answer; "
+                         "for answers of unlabelled clips use skillbank inference")
+    questions, truths = zip(*(chat.prompt_and_answer(r, -1) for r in items))
     check_ground_truths(list(truths), spec.task.type, list(questions))
 
 
-def result_rows(records: list[dict[str, Any]], responses: list[str]) -> list[dict[str, Any]]:
-    """results.json rows before scoring: {video_id, question, gt, response (raw)} (+ family, dataset
-    when the record has them); score_results adds answer and correct."""
+@dataclass
+class Turns:
+    """The items evaluate asks: one per scored assistant turn, each its record cut there
+    (chat.through_turn, asked with turn -1), and what was left out."""
+
+    items: list[dict[str, Any]]
+    turn: list[int]  # each item's turn index (0: the record's first answer)
+    records: int
+    multi_turn: int  # records with more than one answer
+    later: int  # answers of turn >= 1 with a reference, not asked (evaluation.turns first)
+    unanswered: int  # questions with no reference answer (empty assistant turn, or a question after the last answer)
+    unanswered_ids: list[str]
+
+    def warnings(self) -> list[str]:
+        out = []
+        if self.later:
+            out.append(f"evaluation.turns first: {self.later} later answer(s) of {self.multi_turn} multi-turn record(s) were not asked "
+                       "or scored (only each record's first answer was); evaluation.turns all (--turns all) scores every turn")
+        if self.unanswered:
+            shown = ", ".join(self.unanswered_ids[:SHOWN]) + (", ..." if len(self.unanswered_ids) > SHOWN else "")
+            out.append(f"{self.unanswered} question(s) have no reference answer (an empty gpt turn, or a human turn after the last answer) "
+                       f"and were not scored: records {shown}")
+        return out
+
+    def block(self, rows: list[dict[str, Any]], setting: str) -> dict[str, Any]:
+        """metrics.json `turns`: what was asked, and each turn's n, correct, accuracy and ci95 (Wilson; the
+        families count every turn)."""
+        per_turn: dict[str, dict[str, Any]] = {}
+        for row in rows:
+            entry = per_turn.setdefault(str(row["turn"]), {"n": 0, "correct": 0})
+            entry["n"] += 1
+            entry["correct"] += bool(row.get("correct"))
+        for entry in per_turn.values():
+            entry["accuracy"] = round(entry["correct"] / entry["n"], 4)
+            entry["ci95"] = accuracy_interval(entry["correct"], entry["n"])
+        return {"asked": setting, "records": self.records, "multi_turn_records": self.multi_turn, "scored": len(rows),
+                "per_turn": dict(sorted(per_turn.items(), key=lambda kv: int(kv[0]))),
+                "left_out": {"later_turns": self.later, "no_reference": self.unanswered}}
+
+
+SHOWN = 5
+
+
+def turn_items(records: list[dict[str, Any]], setting: str = "all") -> Turns:
+    """The turns evaluate asks (evaluation.turns "all": every assistant turn with a reference answer;
+    "first": the first answer only). Turn k is asked with the conversation so far, the earlier turns'
+    reference answers as the history, as training saw them (chat.through_turn)."""
+    items, index, multi, later, unanswered, ids = [], [], 0, 0, 0, []
+    for record in records:
+        answers = chat.answer_turns(record)
+        multi += len(answers) > 1
+        missing = chat.unanswered(record)
+        if missing:
+            unanswered += missing
+            ids.append(str(record.get("id", "?")))
+        for k, (_, reference) in enumerate(answers):
+            if not reference.strip():
+                continue  # counted in unanswered
+            if k and setting == "first":
+                later += 1
+            else:
+                items.append(chat.through_turn(record, k))
+                index.append(k)
+    return Turns(items, index, len(records), multi, later, unanswered, ids)
+
+
+def result_rows(items: list[dict[str, Any]], turns: list[int], responses: list[str]) -> list[dict[str, Any]]:
+    """results.json rows before scoring: {video_id, turn, question, gt, response (raw)} (+ family, dataset
+    when the record has them), one per asked turn (turn_items); score_results adds answer and correct."""
     rows = []
-    for record, response in zip(records, responses, strict=True):
-        question, answer = chat.prompt_and_answer(record)
-        row = {"video_id": str(record.get("id", "")), "question": question, "gt": answer, "response": response}
+    for record, turn, response in zip(items, turns, responses, strict=True):
+        question, answer = chat.prompt_and_answer(record, -1)
+        row = {"video_id": str(record.get("id", "")), "turn": turn, "question": question, "gt": answer, "response": response}
         for field in ("family", "dataset"):
             if record.get(field) is not None:
                 row[field] = record[field]
@@ -93,13 +164,14 @@ def evaluate(
         records = load_eval_records(spec)
         check_inputs(records, spec)
     records, overlap_block, cache = _training_overlap(spec, records, settings, cache)
+    turns = turn_items(records, spec.evaluation.turns)
     as_trained = settings.sources.get("dataset.system_prompt") == "recipe"  # the training prompt: asked exactly so, nothing appended
-    responses, generation, model_path, elapsed = generate_responses(spec, model_name, records, cache=cache, progress=progress, loaded=loaded,
-                                                                    as_trained=as_trained)
+    responses, generation, model_path, elapsed = generate_responses(spec, model_name, turns.items, cache=cache, progress=progress,
+                                                                    loaded=loaded, as_trained=as_trained)
     lengths = generation.pop("lengths", None)
-    rows, report = score_results(result_rows(records, responses), spec.task.type, spec.evaluation.answer_type)
+    rows, report = score_results(result_rows(turns.items, turns.turn, responses), spec.task.type, spec.evaluation.answer_type)
     diagnosis = _unparseable(rows, report, spec, settings, lengths, generation)  # None, or why most answers are unreadable
-    asked = len(rows) + (overlap_block["count"] if overlap_block["excluded"] else 0)  # the set before any exclusion
+    asked = len(records) + (overlap_block["count"] if overlap_block["excluded"] else 0)  # the records before any exclusion
     name, value = metric_value(report, spec.metrics.primary)
     document = {
         **report,
@@ -117,13 +189,14 @@ def evaluate(
         "recipe": settings.recipe_path,
         "settings_from": settings.sources,
         "training_overlap": overlap.public(overlap_block),
+        "turns": turns.block(rows, spec.evaluation.turns),
         "diagnosis": diagnosis,
-        "warnings": [*settings.warnings, *generation.pop("warnings", []), *overlap.warnings(overlap_block, asked),
+        "warnings": [*settings.warnings, *turns.warnings(), *generation.pop("warnings", []), *overlap.warnings(overlap_block, asked),
                      *(c["text"] for c in (diagnosis or {}).get("causes", [])),
                      *report.get("warnings", [])],
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
-    write_outputs(out_dir, rows, [r.get("video") for r in records], document, spec)
+    write_outputs(out_dir, rows, [r.get("video") for r in turns.items], document, spec)
     document["results_dir"] = str(out_dir)
     return document
 
@@ -256,7 +329,8 @@ def _prompt_builder(spec: EvaluateSpec, processor: Any, model_type: str, *, as_t
     v = spec.vision
     vision = VisionSettings(fps=v.fps, nframes=v.num_frames, total_pixels=v.total_pixels, max_pixels=v.max_pixels)
     media = media_root(spec.dataset.media_dir, spec.dataset.annotation_path)
-    return PromptBuilder(processor, vision=vision, system_prompt=system, media_path=media, question_suffix=suffix), system, suffix, family
+    builder = PromptBuilder(processor, vision=vision, system_prompt=system, media_path=media, question_suffix=suffix, turn=-1)  # turn_items' cut records
+    return builder, system, suffix, family
 
 
 def _transformers_engine(spec: EvaluateSpec, model_name: str, records: list[dict[str, Any]], *, cache: Any, progress: bool,
@@ -323,7 +397,7 @@ def generate_responses(spec: EvaluateSpec, model_name: str, records: list[dict[s
         engine = _vllm_engine(spec, model_name, records, progress=progress, as_trained=as_trained)
     else:
         engine = _transformers_engine(spec, model_name, records, cache=cache, progress=progress, loaded=loaded, as_trained=as_trained)
-    asked = [chat.prompt_and_answer(r) for r in records]
+    asked = [chat.prompt_and_answer(r, -1) for r in records]
 
     def flagged(responses: list[str]) -> list[int]:
         rows = [{"question": q, "gt": gt, "response": response} for (q, gt), response in zip(asked, responses, strict=True)]
@@ -400,14 +474,17 @@ def spec_from_run(run_dir: Path, *, results_dir: str | Path | None = None, prima
                              train_if_no_val=train_if_no_val, base_model=str((data.get("policy") or {}).get("model_name_or_path") or ""))
 
 
-def evaluate_run(run: str | Path, spec: EvaluateSpec | None = None, *, progress: bool = True) -> dict[str, Any]:
-    """Evaluate every safetensors/step_N of a run; write best_checkpoint.json; return it."""
+def evaluate_run(run: str | Path, spec: EvaluateSpec | None = None, *, progress: bool = True, turns: str | None = None) -> dict[str, Any]:
+    """Evaluate every safetensors/step_N of a run; write best_checkpoint.json; return it.
+    `turns` (--turns) overrides the spec's evaluation.turns."""
     from skillbank.data.examples import processor_fingerprint
     from skillbank.evaluation.generate import PromptCache
 
     run_dir = find_run_dir(run)
     steps = [(step, layout.safetensors_dir(run_dir, step)) for step in layout.list_safetensors_steps(run_dir)]
     spec = spec or spec_from_run(run_dir)
+    if turns:
+        spec.evaluation.turns = turns  # type: ignore[assignment]
     root = Path(spec.results_dir)
     records = load_eval_records(spec)
     check_inputs(records, spec)

@@ -5,8 +5,9 @@ results.parquet holds the same rows in the same order as columns, which `skillba
 fraction of the time JSON takes to parse, plus each record's `video` as its annotations write it, so
 gap analysis against the same annotations file needs not read that file at all.
 
-Columns: video_id, question, gt, response, answer, family, dataset, video (text; null where absent; a
-record with several clips has its list as JSON text) and correct (boolean). Its key-value metadata
+Columns: video_id, question, gt, response, answer, family, dataset, turn (the answer's index in a
+multi-turn record, as text: "0" the first), video (text; null where absent; a record with several clips
+has its list as JSON text) and correct (boolean). Its key-value metadata
 `skillbank.results` (JSON) is the stamp a reader checks: format, rows, the size and mtime results.json
 had when the parquet was written, the annotations file the records came from (absolute path, size,
 mtime; null when unknown), task_type and answer_type.
@@ -29,8 +30,8 @@ from typing import Any
 
 PARQUET = "results.parquet"
 STAMP_KEY = "skillbank.results"
-FORMAT = 1
-TEXT = ("video_id", "question", "gt", "response", "answer", "family", "dataset")
+FORMAT = 2  # 2: the turn column
+TEXT = ("video_id", "question", "gt", "response", "answer", "family", "dataset", "turn")
 COLUMNS = (*TEXT[:5], "correct", *TEXT[5:], "video")
 COMPRESSION = "zstd, COMPRESSION_LEVEL 1"
 
@@ -141,5 +142,5 @@ def source_sql(path: str) -> str:
     """A query of the parquet's rows in file order: idx, the scoring fields (answers.FIELDS) and video."""
     from skillbank.evaluation.results import sql_literal
 
-    return ("SELECT file_row_number AS idx, video_id, question, gt, response, family, dataset, video "
+    return ("SELECT file_row_number AS idx, video_id, question, gt, response, family, dataset, turn, video "
             f"FROM read_parquet({sql_literal(path)}, file_row_number = true)")

@@ -44,7 +44,8 @@ from skillbank.evaluation.results import (
     write_json,
 )
 
-COLUMNS = ("video_id", "media_path", "question", "ground_truth", "response", "answer", "family", "error_type")
+COLUMNS = ("video_id", "media_path", "question", "ground_truth", "response", "answer", "family", "error_type", "turn")  # turn: the
+# answer's index in a multi-turn record (evaluate's results.json; "0" the first, null from results without it)
 T = TypeVar("T")
 COMPRESSION = "zstd, COMPRESSION_LEVEL 1"  # half the size of snappy; level 1 writes in 60% of the default's time, no larger
 WHOLE_PART = 64 << 20  # parts of a large file (nothing is read back here: as few as keep every thread busy)
@@ -172,7 +173,7 @@ def analyze_gaps(
             video, join = "m.video", "LEFT JOIN gaps_media m ON m.id = f.video_id"
     media = _media_sql(video, media_root or "") if annotations else "NULL::VARCHAR"
     query = (f"SELECT f.video_id, {media} AS media_path, f.question, f.gt AS ground_truth, f.response, f.answer, f.family, "
-             f"{ERROR_TYPE} AS error_type FROM ({failures}) f {join} ORDER BY f.idx")
+             f"{ERROR_TYPE} AS error_type, f.turn FROM ({failures}) f {join} ORDER BY f.idx")
     typed = con.execute(f"SELECT family, dataset, {ERROR_TYPE} AS error_type, sum(n)::BIGINT FROM ({failing}) GROUP BY ALL").fetchall()
     summary = {
         "results_json": results_json,

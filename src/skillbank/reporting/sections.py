@@ -315,7 +315,7 @@ def recipe(run: RunInputs | None, evals: list[EvalInputs], base: EvalInputs | No
 
 # ---- comparison ----------------------------------------------------------------------------------------------
 
-COMPARISON_NEEDS = ("--base DIR and an --eval, or two --eval folders (their items joined on video_id and question: "
+COMPARISON_NEEDS = ("--base DIR and an --eval, or two --eval folders (their items joined on video_id, question and turn: "
                     "`skillbank compare A B`)")
 
 

@@ -51,7 +51,8 @@ YES, NO = "yes", "no"
 YES_NO = (YES, NO)
 DIRECTIONS = ("left", "right", "straight")
 UNPARSEABLE = "unparseable"
-FIELDS = ("video_id", "question", "gt", "response", "family", "dataset")  # what scoring reads of a results row
+FIELDS = ("video_id", "question", "gt", "response", "family", "dataset", "turn")  # what scoring reads of a results row (turn: evaluate's
+# index of the answer in a multi-turn record, 0 the first; absent: 0)
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 _SEP = r"(?: ?/ ?| or | and |[,.;] ?)"  # between two labels that an answer names "both"
@@ -207,8 +208,9 @@ def rules_sql(source: str, task_type: str) -> str:
 
 def rowwise_sql(source: str, task_type: str, answer_type: str) -> str:
     """Rules 1-6 on each row of `source` (FIELDS, VARCHAR): dataset, family, truth, label, text (see
-    rules_sql) and the text columns (video_id, question, gt, response, extracted)."""
-    return f"SELECT dataset, family, truth, label, text, video_id, question, gt, response, extracted FROM ({rules_sql(_extracted(source, answer_type), task_type)})"
+    rules_sql) and the text columns (video_id, question, gt, response, extracted, turn)."""
+    return (f"SELECT dataset, family, truth, label, text, video_id, question, gt, response, extracted, turn "
+            f"FROM ({rules_sql(_extracted(source, answer_type), task_type)})")
 
 
 def _extracted(source: str, answer_type: str) -> str:

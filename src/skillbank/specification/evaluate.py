@@ -79,6 +79,7 @@ class EvaluationSpec(Section):
     batch_size: int = param(8, "Samples per batched generate call (transformers engine).", ge=1)
     seed: int = param(1, "Seed for sampling (greedy decoding ignores it); retry pass k uses seed + k.", ge=0)
     limit: int | None = param(None, "Evaluate only the first N records (smoke tests).", ge=1)
+    turns: Literal["all", "first"] = param("all", "Which answers of a multi-turn record are asked and scored: \"all\", every assistant turn that has a reference answer, turn k asked with the conversation so far (the earlier turns' reference answers as the history, as training saw them), one results.json row per turn with its `turn` (0 the first); \"first\", the first answer only (as GRPO does). A warning says whenever turns are left out (first on multi-turn data, or a question without a reference answer). `skillbank evaluate --turns` overrides it.")
     exclude_training_overlap: bool = param(False, "Leave out of the scores (and results.json) every item that shares content with the model's training data (its recipe's training_data: the same clip bytes, or the same question and answer about a clip): metrics.json training_overlap lists them either way, and says so when the training data is not on this machine.")
 
 

@@ -144,6 +144,10 @@ def train_cosmos_rl(
     log(f"  {monitor.where_to_look(layout.run_dir)[0]}")  # wandb, when logging.logger has it, is cosmos-rl's own
     fields = {"backend": "cosmos-rl", "spec": str(spec_path), "argv": plan.argv, **layout.paths()}
     if dry_run:
+        from skillbank.training.cosmos_rl.chats import dry_run_lines
+
+        for line in dry_run_lines(layout.toml_path):
+            log(f"  {line}")
         _update(job, status="dry_run", **fields)
         return 0
     watcher = LogWatcher(  # before the launch: its TensorBoard writer imports torch, seconds in which a signal would find no launcher to stop

@@ -27,38 +27,13 @@ from typing import Any  # noqa: E402
 
 from torch.utils.data import Dataset  # noqa: E402
 
-from skillbank.data.chat import build_messages  # noqa: E402
-from skillbank.data.records import load_records  # noqa: E402
+from skillbank.training.cosmos_rl.chats import LlavaChats, check_document, read_config  # noqa: E402,F401 (read_config: grpo_script's)
 from skillbank.training.cosmos_rl.family import FAMILIES, ModelFamily  # noqa: E402
 
 
-class LlavaChatDataset(Dataset):
-    """LLaVA records served as chats (skillbank.data.chat, the mapping both backends share).
-    A torch Dataset: cosmos-rl splits a validation set off only those."""
-
-    def __init__(self, records: Sequence[Mapping[str, Any]], *, media_path: str, system_prompt: str, vision: Mapping[str, Any]):
-        self.records = records
-        self.media_path = media_path
-        self.system_prompt = system_prompt
-        self.vision = dict(vision)
-
-    @classmethod
-    def from_custom(cls, custom: Mapping[str, Any], split: str = "train_dataset") -> LlavaChatDataset:
-        """From the TOML's `custom` table; split is "train_dataset" or "val_dataset"."""
-        paths = custom[split]
-        return cls(
-            load_records(paths["annotation_path"]),
-            media_path=paths.get("media_path", ""),
-            system_prompt=custom.get("system_prompt", ""),
-            vision=custom.get("vision", {}),
-        )
-
-    def __len__(self) -> int:
-        return len(self.records)
-
-    def __getitem__(self, idx: int) -> list[dict[str, Any]]:
-        # vision: fps | nframes, total_pixels, max_pixels as the TOML's custom.vision has them
-        return build_messages(self.records[idx], media_path=self.media_path, system_prompt=self.system_prompt, **self.vision)
+class LlavaChatDataset(LlavaChats, Dataset):
+    """The trainer's dataset: LlavaChats' items (chats.py, torch-free, what --skillbank-check and
+    `skillbank train --dry-run` print) as a torch Dataset: cosmos-rl splits a validation set off only those."""
 
 
 def datasets(custom: Mapping[str, Any]) -> tuple[LlavaChatDataset, LlavaChatDataset | None]:
@@ -96,20 +71,13 @@ def parse_args(argv: Sequence[str] | None = None, *, check: str = "print the fir
     return parser.parse_args(argv)
 
 
-def read_config(config_path: str) -> dict[str, Any]:
-    import toml  # what cosmos-rl itself reads its config with
-
-    with open(config_path, encoding="utf-8") as f:
-        return toml.load(f)
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     custom = read_config(args.config).get("custom", {})
-    train, val = datasets(custom)
     if args.skillbank_check:
-        print(json.dumps({"family": custom["model_family"], "train": len(train), "val": len(val) if val else None, "first": train[0]}))
+        print(json.dumps(check_document(custom)))
         return
+    train, val = datasets(custom)
     from cosmos_rl.launcher.worker_entry import main as worker_main
 
     packer = packer_class(family(custom))

@@ -253,6 +253,8 @@ def train_local(
     for line in [*monitor.where_to_look(plan.run_dir, spec.logging.logger), *(f"upload     : {n}" for n in upload.credential_notes(spec))]:
         log(f"  {line}")
     if dry_run:
+        log("  first chat : the local backend builds the chat cosmos-rl's trainer gets (skillbank.data.chat; the pixel budget goes to "
+            "the processor, not the video entry): `skillbank train --backend cosmos-rl --dry-run` prints the first one")
         return {"dry_run": True, **plan.to_dict()}
     run_dir = plan.run_dir
     launch(plan, spec, job=job, stdout=stdout, log=log, name="local training", process="torchrun")
