@@ -337,3 +337,39 @@ def test_the_guard_passes_on_signals_and_exit_codes(tmp_path):
     assert proc.poll() is None
     proc.terminate()
     assert proc.wait(timeout=30) == -signal.SIGTERM
+
+
+# Counts the SIGTERMs it gets (a line each in argv[1]) and ends 2 s after the first, as torchrun stops
+# its ranks before it exits: a second SIGTERM meanwhile is what printed torchrun's traceback.
+COUNTS_TERMS = textwrap.dedent(
+    """\
+    import signal, sys, time
+    ends = []
+    def on_term(signum, frame):
+        with open(sys.argv[1], "a") as f:
+            f.write("SIGTERM\\n")
+        ends.append(time.monotonic() + 2.0)
+    signal.signal(signal.SIGTERM, on_term)
+    print("up", flush=True)
+    while not ends or time.monotonic() < ends[0]:
+        time.sleep(0.01)
+    """
+)
+
+
+def test_a_process_is_asked_to_stop_once_whoever_stops_its_tree(tmp_path):
+    """A tree stop, the stopper's own cleanup stopping the tree again, and another skillbank process (the
+    nested command that the same stop reached) stopping it too: one SIGTERM in all."""
+    counts = tmp_path / "terms.txt"
+    proc = subprocess.Popen([sys.executable, "-c", COUNTS_TERMS, str(counts)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "up"
+        target = psutil.Process(proc.pid)
+        procs.terminate([target])
+        procs.terminate([target])
+        other = f"import psutil; from skillbank import procs; procs.terminate([psutil.Process({proc.pid})])"
+        subprocess.run([sys.executable, "-c", other], check=True)
+        procs.stop(proc.pid, grace_s=10)
+        assert proc.wait(timeout=10) == 0 and counts.read_text() == "SIGTERM\n"
+    finally:
+        proc.kill()

@@ -12,10 +12,13 @@ weakref callback or a `__del__` included, where Python prints "Exception ignored
 lost stop: a worker that exited 1 instead of 143). The signal is only recorded (Python's C-level
 handler writes its number to a self-pipe, `signal.set_wakeup_fd`); a thread reading that pipe marks
 the stop (`stop_requested()`, `STOPPING`) and sends every descendant SIGTERM (SIGKILL on a second
-signal) at once. The command acts at its safe points: `raise_if_stopped()` raises `Interrupted` (a
-KeyboardInterrupt) there, in code that expects it: `wait(proc)` instead of `proc.wait()`, `start()`
-(a stopping process starts nothing new), the cosmos-rl log watcher's loop, each generation batch, a
-study's trial loop; and when the block ends. Each launcher's own cleanup and the job record's
+signal) at once. Each process is asked to stop once: SIGTERM goes only to those no skillbank process
+sent it before (a claim per process, `terminate`), so the stopper's own cleanup, a nested command that
+a tree stop reached (it stops its own tree too) and the guards add none (a second one lands in torchrun's
+shutdown, and means "kill now" to skillbank). The command acts at its safe points: `raise_if_stopped()`
+raises `Interrupted` (a KeyboardInterrupt) there, in code that expects it: `wait(proc)` instead of
+`proc.wait()`, `start()` (a stopping process starts nothing new), the cosmos-rl log watcher's loop,
+each generation batch, a study's trial loop; and when the block ends. Each launcher's own cleanup and the job record's
 "cancelled" then run as for Ctrl-C.
 
 No orphans, however skillbank dies: every trainer, torchrun or cosmos-rl launcher starts through
@@ -166,9 +169,56 @@ def resume(pid: int) -> list[Any]:
 
 def terminate(procs: list[Any]) -> None:
     """SIGTERM, then SIGCONT, to each: a paused process acts on the pending SIGTERM as it continues
-    (and runs no step of its work first); one that was running ignores the SIGCONT."""
-    _send(procs, signal.SIGTERM)
+    (and runs no step of its work first); one that was running ignores the SIGCONT. SIGTERM goes only
+    to those no skillbank process sent it before (`_claim_stops`): a stop is asked once."""
+    _send(_claim_stops(procs), signal.SIGTERM)
     _send(procs, signal.SIGCONT)
+
+
+def _claim_stops(procs: list[Any]) -> list[Any]:
+    """Those of `procs` (guards aside) whose one SIGTERM this process claims: no skillbank process (this
+    one or another) asked them to stop before. A tree stop reaches every process of the tree, a nested
+    command's included; that command stops its own tree when its SIGTERM arrives, and the stopper's
+    cleanup stops the tree once more: without the claim torchrun got two or three SIGTERMs (one that
+    lands in its shutdown prints a traceback into the run's log) and a paused trial's `skillbank train`
+    a second one, which means "kill now". A claim is a file named by pid and start time (a reused pid
+    is another process), created exclusively in a folder of this user's; one that cannot be written
+    leaves the signal to be sent."""
+    import psutil
+    import tempfile
+
+    folder = Path(tempfile.gettempdir()) / f"skillbank-stops-{os.getuid()}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        _forget_gone(folder)
+    except OSError:
+        pass
+    claimed = []
+    for proc in procs:
+        if is_guard(proc):
+            continue
+        try:
+            os.close(os.open(folder / f"{proc.pid}-{proc.create_time():.2f}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except (FileExistsError, psutil.Error):
+            continue  # asked before, or gone
+        except OSError:
+            pass
+        claimed.append(proc)
+    return claimed
+
+
+def _forget_gone(folder: Path) -> None:
+    """Remove the claims of processes that are gone (their pid free, or another process's)."""
+    import psutil
+
+    for path in folder.iterdir():
+        pid, _, started = path.name.partition("-")
+        try:
+            if f"{psutil.Process(int(pid)).create_time():.2f}" == started:
+                continue
+        except (psutil.Error, ValueError):
+            pass
+        path.unlink(missing_ok=True)
 
 
 def kill(procs: list[Any]) -> None:
