@@ -171,14 +171,23 @@ class GrpoSampler:
 
     def rollouts(self, indices: list[int]) -> tuple[list[dict[str, Any]], list[Any], list[str]]:
         """n_generation samples per prompt: (prompt item per sample, completion token ids per sample, texts)."""
+        completions, _ = self.sample(indices)
+        texts = [t.strip() for t in self.tokenizer.batch_decode(completions, skip_special_tokens=True)]
+        g = self.spec.rollout.n_generation
+        return [self._prompt(i) for i in indices for _ in range(g)], completions, texts
+
+    def sample(self, indices: list[int], *, max_new_tokens: int | None = None, max_time: float | None = None) -> tuple[list[Any], list[bool]]:
+        """n_generation samples per prompt of `indices`, rollout.batch_size prompts per generate call, at most
+        `max_new_tokens` (default rollout.max_response_length) each, every call stopped after `max_time`
+        seconds when given: (completion token ids, the EOS kept; whether each sample ended with an EOS)."""
         import torch
 
         from skillbank.data.prompts import collate_left
 
         g, per_call = self.spec.rollout.n_generation, self.spec.rollout.batch_size
         items = [self._prompt(i) for i in indices]
-        eos = set(self._eos_ids())
-        completions = []
+        eos = torch.tensor(self._eos_ids(), dtype=torch.long)
+        completions, ended = [], []
         self.model.eval()
         for start in range(0, len(items), per_call):  # rollout.batch_size prompts per generate call
             # each prompt repeated n_generation times (not num_return_sequences: Qwen3-VL's expansion of video
@@ -189,17 +198,17 @@ class GrpoSampler:
             with torch.inference_mode(), self._autocast():
                 out = self.model.generate(
                     **batch, do_sample=True, temperature=self.spec.train.train_policy.temperature, top_p=1.0, top_k=0,
-                    max_new_tokens=self.spec.rollout.max_response_length, use_cache=True, pad_token_id=self.pad_id,
-                    suppress_tokens=self.placeholders or None,
+                    max_new_tokens=max_new_tokens or self.spec.rollout.max_response_length, use_cache=True, pad_token_id=self.pad_id,
+                    suppress_tokens=self.placeholders or None, eos_token_id=eos.tolist(), max_time=max_time,
                 )
-            for row in out[:, batch["input_ids"].shape[1] :].cpu():
-                ids = row.tolist()
-                cut = next((k + 1 for k, t in enumerate(ids) if t in eos), len(ids))  # keep the EOS: its probability is trained too
-                completions.append(torch.tensor(ids[:cut], dtype=torch.long))
+            new = out[:, batch["input_ids"].shape[1] :].cpu()
+            hit = torch.isin(new, eos)  # generate pads a finished row after its EOS: cut after the first one
+            has = hit.any(dim=1)
+            lengths = torch.where(has, hit.int().argmax(dim=1) + 1, new.shape[1]).tolist()
+            completions += [row[:n].clone() for row, n in zip(new, lengths)]  # keep the EOS: its probability is trained too
+            ended += has.tolist()
         self.model.train()
-        texts = [t.strip() for t in self.tokenizer.batch_decode(completions, skip_special_tokens=True)]
-        per_sample = [item for item in items for _ in range(g)]
-        return per_sample, completions, texts
+        return completions, ended
 
     def _eos_ids(self) -> list[int]:
         ids = self.model.generation_config.eos_token_id
