@@ -67,7 +67,20 @@ def add_model_family(p: Any, help: str) -> None:
 
 
 def add_start_check(p: Any, help: str) -> None:
-    p.add_argument("--no-start-check", action="store_true", help=help)
+    """--start-check bounded|full|off (rl's GRPO start check, training.local.grpo_start) and --no-start-check (= off)."""
+    from skillbank.training.local.grpo_start import MODES, START_CHECK_PROMPTS, START_CHECK_SECONDS, START_CHECK_TOKENS
+
+    p.add_argument("--start-check", choices=MODES, default="bounded",
+                   help=f"{help}. bounded (default): the first {START_CHECK_PROMPTS} prompts of the run's order, at most {START_CHECK_TOKENS} tokens a "
+                        f"sample (the run's rollout.max_response_length when shorter), {START_CHECK_SECONDS:g} s of sampling after the model load: what was "
+                        "sampled by then decides, a group holding a sample cut before it ended is undecided; full: the same prompts to the "
+                        "run's max_response_length, no time cap; off: skip it")
+    p.add_argument("--no-start-check", action="store_true", help="skip the start check (= --start-check off)")
+
+
+def start_check_mode(args: Any) -> str:
+    """off, bounded or full, from --start-check and --no-start-check."""
+    return "off" if args.no_start_check else args.start_check
 
 
 def add_resume_from(p: Any, help: str) -> None:

@@ -9,7 +9,7 @@ import argparse
 import json
 
 from skillbank.commands.flags import (add_assignments, add_backend, add_gpus_per_node, add_json, add_nodes, add_skill, add_spec,
-                                      add_start_check, command_parser, parse_count)
+                                      add_start_check, command_parser, parse_count, start_check_mode)
 
 DESCRIPTION = """\
 Check everything that is known to break a launch, before it: the spec's rules, parallel sizes
@@ -69,9 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from skillbank.commands.flags import add_path_map
 
     add_path_map(parser)
-    add_start_check(parser, "rl: skip the GRPO start check (by default, when the start model is a local folder and torch is installed, "
-                             "a few prompts are sampled from it, n_generation times each, and a warning says when every group's rewards "
-                             "are equal: nothing to learn; stats.start_check holds the share)")
+    add_start_check(parser, "rl: the GRPO start check: when the start model is a local folder and torch is installed, a few prompts "
+                             "are sampled from it, n_generation times each, and a warning says when every group's rewards are equal "
+                             "(nothing to learn; stats.start_check says what was sampled, how long it took and the share)")
     add_json(parser, "print one JSON document {ok, findings (each with its group), stats}")
 
 
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         decode_sample=args.decode_sample,
         runs_on=args.runs_on,
         only=args.only,
-        start_check=args.action == "rl" and not args.no_start_check,
+        start_check=start_check_mode(args) if args.action == "rl" else "off",
         probe_sample=args.probe_sample,
         trials=args.trials,
         trial_epochs=args.trial_epochs,
@@ -128,18 +128,12 @@ def run(args: argparse.Namespace) -> int:
         print(render_table(report))
         check = report.stats.get("start_check")
         if check:
-            print(start_check_line(check))
+            from skillbank.training.local.grpo_start import line
+
+            print(line(check))
         if report.stats.get("decode"):
             print(report.stats["decode"]["summary"])
     return 0 if report.ok else 2
-
-
-def start_check_line(check: dict) -> str:
-    """The GRPO start check in one line (skipped, or the share of groups whose rewards are all equal)."""
-    if "skipped" in check:
-        return f"start check: skipped ({check['skipped']})"
-    return (f"start check: {check['flat_groups']} of {check['groups']} prompt groups ({check['flat_share']:.0%}) scored all alike over "
-            f"{check['samples_per_group']} samples each; mean reward {check['reward_mean']:g} ({check['seconds']:g} s)")
 
 
 def tokens_line(stats: dict) -> str | None:

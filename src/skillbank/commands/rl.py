@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from skillbank.commands.flags import (add_backend, add_dry_run, add_gpus_per_node, add_json, add_model_family,
-                                      add_spec, add_start_check, command_parser, DEFAULT_SKILL)
+                                      add_spec, add_start_check, command_parser, start_check_mode, DEFAULT_SKILL)
 from skillbank.errors import InputError
 from skillbank.training.backends import DEFAULT_BACKEND
 
@@ -44,11 +44,15 @@ reward_mean, reward_<name>, correct, kl, response_length, samples_per_s per step
 Both backends write checkpoints to <run>/checkpoints/step_N and exports to <run>/safetensors/step_N
 (evaluate reads those).
 
-Start check (both backends): when the start model is a local folder and torch is installed, 4 prompts
-are sampled from it, rollout.n_generation samples each, with the local GRPO code and rewards; when every
-group's rewards are equal (their advantages are 0: nothing to learn) a warning names the share of such
-groups ("start_check" in --json). A model over 2B parameters is sampled only where a GPU is visible;
---no-start-check skips it.
+Start check (both backends): when the start model is a local folder and torch is installed, a few
+prompts are sampled from it, rollout.n_generation samples each, with the local GRPO code and rewards;
+when every group's rewards are equal (their advantages are 0: nothing to learn) a warning names the
+share of such groups. Bounded by default (--start-check bounded: a few prompts, a token cap and a time
+cap, the figures in its help; a group with a sample cut before it ended is undecided, never flat);
+--start-check full samples to the run's length without a time cap; --no-start-check (--start-check
+off) skips it. One line says what was sampled and how long it took ("start_check" in --json). A model
+that does not fit the free memory, or one over 2B parameters where no GPU is visible, is not loaded:
+the line says why.
 
 examples:
   skillbank rl --spec rl.yaml                                   # cosmos-rl: the TOML and the launch command
@@ -69,9 +73,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     from skillbank.commands.flags import add_path_map
     add_path_map(p)
     add_model_family(p, "cosmos-rl: the family of a starting checkpoint this machine cannot read (default: its config.json here, else its name)")
-    add_start_check(p, "skip the start check: by default, when the start model is a local folder and torch is installed, a few prompts "
-                        "(4 groups of rollout.n_generation samples) are sampled from it and scored, and a warning says when every "
-                        "group's rewards are equal (GRPO would learn nothing)")
+    add_start_check(p, "the GRPO start check: when the start model is a local folder and torch is installed, a few prompts are sampled "
+                        "from it (rollout.n_generation samples each) and scored, and a warning says when every group's rewards are equal "
+                        "(GRPO would learn nothing)")
     add_json(p, "print one JSON object (progress goes to stderr)")
     p.set_defaults(run=run)
 
@@ -92,7 +96,7 @@ def node_specs(loaded: Any, paths: Any) -> tuple[Any, Any, list[str]]:
 
 
 def prepare(loaded: Any, *, gpus_per_node: int | None = None, paths: Any = None, model_family: str | None = None,
-            start_check: bool = True) -> dict[str, Any]:
+            start_check: str = "bounded") -> dict[str, Any]:
     """Preflight, then the run folder and its TOML of the rl spec read once (a LoadedSpec); returns what the command prints."""
     from skillbank.preflight.run import run_preflight
     from skillbank.specification.pathmap import PathMap
@@ -157,12 +161,12 @@ def run_local(args: argparse.Namespace) -> int:
     loaded = LoadedSpec.read(args.spec)
     spec = loaded.model(RlSpec)
     report = run_preflight(skill=SKILL, action="rl", spec=loaded, backend="local", runs_on="here",
-                           start_check=not args.no_start_check)
+                           start_check=start_check_mode(args))
     report.require_ok(skill=SKILL, action="rl", spec_path=args.spec)
     if report.stats.get("start_check"):
-        from skillbank.commands.preflight import start_check_line
+        from skillbank.training.local.grpo_start import line
 
-        log(start_check_line(report.stats["start_check"]))
+        log(line(report.stats["start_check"]))
     for finding in report.warnings:
         log(f"preflight warning: {finding.where}: {finding.message}")
     job = None
@@ -180,7 +184,7 @@ def run_local(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from skillbank.commands.preflight import start_check_line
+    from skillbank.training.local.grpo_start import line
 
     if args.backend == "local":
         given = [flag for flag, value in (("--path-map", args.path_map), ("--model-family", args.model_family)) if value]
@@ -195,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
     from skillbank.commands.flags import spec_and_paths
 
     loaded, paths = spec_and_paths(args.spec, args.path_map)  # read once: the path map it records, both views, preflight
-    out = prepare(loaded, gpus_per_node=args.gpus_per_node, paths=paths, model_family=args.model_family, start_check=not args.no_start_check)
+    out = prepare(loaded, gpus_per_node=args.gpus_per_node, paths=paths, model_family=args.model_family, start_check=start_check_mode(args))
     if args.json:
         print(json.dumps(out))
         return 0
@@ -208,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
         f"  GPUs       : policy {gpus['policy']} + rollout {gpus['rollout']} = {gpus['total']}",
         f"  rewards    : {', '.join(f'{k} x {v:g}' for k, v in out['rewards'].items())}",
         *(f"  plan       : {k} {v}" for k, v in (out["plan"] or {}).items()),
-        *([f"  {start_check_line(out['start_check'])}"] if out["start_check"] else []),
+        *([f"  {line(out['start_check'])}"] if out["start_check"] else []),
         *(f"  warning    : {w}" for w in out["warnings"]),
         *(f"  on node    : {c}" for c in out["check_on_node"]),
         *(f"  note       : {n}" for n in out["notes"]),

@@ -180,7 +180,8 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(plan_lines(plan)), file=sys.stderr)
     elif plan:
         print(f"plan: {plan['prompts']:,} prompts -> {plan['samples_per_epoch']:,} rollout samples per epoch, {plan['samples_per_step']} per policy step "
-              f"(train_batch_per_replica): {plan['steps_per_epoch']:,} policy step(s) per epoch", file=sys.stderr)
+              f"(train_batch_per_replica): {plan['steps_per_epoch']:,} policy step(s) per epoch, each sample up to {plan['max_response_length']:,} tokens "
+              f"(rollout.max_response_length)", file=sys.stderr)
     if args.output:
         print(f"wrote {args.output}", file=sys.stderr)
     else:
@@ -298,24 +299,40 @@ def _fit_train(spec: Any, explicit: set[str]) -> tuple[Any, list[Any], dict[str,
 
 
 def _fit_rl(spec: Any, explicit: set[str]) -> tuple[Any, list[Any], dict[str, Any] | None, list[str]]:
-    """The rl batch (samples per policy step) fitted to the prompts; zero policy steps refused."""
+    """The rl batch (samples per policy step) fitted to the prompts, and rollout.max_response_length to
+    their reference answers (skillbank.training.rl_length), each unless set; zero policy steps refused."""
     from skillbank.errors import InputError
     from skillbank.runs.steps import BATCH_KEY, no_step
     from skillbank.runs import fitting, steps
+    from skillbank.training import rl_length
 
     path = spec.custom.train_dataset.annotation_path
     if not path:
         return spec, [], None, ["batch check skipped: custom.train_dataset.annotation_path is empty"]
     try:
-        prompts = steps.count_records(path)
+        answers = rl_length.read_answers(path)  # one pass: the prompts and their longest answers
     except InputError as exc:
         return spec, [], None, [f"batch check skipped: {exc.message} ({exc.where})"]
+    prompts = answers.records
     fits = fitting.fit_rl_batch(spec, prompts, fixed=explicit)
     spec = fitting.apply_fits(spec, fits)
     problem = no_step(spec, prompts)
     if problem:
         _refuse([steps.StepsProblem("error", problem[0], problem[1], BATCH_KEY)], explicit)
+    notes, length = [], rl_length.response_length(spec, answers)
+    current = spec.rollout.max_response_length
+    if rl_length.KEY in explicit:
+        if current < length.answer_tokens + 1:
+            notes.append(f"{rl_length.KEY} {current} (yours, kept) is shorter than the longest reference answer "
+                         f"({length.answer_tokens} tokens) and its end: those samples are cut and score 0; {length.value} would fit ({length.why()})")
+    elif length.value != current:
+        fit = fitting.BatchFit(rl_length.KEY, current, length.value, length.why())
+        fits.append(fit)
+        spec = fitting.apply_fits(spec, [fit])
+    else:
+        notes.append(f"{rl_length.KEY} {current}: {length.why()}")
     batch = spec.train.train_batch_per_replica
     plan = {"prompts": prompts, "samples_per_epoch": prompts * spec.rollout.n_generation, "samples_per_step": batch,
-            "steps_per_epoch": prompts * spec.rollout.n_generation // batch}
-    return spec, fits, plan, []
+            "steps_per_epoch": prompts * spec.rollout.n_generation // batch, "max_response_length": spec.rollout.max_response_length,
+            "longest_answer_tokens": length.answer_tokens}
+    return spec, fits, plan, notes

@@ -18,6 +18,7 @@ from typing import Any
 from skillbank.errors import InputError
 
 MEDIA_TAG = re.compile(r"\s*<(video|image)>\s*")
+CHARS_PER_TOKEN = 3  # text tokens estimated without a tokenizer (preflight's tally, plan, the rl response length)
 ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "system": "system"}
 
 

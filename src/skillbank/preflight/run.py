@@ -43,7 +43,7 @@ class Context:
     nodes: int | None
     backend: str | None
     decode_sample: int
-    start_check: bool = False  # rl: sample the start model (training.local.grpo_start)
+    start_check: str = "off"  # rl: sample the start model (training.local.grpo_start): off, bounded or full
     probe_sample: int = 0  # train records whose clip headers are read for the token tally (PROBE_ALL: every one)
     study: tuple[int, int | None] | None = None  # (trials, most epochs per trial) of an AutoML study on this base spec
     datasets: list[Dataset] = field(default_factory=list)
@@ -67,7 +67,7 @@ def run_preflight(
     runs_on: str = "here",
     only: Iterable[str] | None = None,
     paths: Any = None,
-    start_check: bool = False,
+    start_check: bool | str = False,
     probe_sample: int = PROBE_SAMPLE,
     trials: int | None = None,
     trial_epochs: int | None = None,
@@ -77,13 +77,15 @@ def run_preflight(
     `paths` (skillbank.specification.pathmap.PathMap): the spec names the node's paths; they are checked at
     their LOCAL counterparts here. `probe_sample`: train records without a stated clip length whose container
     headers are read for the token tally (K spread over the file; PROBE_ALL every one, as `skillbank plan` does).
-    `trials` / `trial_epochs`: the spec is an AutoML study's base spec: env.disk checks the study's disk (runs.disk.study_disk)."""
+    `trials` / `trial_epochs`: the spec is an AutoML study's base spec: env.disk checks the study's disk (runs.disk.study_disk).
+    `start_check` (rl): "bounded" (or True), "full", or "off" (or False): training.local.grpo_start's modes."""
     started = time.perf_counter()
     if runs_on not in RUNS_ON:
         raise InputError(f"unknown location {runs_on!r}", where="--runs-on", fix=f"use one of: {', '.join(RUNS_ON)}")
     groups = parse_groups(only)
     findings = Findings(runs_on=runs_on, only=groups)  # type: ignore[arg-type]
-    ctx = Context(findings, gpus_per_node, nodes, backend, int(decode_sample or 0) if decode_sample == ALL else max(0, int(decode_sample or 0)), start_check,
+    mode = ("bounded" if start_check else "off") if isinstance(start_check, bool) else start_check
+    ctx = Context(findings, gpus_per_node, nodes, backend, int(decode_sample or 0) if decode_sample == ALL else max(0, int(decode_sample or 0)), str(mode),
                   probe_sample=probe_sample, study=(trials, trial_epochs) if trials else None)
     _arguments(ctx, action)
     if isinstance(spec, LoadedSpec):
@@ -421,7 +423,7 @@ def _rl(spec: Any, ctx: Context) -> None:
 
         usable = rl_checks.references(spec, load_records(file), file, f)
         ctx.stats["rl_plan"] = rl_checks.samples_per_step(spec, usable, f)  # not "plan": that is the SFT run_plan shape
-        if ctx.start_check and ctx.wants("spec") and not f.totals["error"]:
+        if ctx.start_check != "off" and ctx.wants("spec") and not f.totals["error"]:
             _start_check(spec, model, ctx)
 
 
@@ -435,7 +437,7 @@ def _start_check(spec: Any, model: Any, ctx: Context) -> None:
         ctx.stats["start_check"] = {"skipped": why}
         return
     try:
-        result = grpo_start.start_check(spec, str(model.path))
+        result = grpo_start.start_check(spec, str(model.path), bounds=grpo_start.Bounds.of(ctx.start_check))
     except Exception as exc:  # noqa: BLE001 - a check that cannot sample must not hide the other findings
         ctx.stats["start_check"] = {"skipped": f"sampling the start model failed: {type(exc).__name__}: {exc}"}
         return

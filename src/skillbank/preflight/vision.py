@@ -25,6 +25,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from skillbank.data.chat import CHARS_PER_TOKEN
 from skillbank.data.video import (
     FPS_MAX_FRAMES,
     FPS_MIN_FRAMES,
@@ -36,7 +37,6 @@ from skillbank.data.video import (
 
 VIDEO_MIN_TOKENS = 128
 VIDEO_MAX_TOKENS = 768
-CHARS_PER_TOKEN = 3
 TEMPLATE_TOKENS = 32  # role markers, vision start/end, padding of the chat template
 TYPICAL_TEXT_TOKENS = 256
 NOMINAL_FPS = 30.0

@@ -28,6 +28,7 @@ samples_per_s, iteration_time; train.log has one line per step; a tqdm bar shows
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import random
@@ -46,6 +47,7 @@ ADV_EPS = 1e-6  # cosmos-rl's GRPO: (r - mean) / (std + eps)
 LOWER_BOUND_RATIO = 3.0  # cosmos-rl's dual-clip lower bound (train_policy.lower_bound_ratio default)
 KL_CLAMP = (-20.0, 20.0)
 KL_LOSS_CLAMP = (-10.0, 10.0)
+SMALL_DECODE_PARAMS = 1e8  # a policy under this many parameters decodes on one CPU thread (GrpoSampler._decode_threads)
 
 
 def group_advantages(rewards: list[float], group: int) -> list[float]:
@@ -82,6 +84,19 @@ def grpo_token_loss(logps, old_logps, ref_logps, advantages, mask, *, eps_low: f
         kl = torch.zeros_like(per_token)
     m = mask.to(per_token.dtype)
     return (per_token * m).sum(), (kl * m).sum()
+
+
+@contextlib.contextmanager
+def _threads(n: int):
+    """torch's intra-op threads set to `n` for the block, restored after."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 class GrpoPlan:
@@ -136,6 +151,7 @@ class GrpoSampler:
         padded_causal_mask.install()  # left-padded rollout batches (skillbank.compat)
         self.model, self.processor = load_policy(model_path, gradient_checkpointing=gradient_checkpointing)
         self.model.to(self.device)
+        self.param_count = sum(p.numel() for p in self.model.parameters())
         self.tokenizer = self.processor.tokenizer
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else 0
@@ -171,14 +187,23 @@ class GrpoSampler:
 
     def rollouts(self, indices: list[int]) -> tuple[list[dict[str, Any]], list[Any], list[str]]:
         """n_generation samples per prompt: (prompt item per sample, completion token ids per sample, texts)."""
+        completions, _ = self.sample(indices)
+        texts = [t.strip() for t in self.tokenizer.batch_decode(completions, skip_special_tokens=True)]
+        g = self.spec.rollout.n_generation
+        return [self._prompt(i) for i in indices for _ in range(g)], completions, texts
+
+    def sample(self, indices: list[int], *, max_new_tokens: int | None = None, max_time: float | None = None) -> tuple[list[Any], list[bool]]:
+        """n_generation samples per prompt of `indices`, rollout.batch_size prompts per generate call, at most
+        `max_new_tokens` (default rollout.max_response_length) each, every call stopped after `max_time`
+        seconds when given: (completion token ids, the EOS kept; whether each sample ended with an EOS)."""
         import torch
 
         from skillbank.data.prompts import collate_left
 
         g, per_call = self.spec.rollout.n_generation, self.spec.rollout.batch_size
         items = [self._prompt(i) for i in indices]
-        eos = set(self._eos_ids())
-        completions = []
+        eos = torch.tensor(self._eos_ids(), dtype=torch.long)
+        completions, ended = [], []
         self.model.eval()
         for start in range(0, len(items), per_call):  # rollout.batch_size prompts per generate call
             # each prompt repeated n_generation times (not num_return_sequences: Qwen3-VL's expansion of video
@@ -186,29 +211,36 @@ class GrpoSampler:
             group = [item for item in items[start : start + per_call] for _ in range(g)]
             batch = {k: v.to(self.device) for k, v in collate_left(group, self.pad_id).items()}
             batch["pixel_values_videos"] = batch["pixel_values_videos"].to(next(self.model.parameters()).dtype)
-            with torch.inference_mode(), self._autocast():
+            with torch.inference_mode(), self._autocast(), self._decode_threads():
                 out = self.model.generate(
                     **batch, do_sample=True, temperature=self.spec.train.train_policy.temperature, top_p=1.0, top_k=0,
-                    max_new_tokens=self.spec.rollout.max_response_length, use_cache=True, pad_token_id=self.pad_id,
-                    suppress_tokens=self.placeholders or None,
+                    max_new_tokens=max_new_tokens or self.spec.rollout.max_response_length, use_cache=True, pad_token_id=self.pad_id,
+                    suppress_tokens=self.placeholders or None, eos_token_id=eos.tolist(), max_time=max_time,
                 )
-            for row in out[:, batch["input_ids"].shape[1] :].cpu():
-                ids = row.tolist()
-                cut = next((k + 1 for k, t in enumerate(ids) if t in eos), len(ids))  # keep the EOS: its probability is trained too
-                completions.append(torch.tensor(ids[:cut], dtype=torch.long))
+            new = out[:, batch["input_ids"].shape[1] :].cpu()
+            hit = torch.isin(new, eos)  # generate pads a finished row after its EOS: cut after the first one
+            has = hit.any(dim=1)
+            lengths = torch.where(has, hit.int().argmax(dim=1) + 1, new.shape[1]).tolist()
+            completions += [row[:n].clone() for row, n in zip(new, lengths)]  # keep the EOS: its probability is trained too
+            ended += has.tolist()
         self.model.train()
-        texts = [t.strip() for t in self.tokenizer.batch_decode(completions, skip_special_tokens=True)]
-        per_sample = [item for item in items for _ in range(g)]
-        return per_sample, completions, texts
+        return completions, ended
 
     def _eos_ids(self) -> list[int]:
         ids = self.model.generation_config.eos_token_id
         ids = ids if isinstance(ids, list) else [ids]
         return [i for i in ids if i is not None] or [self.tokenizer.eos_token_id]
 
-    def _autocast(self):
-        import contextlib
+    def _decode_threads(self):
+        """One CPU thread while a small policy decodes: its per-token ops are too small to split, and OpenMP's
+        barriers between two threads cost more than they save (ten times the wall time on a busy 2-core machine)."""
+        import torch
 
+        if self.device.type != "cpu" or self.param_count >= SMALL_DECODE_PARAMS or torch.get_num_threads() == 1:
+            return contextlib.nullcontext()
+        return _threads(1)
+
+    def _autocast(self):
         import torch
 
         if self.device.type == "cuda" and self.dtype != torch.float32:
