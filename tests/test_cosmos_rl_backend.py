@@ -592,6 +592,9 @@ def test_dry_run_writes_the_toml_and_prints_the_plan(tmp_path, monkeypatch):
     assert f"--config {toml_path}" in text and "cosmos-rl --config" in text and str(run_dir) in text
     assert "HF_TOKEN" in text and "WANDB_API_KEY" in text and "PATH" in text
     assert "downloaded before a real launch" in text
+    # the launch command is skillbank train; the raw cosmos-rl line is labelled as what that command runs
+    assert f"launch with: skillbank train --spec {tmp_path / 'spec.yaml'} --backend cosmos-rl" in text
+    assert "job runs   : cosmos-rl --config" in text and "not a launch command alone" in text
     assert toml_pkg.load(toml_path)["policy"]["model_name_or_path"] == "nvidia/Cosmos-Reason2-8B"
     assert job.updates[-1]["status"] == "dry_run" and job.updates[-1]["toml"] == str(toml_path)
     for blob in (text, toml_path.read_text(), json.dumps(job.updates)):

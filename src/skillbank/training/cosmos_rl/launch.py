@@ -102,14 +102,20 @@ class LaunchPlan:
     plan: dict[str, Any] = field(default_factory=dict)  # skillbank.runs.steps.run_plan
     resume: bool | str = False  # train.resume as written: a checkpoint path, true (newest), false
 
-    def lines(self, *, dry_run: bool) -> list[str]:
+    def lines(self, *, dry_run: bool, spec_path: Path | None = None) -> list[str]:
+        """What is launched; a dry run names the command to launch with (`skillbank train`: it fetches the weights
+        and watches the run) apart from the raw cosmos-rl line that command runs, which alone skips both."""
         head = "cosmos-rl plan (dry run: nothing launched)" if dry_run else "cosmos-rl launch"
+        launch = ([f"  launch with: skillbank train --spec {spec_path} --backend cosmos-rl --automl-policy off "
+                   "(fetches the weights, runs the line below, writes metrics / result / recipe)"]
+                  if dry_run and spec_path is not None else [])
         return [
             head,
             f"  run folder : {self.layout.run_dir}",
             f"  TOML       : {self.layout.toml_path}",
             f"  logs       : {self.layout.log_dir}/logs_latest (launcher output: {self.layout.launcher_log})",
-            f"  command    : {' '.join(self.argv)}",
+            *launch,
+            f"  job runs   : {' '.join(self.argv)}" + ("  (what skillbank train starts; not a launch command alone)" if dry_run else ""),
             f"  env names  : {', '.join(self.env_names)}",
             f"  model      : {self.model} ({self.family})",
             f"  GPUs       : {self.gpus_per_replica} per replica",
@@ -139,7 +145,7 @@ def train_cosmos_rl(
     plan = prepare(spec, layout=layout, resume=resume_setting(spec, resume, resume_from), dry_run=dry_run, log=log, paths=paths)
     if layout.job_dir is not None:
         log(f"job folder: {layout.job_dir} (the only thing this dry run wrote: {run_layout.TOML_FILE})")
-    for line in plan.lines(dry_run=dry_run):
+    for line in plan.lines(dry_run=dry_run, spec_path=spec_path):
         log(line)
     log(f"  {monitor.where_to_look(layout.run_dir)[0]}")  # wandb, when logging.logger has it, is cosmos-rl's own
     fields = {"backend": "cosmos-rl", "spec": str(spec_path), "argv": plan.argv, **layout.paths()}
