@@ -220,6 +220,18 @@ def test_grade_reads_an_agent_transcript_and_its_final_message(tmp_path, demo_da
     assert not grade(entry, ws).passed  # without it: no transcript, no answer
 
 
+def test_reading_help_is_not_running_the_command(tmp_path, demo_dataset_dir):
+    """An agent benchmark failed three evals for `skillbank submit --help`: a help call launches nothing."""
+    entry = catalog.find(None, "automl-slurm-job")
+    ws = Path(fixture(entry, tmp_path / "ws")["workspace"])
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text(json.dumps({"command": "skillbank submit --help"}) + "\n")
+    graded = grade(entry, ws, [transcript])
+    assert "nothing-launched" not in graded.failed, "\n".join(graded.lines())
+    transcript.write_text(json.dumps({"command": "skillbank submit --platform slurm --spec train.yaml"}) + "\n")
+    assert "nothing-launched" in grade(entry, ws, [transcript]).failed
+
+
 def test_evals_list_and_grade_import_nothing_heavy(tmp_path, demo_dataset_dir):
     entry = catalog.find(None, "spec-edit-copy")
     ws = Path(fixture(entry, tmp_path / "ws")["workspace"])

@@ -307,10 +307,13 @@ def ran_check(c: spec.RanCheck, g: Grading) -> tuple[bool, str]:
     return False, f"never ran {what} ({len(g.transcript.invocations)} skillbank call(s) in the transcript)"
 
 
+HELP_FLAGS = frozenset({"-h", "--help"})
+
+
 def not_ran_check(c: spec.NotRanCheck, g: Grading) -> tuple[bool, str]:
     if (why := _no_transcript(g)) is not None:
         return False, why
-    hits = _hits(c, g)
+    hits = [inv for inv in _hits(c, g) if not HELP_FLAGS & set(inv.argv)]  # `--help` runs nothing: reading it is what agents should do
     what = _describe(c.argv, c.without, c.exit)
     if hits:
         return False, f"ran {what}: skillbank {shlex.join(hits[0].argv)}"[:400]
