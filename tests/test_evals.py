@@ -230,6 +230,10 @@ def test_reading_help_is_not_running_the_command(tmp_path, demo_dataset_dir):
     assert "nothing-launched" not in graded.failed, "\n".join(graded.lines())
     transcript.write_text(json.dumps({"command": "skillbank submit --platform slurm --spec train.yaml"}) + "\n")
     assert "nothing-launched" in grade(entry, ws, [transcript]).failed
+    stats = catalog.find(None, "data-stats")  # and a help call does not count as having run the command
+    ws2 = Path(prepare(stats, tmp_path / "ws2")["workspace"])  # nothing run in it
+    transcript.write_text(json.dumps({"command": "skillbank data stats --help"}) + "\n")
+    assert "used-data-stats" in grade(stats, ws2, [transcript]).failed
 
 
 def test_evals_list_and_grade_import_nothing_heavy(tmp_path, demo_dataset_dir):

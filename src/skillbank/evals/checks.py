@@ -289,8 +289,14 @@ def _describe(argv: list[str], without: list[str], exit_code: int | None) -> str
     return text + (f" exiting {exit_code}" if exit_code is not None else "")
 
 
+HELP_FLAGS = frozenset({"-h", "--help"})
+
+
 def _hits(c: spec.RanCheck | spec.NotRanCheck, g: Grading) -> list[Invocation]:
-    return [inv for inv in g.transcript.invocations if matches(inv, c.argv, c.without, c.exit, g.ws.expand)]
+    """The matching calls; a call with -h / --help runs nothing (reading help is what agents should do), so it neither
+    satisfies `ran` nor fails `not_ran`."""
+    return [inv for inv in g.transcript.invocations
+            if not HELP_FLAGS & set(inv.argv) and matches(inv, c.argv, c.without, c.exit, g.ws.expand)]
 
 
 def _no_transcript(g: Grading) -> str | None:
@@ -307,13 +313,10 @@ def ran_check(c: spec.RanCheck, g: Grading) -> tuple[bool, str]:
     return False, f"never ran {what} ({len(g.transcript.invocations)} skillbank call(s) in the transcript)"
 
 
-HELP_FLAGS = frozenset({"-h", "--help"})
-
-
 def not_ran_check(c: spec.NotRanCheck, g: Grading) -> tuple[bool, str]:
     if (why := _no_transcript(g)) is not None:
         return False, why
-    hits = [inv for inv in _hits(c, g) if not HELP_FLAGS & set(inv.argv)]  # `--help` runs nothing: reading it is what agents should do
+    hits = _hits(c, g)
     what = _describe(c.argv, c.without, c.exit)
     if hits:
         return False, f"ran {what}: skillbank {shlex.join(hits[0].argv)}"[:400]

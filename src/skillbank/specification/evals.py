@@ -158,8 +158,8 @@ class RanCheck(_Check):
 
 
 class NotRanCheck(_Check):
-    """No skillbank invocation of the transcript matches (the same matching as `ran`); a call with -h / --help runs
-    nothing and never counts."""
+    """No skillbank invocation of the transcript matches (the same matching as `ran`; a call with -h / --help runs
+    nothing and counts for neither)."""
     kind: Literal["not_ran"]
     argv: list[str] = Field(min_length=1)
     without: list[str] = []
