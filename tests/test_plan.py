@@ -14,6 +14,7 @@ import yaml
 
 from helpers import SKILL, json_out, skillbank
 from skillbank.models import params
+from skillbank.planning.estimate import gpu_kind
 
 KEYS = ("params", "trainable_params", "tokens_per_sample", "memory_per_gpu_gib", "memory_breakdown_gib", "step_time_s", "fits_with",
         "time_breakdown_h", "total_time_h", "slurm_time", "checkpoint_gib", "disk_gib", "assumptions", "layouts", "recommendation", "global_batch")
@@ -202,7 +203,8 @@ def test_an_rl_spec_is_planned_policy_and_rollout(tmp_path, demo_dataset_dir, ca
     assert code == 0, err
     rl = plan_json(capsys, "--spec", str(spec))
     assert rl["action"] == "rl" and rl["gpus"] == rl["policy"]["gpus"] + rl["rollout"]["gpus"] == 8
-    assert rl["tokens_per_sample"]["bound"] == "probed" and rl["tokens_per_sample"]["sequence_max"] == rl["tokens_per_sample"]["max"] + 2048
+    fitted = yaml.safe_load(spec.read_text())["rollout"]["max_response_length"]  # fitted from the data's answers (training.rl_length)
+    assert rl["tokens_per_sample"]["bound"] == "probed" and rl["tokens_per_sample"]["sequence_max"] == rl["tokens_per_sample"]["max"] + fitted
     assert set(rl["rollout"]["memory_breakdown_gib"]) == {"weights", "kv_cache", "overhead"} and rl["rollout"]["fits"] and rl["policy"]["fits"]
     assert "reference_weights" in rl["policy"]["memory_breakdown_gib"]  # kl_beta 0.01: the reference model is loaded
     st = rl["step_time_s"]
@@ -255,6 +257,7 @@ def test_cli_paths_text_and_input_errors(tmp_path, demo_dataset_dir, capsys, mon
     node_file.write_text(yaml.safe_dump({**node, "paths": {"map": [f"{demo_dataset_dir}={remote_root}"]}}))
     recorded = plan_json(capsys, "--spec", str(node_file))["tokens_per_sample"]
     assert here["mean"] == flagged["mean"] == recorded["mean"] and recorded["samples"] == 24
+    assert gpu_kind("H100") == "h100-80gb" and gpu_kind("a100") == "a100-80gb" and gpu_kind("h200") == "h200"  # the names users type
     code, out, _ = run_cli(capsys, "plan", "--spec", local, "--gpu", "h200", "--nodes", "2")
     assert code == 0 and "recommendation:" in out and "time:" in out and "GiB per GPU" in out
     for argv, where in ((["--json"], "--spec"), (["--spec", local, "--gpu", "v100", "--json"], "--gpu"), (["--records", "10", "--json"], "--clip-seconds"),

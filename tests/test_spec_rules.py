@@ -41,6 +41,9 @@ def test_batch_must_be_divisible_by_mini_batch():
 
 def test_model_max_length_floor():
     fails(TrainSpec, {"policy": {"model_max_length": 4096}}, "policy.model_max_length", "40960")
+    with pytest.raises(InputError) as info:  # the fix says why the floor is there (the field's description), not only where
+        validate(TrainSpec, {"policy": {"model_max_length": 4096}})
+    assert info.value.fix.startswith("use a value >= 40960: ") and "vision-token alignment" in info.value.fix
 
 
 def test_fps_and_nframes_both_set():

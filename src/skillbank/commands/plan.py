@@ -77,7 +77,7 @@ examples:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from skillbank.planning.estimate import DEFAULT_MFU, GPUS
+    from skillbank.planning.estimate import DEFAULT_MFU, GPUS, gpu_kind
     from skillbank.planning.timing import Rates
     from skillbank.commands.flags import add_path_map
 
@@ -92,7 +92,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_path_map(parser)
     add_nodes(parser, "nodes of the main plan (default: policy.parallelism.dp_replicate_size)", metavar="N")
     add_gpus_per_node(parser, "GPUs per node (default: dp_shard_size x tp x cp x pp of the spec); dp_shard_size becomes G / (tp x cp x pp)", metavar="G")
-    parser.add_argument("--gpu", default="h100-80gb", metavar="KIND", help=f"GPU kind: {', '.join(GPUS)} (default h100-80gb)")
+    parser.add_argument("--gpu", default="h100-80gb", metavar="KIND", type=gpu_kind,
+                        help=f"GPU kind: {', '.join(GPUS)} (default h100-80gb; h100 and a100 mean their 80 GB kinds)")
     parser.add_argument("--mfu", type=float, default=DEFAULT_MFU, metavar="X",
                         help=f"model FLOPs utilisation, a fraction (default {DEFAULT_MFU}: see assumptions for its source)")
     parser.add_argument("--per-gpu-batch", choices=("scaled", "fixed"), default="scaled",

@@ -56,6 +56,13 @@ GPUS: dict[str, Gpu] = {
     "a100-80gb": Gpu("a100-80gb", 80.0, 312.0, 1898.0, "NVIDIA A100 80GB SXM datasheet: 312 dense bf16 TFLOPS, 80 GB HBM2e, 2.04 TB/s"),
     "h200": Gpu("h200", 140.4, 989.0, 4470.0, "NVIDIA H200 SXM datasheet: 989 dense bf16 TFLOPS, 141 GB HBM3e, 4.8 TB/s"),
 }
+GPU_ALIASES = {"h100": "h100-80gb", "a100": "a100-80gb", "h200-141gb": "h200"}  # the names users type for the kinds above
+
+
+def gpu_kind(name: str) -> str:
+    """A --gpu value as a key of GPUS: case and the aliases forgiven (`h100` is the 80 GB H100); anything else unchanged."""
+    low = name.strip().lower()
+    return GPU_ALIASES.get(low, low)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from skillbank.errors import InputError
-from skillbank.specification.keys import closest_key
+from skillbank.specification.keys import closest_key, find_field
 
 
 @dataclass(frozen=True)
@@ -35,17 +35,24 @@ def problems(model: type[BaseModel], exc: ValidationError) -> list[SpecProblem]:
             continue
         got = err.get("input")
         shown = repr(got) if not isinstance(got, (dict, list)) else type(got).__name__
-        found.append(SpecProblem(key, f"{err['msg']} (got {shown})", _fix_for(err)))
+        found.append(SpecProblem(key, f"{err['msg']} (got {shown})", _fix_for(err, _why(model, key))))
     return found
 
 
-def _fix_for(err: dict[str, Any]) -> str:
+def _why(model: type[BaseModel], key: str) -> str:
+    """The field's own description (why its range is what it is), or ''."""
+    found = find_field(model, key)
+    return (found[2].description or "").strip() if found else ""
+
+
+def _fix_for(err: dict[str, Any], why: str = "") -> str:
     ctx = err.get("ctx") or {}
     kind = err["type"]
     if kind == "literal_error":
         return f"use one of {ctx.get('expected')}"
     if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
-        return "use a value in the allowed range (see the schema's minimum / maximum)"
+        bound = next((f"{word} {ctx[k]}" for k, word in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")) if k in ctx), "in the allowed range")
+        return f"use a value {bound}" + (f": {why}" if why else " (see the schema's minimum / maximum)")
     if kind.endswith("_type") or kind.endswith("_parsing"):
         return "use a value of the field's type (see the schema)"
     return "see the action's schema for what this key accepts"
