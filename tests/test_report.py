@@ -179,6 +179,18 @@ def test_bad_input_exits_2_names_the_file_and_writes_nothing(tmp_path, demo):
     assert "cannot read the clip" in proc.stderr and str(media / "videos") in proc.stderr and "--no-frames" in proc.stderr
     assert not out.exists()
 
+    # metrics.json naming no annotation file (as `skillbank score` writes it): the fix names --annotations, which works
+    scored = tmp_path / "scored_eval"
+    shutil.copytree(demo["trained"], scored)
+    metrics = json.loads((scored / "metrics.json").read_text())
+    evaluated = metrics.pop("annotation_path")
+    (scored / "metrics.json").write_text(json.dumps(metrics))
+    proc = skillbank("report", "--eval", str(scored), "--out", str(out))
+    assert proc.returncode == 2 and "metrics.json names none" in proc.stderr and "--annotations FILE" in proc.stderr and not out.exists()
+    proc = skillbank("report", "--eval", str(scored), "--out", str(out), "--annotations", evaluated, "--max-failures", "1")
+    assert proc.returncode == 0, proc.stderr
+    shutil.rmtree(out)
+
     # results without evaluate's verdicts
     rows = json.loads((broken / "results.json").read_text())
     (broken / "results.json").write_text(json.dumps([{k: v for k, v in r.items() if k != "correct"} for r in rows]))

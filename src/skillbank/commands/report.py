@@ -56,6 +56,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--base", metavar="DIR", help="evaluation of the model before training: the before column of accuracy per family")
     p.add_argument("--out", required=True, metavar="DIR", help="where report.html, report.md and the PNGs go")
     p.add_argument("--media-dir", metavar="DIR", help="folder the evaluated clips' video paths are relative to (default: metrics.json's media_dir)")
+    p.add_argument("--annotations", metavar="FILE", help="the evaluated annotations.json, for the failures' frames when metrics.json names none "
+                                                      "(an evaluation `skillbank score` wrote); default: metrics.json's annotation_path")
     p.add_argument("--max-failures", type=int, default=MAX_STRIPS, metavar="N",
                    help=f"failures per evaluation shown with frames (default {MAX_STRIPS}; all are listed)")
     p.add_argument("--no-frames", action="store_true", help="list the failures without frames (no clip is read)")
@@ -71,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     from skillbank.reporting.build import Request, build
 
     req = Request(out=Path(args.out), run=args.run_dir, evals=tuple(args.evals), base=args.base, media_dir=args.media_dir,
-                  max_strips=args.max_failures, frames=not args.no_frames, progress=not args.json, title=args.title)
+                  annotations=args.annotations, max_strips=args.max_failures, frames=not args.no_frames, progress=not args.json, title=args.title)
     doc = build(req)
     if args.json:
         print(json.dumps(doc, indent=2))

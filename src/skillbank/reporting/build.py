@@ -26,6 +26,7 @@ class Request:
     evals: tuple[str, ...] = ()
     base: str | None = None
     media_dir: str | None = None
+    annotations: str | None = None  # --annotations: the evaluated file when metrics.json names none (skillbank score's)
     max_strips: int = MAX_STRIPS
     frames: bool = True
     progress: bool = True
@@ -59,7 +60,7 @@ def build(req: Request) -> dict[str, Any]:
             sections.training(run),
             sections.accuracy(evals, base),
             sections.confusion(evals),
-            sections.failures(evals, max_strips=req.max_strips, frames=req.frames, media_dir=req.media_dir,
+            sections.failures(evals, max_strips=req.max_strips, frames=req.frames, media_dir=req.media_dir, annotations=req.annotations,
                               progress=bar.update if bar is not None else None),
             sections.recipe(run, evals, base),
             sections.comparison(evals, base),

@@ -192,18 +192,20 @@ def labels(paths: list[str], base: str | None) -> list[str]:
 # ---- clips -----------------------------------------------------------------------------------------
 
 
-def clip_paths(ev: EvalInputs, ids: list[str], media_dir: str | None) -> dict[str, str]:
-    """The clip of each id, from the evaluated annotation file (metrics.json annotation_path) and the
-    folder its video paths are relative to (--media-dir, else metrics.json media_dir, else the
-    annotation file's folder)."""
+def clip_paths(ev: EvalInputs, ids: list[str], media_dir: str | None, annotations: str | None = None) -> dict[str, str]:
+    """The clip of each id, from the evaluated annotation file (--annotations, else metrics.json annotation_path:
+    `skillbank score` names none) and the folder its video paths are relative to (--media-dir, else metrics.json
+    media_dir, else the annotation file's folder)."""
     from skillbank.data import chat
     from skillbank.data.media import media_root
     from skillbank.data.records import load_records
 
-    annotation = str(ev.metrics.get("annotation_path") or "")
-    fix = "pass --media-dir DIR (the folder the clips are in) with the annotations where metrics.json says, or --no-frames"
+    annotation = str(annotations or ev.metrics.get("annotation_path") or "")
+    fix = ("pass --annotations FILE (the evaluated annotations.json; --media-dir DIR when its clips are not beside it), "
+           "or --no-frames")
     if not annotation or not Path(annotation).is_file():
-        raise InputError(f"the evaluated annotation file is not here: {annotation or '(metrics.json names none)'}", where=ev.metrics_path, fix=fix)
+        raise InputError(f"the evaluated annotation file is not here: {annotation or '(metrics.json names none)'}",
+                         where=ev.metrics_path if not annotations else "--annotations", fix=fix)
     root = media_dir or media_root(str(ev.metrics.get("media_dir") or ""), annotation)
     wanted = set(ids)
     found = {}

@@ -191,7 +191,7 @@ FAILURES_NEEDS = ("--eval DIR (results.json verdicts; the clips through metrics.
                   "or --media-dir); --max-failures N strips per evaluation, --no-frames none")
 
 
-def failures(evals: list[EvalInputs], *, max_strips: int, frames: bool, media_dir: str | None,
+def failures(evals: list[EvalInputs], *, max_strips: int, frames: bool, media_dir: str | None, annotations: str | None = None,
              progress: Callable[[int], Any] | None = None) -> Section:
     from skillbank.reporting import frames as strips
     from skillbank.reporting import verdicts
@@ -208,7 +208,7 @@ def failures(evals: list[EvalInputs], *, max_strips: int, frames: bool, media_di
                        + (f"; frames of the first {len(shown)} (each family in turn), every failing id listed." if shown else "."))
         if not failing:
             continue
-        clips = clip_paths(ev, [f["id"] for f in shown], media_dir) if shown else {}
+        clips = clip_paths(ev, [f["id"] for f in shown], media_dir, annotations) if shown else {}
         rows = []
         for i, f in enumerate(failing):
             picture: str | Image = "-"
