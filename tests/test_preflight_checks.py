@@ -439,3 +439,13 @@ def test_annotations_overlap_compares_files_across_media_folders(bank: Bank) -> 
     val[0]["video"] = "media/" + val[0]["video"]  # the same file, named from another folder
     bank.annotations(val, "val.json")
     assert [f.where.rsplit("#", 1)[1] for f in only(train(spec), "annotations.overlap")] == ["5"]
+
+
+def test_quantize_calibration_keys_are_said_unused(bank: Bank) -> None:
+    """No scheme calibrates today (round to nearest): a calibration set given is a warning, so no agent reports the
+    model as calibrated (an agent benchmark found preflight silent)."""
+    ann = bank.annotations([record(0)], "cal.json")
+    spec = {"model_path": str(bank.model), "scheme": "W4A16", "calibration_annotation_path": str(ann), "output_dir": str(bank.root / "q")}
+    report = run_preflight(skill=SKILL, action="quantize", spec=spec)
+    [warning] = [f for f in report.findings if f.check == "spec.calibration_unused"]
+    assert warning.severity == "warning" and "round" in warning.message

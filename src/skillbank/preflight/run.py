@@ -558,6 +558,9 @@ def _quantize(spec: Any, ctx: Context) -> None:
     model = env_checks.resolve("model_path", spec.model_path)
     _models(ctx, [model])
     if spec.calibration_annotation_path:
+        f.warning("spec.calibration_unused", "calibration_annotation_path is set, but no scheme calibrates today: the weights are rounded to "
+                  "nearest from their own min / max (GPTQ needs llm-compressor, which has no release for this transformers / torch)",
+                  "do not report the model as calibrated; leave calibration_* empty (references/export-and-quantize.md)", "calibration_annotation_path")
         file = spec_checks.dataset_file("calibration_annotation_path", spec.calibration_annotation_path, f)
         media = spec_checks.media_folder("calibration_media_dir", spec.calibration_media_dir, spec.calibration_annotation_path, f)
         if file:

@@ -35,9 +35,9 @@ class QuantizeSpec(Section):
 
     model_path: ModelRefStr = param("", "Model folder to quantize (a run's safetensors/step_N or an exported folder).", popular=True)
     scheme: Literal["FP8_DYNAMIC", "W8A16", "W4A16"] = param("FP8_DYNAMIC", "FP8 dynamic (no calibration), or weight-only int8 / int4.", popular=True)
-    calibration_annotation_path: PathStr = param("", "LLaVA annotations used for calibration (W4A16).")
+    calibration_annotation_path: PathStr = param("", "LLaVA annotations for a calibrated (GPTQ) W4A16: not used today: every scheme rounds to nearest from the weights' own min / max (references/export-and-quantize.md); preflight warns when set.")
     calibration_media_dir: PathStr = param("", "Media folder of the calibration set (empty: the annotation file's folder).")
-    num_calibration_samples: int = param(64, "Calibration samples.", ge=1)
+    num_calibration_samples: int = param(64, "Calibration samples (not used today: see calibration_annotation_path).", ge=1)
     ignore: list[str] = param(default_factory=lambda: ["lm_head", "re:.*visual.*"], description="Modules left unquantized (the vision tower and lm_head by default).")
     output_dir: PathStr = param("./results/quantize", "Writes the quantized HF folder here.")
     paths: PathsSpec = param(default_factory=PathsSpec, description="The path map this spec was written with (`skillbank spec --path-map`); applied where its LOCAL folders exist.")
