@@ -25,7 +25,7 @@ from skillbank.specification import evals as spec
 from skillbank.specification.overrides import set_dotted
 
 # what a bank copy leaves out: at its top, tests and what runs leave behind; anywhere, caches
-_NOT_COPIED_TOP = {".git", ".venv", "tests", "results", "outputs", "build"}
+_NOT_COPIED_TOP = {".git", ".venv", "results", "outputs", "build"}  # tests travel: the skills link to them, and validate checks links
 _NOT_COPIED = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
 _ASSETS = threading.Lock()  # workspaces built side by side (the tests do) share one build of each cached asset
 _WRONG = {"yes": "no", "no": "yes", "left": "right", "right": "left", "straight": "left"}

@@ -284,8 +284,9 @@ class StudyStep(_Strict):
 
 
 class BankStep(_Strict):
-    """A copy of the bank (its tracked sources, skills and schemas; no tests) for maintainer tasks: every
-    skillbank command of the eval (the agent's and the checks') runs from the copy."""
+    """A copy of the bank (its sources, skills, schemas and tests: the skills link to tests, so `skillbank validate`
+    passes in the copy) for maintainer tasks: every skillbank command of the eval (the agent's and the checks') runs
+    from the copy."""
     kind: Literal["bank"]
     out: str = "bank"
 
