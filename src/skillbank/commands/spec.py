@@ -152,6 +152,9 @@ def run(args: argparse.Namespace) -> int:
     if args.output:
         write_spec(args.output, spec)
     notes = (converted.notes if converted else []) + notes + (filled.notes if filled else []) + plan_notes
+    ignored = spec.train.ckpt.ignored_save_freq() if action == "train" else None  # preflight's spec.checkpoints warning
+    if ignored:
+        notes.append(f"warning: {ignored} (fix: set train.ckpt.save_freq_in_epoch=0 to save by steps, or save_freq=null)")
     if args.json:
         doc = {"ok": True, "skill": args.skill, "action": action, "from": args.from_file, "output": args.output,
                "from_format": ("cosmos-rl" if converted else "skillbank") if args.from_file else None,

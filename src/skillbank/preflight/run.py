@@ -184,6 +184,7 @@ def _train(spec: Any, ctx: Context) -> None:
     f = ctx.findings
     spec_checks.parallelism(spec, ctx.gpus_per_node, ctx.nodes, f)
     spec_checks.validation_data(spec, f)
+    spec_checks.checkpoints(spec, f)
     model = env_checks.resolve("policy.model_name_or_path", spec.policy.model_name_or_path)
     env_checks.check_models([model], f)
     if ctx.wants("env"):

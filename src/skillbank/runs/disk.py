@@ -16,7 +16,7 @@ from typing import Any
 from skillbank.runs import steps
 
 # Every trial saves and exports each epoch, keeping all: the study evaluates each epoch's export.
-TRIAL_CKPT = {"enable_checkpoint": True, "export_safetensors": True, "save_freq_in_epoch": 1, "max_keep": -1}
+TRIAL_CKPT = {"enable_checkpoint": True, "export_safetensors": True, "save_freq_in_epoch": 1, "save_freq": None, "max_keep": -1}
 
 
 def trial_epochs(base_epochs: int, searched: Iterable[tuple[str, float]] = ()) -> int:
