@@ -48,18 +48,18 @@ def search_fingerprint(args: argparse.Namespace, space) -> dict[str, Any]:
             "seed": args.seed, "baseline": not args.no_baseline, "space": [p.describe() for p in space.params]}
 
 
-def preflight_gate(args: argparse.Namespace, epochs: int | None = None, loaded: Any = None) -> dict[str, Any]:
+def preflight_gate(args: argparse.Namespace, shape: Any = None, loaded: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The base spec passes preflight for the trials' backend, or InputError (exit 2) naming the
     findings: a study on a spec that fails would only fail or prune every trial. Trials run on this
     machine, so its environment is checked too; a dry run lists environment findings instead
-    ("check before starting"), as `skillbank train --dry-run` does."""
+    ("check before starting"), as `skillbank train --dry-run` does. Returns (its summary, its stats)."""
     from skillbank.preflight.run import run_preflight
 
     runs_on = "node" if args.dry_run else "here"
     report = run_preflight(skill=args.skill, action="train", spec_path=args.spec, spec=loaded, backend=args.backend, runs_on=runs_on,
-                           trials=args.max_trials, trial_epochs=epochs)  # env.disk: the study's disk (runs.disk.study_disk)
+                           study=shape)  # env.disk: this worker's share of the study's disk (runs.disk.study_disk)
     report.require_ok(skill=args.skill, action="train", spec_path=args.spec, outcome="no study was created, no trial started")
-    return report.summary()
+    return report.summary(), report.stats
 
 
 def command_line(args: argparse.Namespace, study_name: str, *, resume: bool, action: list[str] = (),
@@ -132,15 +132,32 @@ def study_plan(args: argparse.Namespace, settings, space, out_dir: Path, base: d
     }
 
 
-def study_disk_fields(args: argparse.Namespace, model: Any, base: dict[str, Any], epochs: int) -> dict[str, Any]:
-    """disk_gib of the dry run: runs.disk.study_disk, the figure `skillbank plan --trials` and the job's gate use."""
-    from skillbank.models.params import model_params
-    from skillbank.runs.disk import study_disk_doc
+def study_fields(args: argparse.Namespace, model: Any, base: dict[str, Any], shape: Any, stats: dict[str, Any]) -> dict[str, Any]:
+    """The study's time and disk in the dry run: planning.study's block on the preflight gate's counts (the figures
+    `skillbank plan --trials N --workers K` prints for the same spec and search; the disk also the gate's env.disk)."""
+    from skillbank import recipe
+    from skillbank.automl.trials import LOSS_METRICS
+    from skillbank.planning.plan import stats_setting
+    from skillbank.planning.study import eval_set, study_block
+    from skillbank.runs.disk import study_disk
+    from skillbank.runs.steps import parallel_shape
 
     spec = model.model_validate(base)
-    params, how = model_params(spec.policy.model_name_or_path)
-    doc = study_disk_doc(spec, params, trials=args.max_trials, epochs=epochs, params_from=how)
-    return {"disk_gib": doc["disk_gib"], "disk": doc}
+    setting, _, _, why = stats_setting(spec, stats, backend=args.backend)
+    counted = stats.get("plan") or {}
+    if setting is None:
+        disk = study_disk(spec, shape, records=counted.get("train_records"), backend=args.backend)
+        block = {"study_time_h": None, "assumptions": [f"the study's time is unknown: {why}"], "disk": disk.to_dict() if disk else None}
+        block["disk_gib_per_worker"] = block["disk"]["disk_gib_per_worker"] if disk else 0.0
+        block["disk_gib_at_most"] = block["disk"]["disk_gib_at_most"] if disk else 0.0
+    else:
+        nodes, per_node = parallel_shape(spec)
+        eval_records, eval_on = eval_set(spec, counted.get("annotated_records"), (counted.get("validation") or {}).get("records"))
+        block = study_block(setting, nodes, per_node, shape, records=counted.get("train_records"), eval_records=eval_records, eval_on=eval_on,
+                            answer_type=recipe.answer_type_of(base["custom"]), evaluates=args.metric not in LOSS_METRICS)
+    d = block["disk"] or {}
+    return {"study_time_h": block["study_time_h"], "disk_gib_per_worker": block["disk_gib_per_worker"], "disk_gib_at_most": block["disk_gib_at_most"],
+            "disk_gib": block["disk_gib_at_most"], "disk": d, "study_plan": block}
 
 
 def plan_lines(plan: dict[str, Any]) -> list[str]:
@@ -165,7 +182,10 @@ def plan_lines(plan: dict[str, Any]) -> list[str]:
         *(f"  search     : {p['describe']}" for p in plan["search_space"]),
         *(f"  skip       : {key}: {why}" for key, why in plan["skipped"].items()),
         f"  preflight  : {plan['preflight'].get('errors', 0)} error(s), {plan['preflight'].get('warnings', 0)} warning(s)",
-        *([f"  disk       : {plan['disk_gib']:,.1f} GiB at most ({plan['disk']['detail']})"] if "disk_gib" in plan else []),
+        *([f"  time       : {plan['study_time_h']:,.2f} h for the study ({'; '.join(plan['study_plan']['assumptions'])})"]
+          if plan.get("study_time_h") is not None else []),
+        *([f"  disk       : {plan['disk_gib_per_worker']:,.1f} GiB per worker, {plan['disk_gib_at_most']:,.1f} GiB at most ({plan['disk']['detail']})"]
+          if plan.get("disk") else []),
         f"  start      : {plan['commands']['start']}",
         f"  resume     : {plan['commands']['resume']}",
         *(f"  note       : {n}" for n in plan["notes"]),
@@ -181,7 +201,7 @@ def run_automl(args: argparse.Namespace, loaded: Any = None) -> int:
     """A study on the base spec (`loaded`: the LoadedSpec train's handoff read already; else the file is read once here)."""
     from skillbank.automl.space import build_space, load_schema
     from skillbank.commands.automl_control import study_location
-    from skillbank.runs.disk import trial_epochs
+    from skillbank.runs.disk import DEFAULT_KEEP, study_shape
     from skillbank.skillinfo import schema_path
     from skillbank.specification.io import LoadedSpec
     from skillbank.specification.registry import spec_model
@@ -206,11 +226,11 @@ def run_automl(args: argparse.Namespace, loaded: Any = None) -> int:
     settings.base_spec = normalized(base)
     if settings.algorithm in ("hyperband", "asha") and "train.epoch" in space.keys():
         settings.max_epochs = int(max(p.high for p in space.params if p.key == "train.epoch"))
-    epochs = trial_epochs(int(base["train"]["epoch"]), [(p.key, p.high) for p in space.params if p.high is not None])
-    preflight = preflight_gate(args, epochs, loaded)
+    shape = study_shape(args.max_trials, int(base["train"]["epoch"]), space.params, workers=args.workers, keep=args.keep or DEFAULT_KEEP)
+    preflight, stats = preflight_gate(args, shape, loaded)
     if args.dry_run:
         plan = study_plan(args, settings, space, out_dir, base, preflight)
-        plan.update(study_disk_fields(args, model, base, epochs))
+        plan.update(study_fields(args, model, base, shape, stats))
         if args.json:
             print(json.dumps(plan, indent=2))
         else:

@@ -256,8 +256,8 @@ def _fit_train(spec: Any, explicit: set[str]) -> tuple[Any, list[Any], dict[str,
     """The train plan from the annotation files' record counts (a note says why it was skipped), the
     batches fitted, and a note when the run barely trains (preflight reports the same as a warning)."""
     from skillbank.errors import InputError
-    from skillbank.models.params import model_params
     from skillbank.runs import fitting, steps
+    from skillbank.runs.disk import run_disk
 
     if not spec.custom.train_dataset.annotation_path:
         return spec, [], None, ["plan skipped: custom.train_dataset.annotation_path is empty (set it, or --dataset-root DIR, to see the step count)"]
@@ -270,10 +270,10 @@ def _fit_train(spec: Any, explicit: set[str]) -> tuple[Any, list[Any], dict[str,
     errors = steps.plan_errors(spec, count, val_records)
     if errors:
         _refuse(errors, explicit)
-    params, how = model_params(spec.policy.model_name_or_path.strip())  # as preflight counts it (modelref.parse strips)
     problem = steps.steps_problem(spec, count)
     notes = [f"{problem.severity}: {problem.message} (fix: {problem.fix})"] if problem else []
-    return spec, fits, steps.run_plan(spec, count, val_records=val_records, params=params, params_from=how), notes
+    disk = run_disk(spec, plan=steps.step_plan(spec, count.train))  # as preflight sizes it
+    return spec, fits, steps.run_plan(spec, count, val_records=val_records, disk=disk), notes
 
 
 def _fit_rl(spec: Any, explicit: set[str]) -> tuple[Any, list[Any], dict[str, Any] | None, list[str]]:

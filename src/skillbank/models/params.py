@@ -9,8 +9,9 @@ policy.lora's r / target_modules (peft on meta too).
 The config comes from a local model folder, the local Hugging Face cache (an owner/repo id), or the
 config.json files of the public Cosmos-Reason models shipped in `configs/` so that planning works
 offline. `configs/counts.json` holds the meta-device counts of those shipped files, keyed by the
-config keys that decide the count (a test recounts them): the light path (`model_params`, what preflight's disk estimate and `skillbank spec` use)
-reads it without importing torch; `skillbank plan` counts whatever config it finds.
+config keys that decide the count (a test recounts them), with a table of the leaf modules (LoRA's adapters and
+modules_to_save from it): the light path (`model_params`, `light_count`: every disk figure, preflight, `skillbank spec`)
+reads it without importing torch; `skillbank plan` counts whatever config it finds for memory and time.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from skillbank import modelref
 CONFIGS = Path(__file__).parent / "configs"
 COUNTS_FILE = CONFIGS / "counts.json"
 DEFAULT_PARAMS = 8.8e9  # Cosmos-Reason2-8B with its vision tower, when nothing better is known
+# LoRA parameters per model parameter and unit of rank when the shape is not a known one: r x (in + out) / (in x out)
+# at hidden 4096, an upper bound for the 7B/8B models (Qwen3-VL-8B with the 7 default target modules: ~65% of it).
+ADAPTER_SHARE_PER_RANK = 2 / 4096
 NAME_SIZE = re.compile(r"(?<![0-9.])(\d+(?:\.\d+)?)[bB](?![a-zA-Z])")
 
 
@@ -108,14 +112,42 @@ def signature(data: dict[str, Any]) -> str:
     return json.dumps({"text": text, "vision": pick(data.get("vision_config") or {})}, sort_keys=True)
 
 
-def known_count(config: ModelConfig) -> ParamCount | None:
-    """The shipped meta-device count of a config with a bundled one's shape; no torch."""
+def _known_row(config: ModelConfig) -> tuple[str, dict[str, Any]] | None:
     sig = signature(config.data)
-    for repo, row in _counts().items():
-        if row.get("signature") == sig:
-            return ParamCount(row["total"], row["total"], 0, row["largest_unit"], row["root"],
-                              f"a meta-device count of {config.where}" + ("" if config.bundled == repo else f" (the shape of the bundled {repo})"))
-    return None
+    return next(((repo, row) for repo, row in _counts().items() if row.get("signature") == sig), None)
+
+
+def known_count(config: ModelConfig, lora: Any = None) -> ParamCount | None:
+    """The shipped meta-device count of a config with a bundled one's shape; no torch. With `lora` (policy.lora, on)
+    the adapters from the row's table of Linear modules by name: r x (in + out) of each module whose name is in
+    target_modules, + the parameters of modules_to_save (as count_on_meta's peft counts them)."""
+    found = _known_row(config)
+    if found is None:
+        return None
+    repo, row = found
+    source = f"a meta-device count of {config.where}" + ("" if config.bundled == repo else f" (the shape of the bundled {repo})")
+    total = int(row["total"])
+    if lora is None or not getattr(lora, "enable", False) or "modules" not in row:
+        return ParamCount(total, total, 0, row["largest_unit"], row["root"], source)
+    modules = row["modules"]
+    adapters = sum(int(lora.r) * modules[name][0] for name in {t.rsplit(".", 1)[-1] for t in lora.target_modules} if name in modules)
+    saved = sum(modules[name][1] for name in (lora.modules_to_save or []) if name in modules)
+    return ParamCount(total, adapters + saved, adapters, row["largest_unit"], row["root"], source)
+
+
+def light_count(value: str, lora: Any = None) -> ParamCount:
+    """The parameters and, with `lora`, the trained ones, without torch: the shipped count of a known shape
+    (known_count, the same figures count_on_meta gives), else `model_params` with the adapters bounded by
+    their rank (ADAPTER_SHARE_PER_RANK x r of the parameters). Every disk figure counts with it (runs.disk)."""
+    config = find_config(value)
+    known = known_count(config, lora) if config is not None else None
+    if known is not None:
+        return known
+    total, how = model_params(value)
+    if lora is not None and getattr(lora, "enable", False):
+        adapters = int(min(total, total * ADAPTER_SHARE_PER_RANK * lora.r))
+        return ParamCount(int(total), adapters, adapters, 0, 0, how + f"; LoRA adapters bounded by rank {lora.r} ({ADAPTER_SHARE_PER_RANK * 4096:g}/4096 of the parameters per unit of rank)")
+    return ParamCount(int(total), int(total), 0, 0, 0, how)
 
 
 def count_on_meta(config: ModelConfig, lora: Any = None) -> ParamCount:
@@ -179,8 +211,28 @@ def count_rows() -> dict[str, Any]:
     for repo in bundled_repos():
         config = find_config_bundled(repo)
         count = count_on_meta(config)
-        rows[repo] = {"signature": signature(config.data), "total": count.total, "largest_unit": count.largest_unit, "root": count.root}
+        rows[repo] = {"signature": signature(config.data), "total": count.total, "largest_unit": count.largest_unit, "root": count.root,
+                      "modules": leaf_modules(config)}
     return rows
+
+
+def leaf_modules(config: ModelConfig) -> dict[str, list[int]]:
+    """Per leaf-module name (q_proj, lm_head, ...): [sum of in + out features over its nn.Linear modules, sum of its parameters]:
+    what LoRA's adapters (r x (in + out) per targeted Linear) and modules_to_save cost, read by known_count without torch."""
+    import torch
+    from transformers import AutoConfig, AutoModelForImageTextToText
+
+    with torch.device("meta"):
+        model = AutoModelForImageTextToText.from_config(AutoConfig.from_pretrained(str(config.path)))
+    table: dict[str, list[int]] = {}
+    for name, module in model.named_modules():
+        if not name or any(True for _ in module.children()):
+            continue
+        entry = table.setdefault(name.rsplit(".", 1)[-1], [0, 0])
+        if isinstance(module, torch.nn.Linear):
+            entry[0] += module.in_features + module.out_features
+        entry[1] += sum(p.numel() for p in module.parameters(recurse=False))
+    return dict(sorted(table.items()))
 
 
 def counts_text() -> str:
