@@ -39,7 +39,7 @@ def _settings(args: argparse.Namespace, base: dict[str, Any], out_dir: Path, stu
     return StudySettings(study_name=study_name, storage=storage,
                          algorithm=args.algorithm, max_trials=args.max_trials, direction=direction, seed=args.seed,
                          workers=args.workers, resume=args.resume, max_epochs=max(1, epochs), baseline=not args.no_baseline,
-                         allow_spec_change=getattr(args, "allow_spec_change", False))
+                         allow_spec_change=getattr(args, "allow_spec_change", False), keep=getattr(args, "keep", None))
 
 
 def search_fingerprint(args: argparse.Namespace, space) -> dict[str, Any]:
@@ -81,6 +81,8 @@ def command_line(args: argparse.Namespace, study_name: str, *, resume: bool, act
                                  ("--workers", args.workers, 1), ("--seed", args.seed, 0)):
         if value != default:
             argv += [flag, redact(str(value))]
+    if getattr(args, "keep", None):
+        argv += ["--keep", args.keep]
     if args.no_baseline:
         argv.append("--no-baseline")
     if resume:
