@@ -52,7 +52,7 @@ def test_short_study_trains_evaluates_recommends_and_keeps_only_the_best_trials_
     assert [n for n, folders in held.items() if folders] == [rec["trial_number"]], held
     best_dir = Path(rows[rec["trial_number"]]["trial_dir"])
     step = Path(rec["checkpoint_path"]).name
-    assert [Path(f).parts[1:] for f in held[rec["trial_number"]]] == [("checkpoints", step), ("safetensors", step)]
+    assert [Path(f).parts[-2:] for f in held[rec["trial_number"]]] == [("checkpoints", step), ("safetensors", step)]
     for row in rows:  # what every trial keeps
         trial_dir = Path(row["trial_dir"])
         assert (trial_dir / "spec.yaml").is_file() and (trial_dir / "train.log").is_file() and list((trial_dir / "train").glob("*/metrics.jsonl"))
