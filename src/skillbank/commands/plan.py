@@ -49,6 +49,17 @@ rl specs (GRPO): the policy's GPUs (FSDP memory as for SFT at the longest prompt
 the rollout GPUs (vLLM: bf16 weights / tp + the KV cache of the sequences in flight + an overhead,
 within rollout.gpu_memory_utilization), and the step time of both.
 
+--time-limit H (the partition's limit, hours): the time_limit block: attempts at the plan's time (and with
+the work 25% longer), the save cadence in optimizer steps (sqrt(save seconds x an attempt's working seconds);
+set with train.ckpt.save_freq_in_epoch=0 and train.ckpt.save_freq=N), the work a stop loses, and the --time per
+attempt; each attempt is signalled 300 s before its limit (--signal=B:USR1@300) and resumes from its last checkpoint.
+
+--trials N [--workers W] (an AutoML study, the space of `skillbank automl` with the same --param / --range /
+--choices): study_time_h (ceil(N / W) x a trial's training + each epoch's evaluation), disk_gib_per_worker (a
+worker's running trial's every epoch + the best one kept, --keep best; its share with --keep all) and
+disk_gib_at_most (the study on one file system), at the search's largest checkpoint: the AutoML dry run's figures.
+Every disk figure (spec, preflight, plan, AutoML) comes from one function and one parameter count.
+
 A spec written with --path-map names the node's paths: its recorded map (paths.map) or --path-map
 LOCAL=REMOTE reads the data at LOCAL. --set KEY=VALUE changes the spec for this plan only.
 
@@ -56,7 +67,8 @@ LOCAL=REMOTE reads the data at LOCAL. --set KEY=VALUE changes the spec for this 
 memory_per_gpu_gib, memory_breakdown_gib, activations_gib, fits, fits_with, per_gpu_batch, global_batch,
 train_batch_per_replica, mini_batch, total_steps, step_time_s, time_breakdown_h, total_time_h, slurm_time,
 checkpoint_gib, disk_gib, disk, steps (the run's arithmetic as preflight states it), layouts,
-recommendation, assumptions, units (rl: policy, rollout, step_time_s {rollout, policy, total}, prompts).
+recommendation, assumptions, units; time_limit (--time-limit); study, study_time_h, disk_gib_per_worker,
+disk_gib_at_most (--trials) (rl: policy, rollout, step_time_s {rollout, policy, total}, prompts).
 Nothing is written.
 """
 
