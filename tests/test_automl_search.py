@@ -44,7 +44,7 @@ def test_default_space_comes_from_the_schema():
     space = build_space(SCHEMA, base_spec())
     assert space.keys() == ["train.epoch", "train.optm_lr", "train.optm_decay_type", "custom.vision.fps"]
     lr = space.params[1]
-    assert lr.log and (lr.low, lr.high) == (1e-6, 1e-3)
+    assert lr.log and (lr.low, lr.high) == (1e-6, 1e-4)  # full fine-tuning: a decade either side of its 1e-5
     decay = space.params[2]
     assert decay.choices == ("linear", "sqrt", "cosine", "none") and decay.weights == (0.1, 0.1, 0.4, 0.4)
     assert set(space.skipped) == {"policy.lora.r", "policy.lora.lora_alpha", "policy.lora.lora_dropout"}
@@ -54,6 +54,8 @@ def test_depends_on_enables_lora_params_and_math_cond_is_powers_of_two():
     space = build_space(SCHEMA, base_spec(enable=True))
     rank = next(p for p in space.params if p.key == "policy.lora.r")
     assert rank.pow2 and (rank.low, rank.high) == (4, 128)
+    lr = next(p for p in space.params if p.key == "train.optm_lr")
+    assert (lr.low, lr.high) == (1e-5, 1e-3)  # LoRA: a decade either side of its 1e-4 (specification.learning_rate)
 
 
 def test_user_ranges_and_choices_override_the_schema():
@@ -117,7 +119,7 @@ def test_study_runs_baseline_first_and_writes_outputs(tmp_path):
 
 def test_invalid_recommendation_is_pruned_with_the_reason(tmp_path):
     space = build_space(SCHEMA, base_spec(), params=["train.optm_lr"])
-    check = lambda trial_dir, spec: "preflight failed: too few records" if spec["train"]["optm_lr"] > 1e-4 else None  # noqa: E731
+    check = lambda trial_dir, spec: "preflight failed: too few records" if spec["train"]["optm_lr"] > 1e-5 else None  # noqa: E731
     study = run_study(settings(tmp_path, max_trials=8, algorithm="random"), space, base_spec(), tmp_path / "t", fake_runner, check=check)
     pruned = [t for t in study.get_trials() if t.state.name == "PRUNED"]
     assert pruned and all("too few records" in t.user_attrs["pruned_reason"] for t in pruned)
@@ -129,7 +131,7 @@ def test_environment_failures_fail_and_are_retried_on_resume_spec_failures_stay_
     baseline's included; only COMPLETE and PRUNED count toward max_trials."""
     from skillbank.automl.study import TrialFailed
 
-    space = build_space(SCHEMA, base_spec(), params=["train.optm_lr"])
+    space = build_space(SCHEMA, base_spec(), params=["train.optm_lr"], ranges={"train.optm_lr": (1e-6, 1e-3)})
     broken = {"env": True}
 
     def check(trial_dir, spec):

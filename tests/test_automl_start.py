@@ -79,7 +79,7 @@ def test_automl_dry_run_text_names_ranges_storage_and_commands(base_spec, tmp_pa
     code, out, err = run_cli(capsys, "automl", "--skill", SKILL, "--spec", str(base_spec), "--dry-run")
     assert code == 0, err
     assert "dry run: nothing created, nothing started" in out
-    assert "train.optm_lr: float 1e-06..0.001 log" in out and "study.db (not created yet)" in out
+    assert "train.optm_lr: float 1e-06..0.0001 log" in out and "study.db (not created yet)" in out  # full fine-tuning: 1e-5 x/÷ 10
     assert f"backend    : {DEFAULT_BACKEND}" in out and f"{DEFAULT_TRIALS} finished" in out
     assert "start      : skillbank automl" in out and "--resume" in out
     assert no_launch == [] and not (tmp_path / "results").exists()

@@ -143,7 +143,8 @@ def test_stats_counts_tokens_as_preflight_does(bank: Bank) -> None:
     assert probed["probe"]["records"] == 1 and probed["probe"]["unreadable"] == 1 and t["samples"] == 7 and t["budget"] == 1 and t["bound"] == "budget"
     assert t["mean"] == round((tally.total + budget.fill_tokens(text_chars(records[-1]))) / 7, 1)  # an unreadable clip counts the whole vision budget
     assert doc["records"] == 7 and doc["families"] == {"color": 4, "shape": 2, "": 1}
-    assert doc["answers"]["color"] == {"distinct": 1, "top": [{"answer": "yes", "records": 4}]}
+    assert doc["answers"]["color"] == {"distinct": 1, "top": [{"answer": "yes", "records": 4, "answers": 4}]}
+    assert doc["turns"] == {"answers": 7, "per_turn": {"1": 7}, "records_by_answers": {"1": 7}, "multi_turn_records": 0}
     assert doc["clips"]["with_length"] == 6 and doc["clips"]["without_length"] == 1
     assert doc["clips"]["duration_s"] == {"min": 2.0, "median": 4.5, "max": 7.0}
 

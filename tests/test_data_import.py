@@ -294,7 +294,7 @@ def test_each_reader_alone_gives_the_one_item_shape(tmp_path):
     import pyarrow.parquet as pq
 
     from skillbank.intake.hf import read_hf
-    from skillbank.intake.llava import read_llava
+    from skillbank.intake.conversations import read_llava
     from skillbank.intake.rows import Spill
     from skillbank.intake.tables import read_csv, read_jsonl
 

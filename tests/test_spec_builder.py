@@ -27,6 +27,27 @@ def test_shorthand_keys_from_skill_info():
     assert spec.train.optm_lr == 3e-4 and spec.policy.parallelism.dp_shard_size == 2
 
 
+def test_lora_without_a_learning_rate_gets_the_lora_default_and_says_so(tmp_path, capsys):
+    from skillbank.cli import main
+    from skillbank.specification.learning_rate import FULL_LR, LORA_LR, default_lr, lr_range
+
+    built = build_spec(SKILL, "train", ["lora=true"])
+    assert built.spec.train.optm_lr == LORA_LR == default_lr(built.spec) == 1e-4 and "train.optm_lr" not in built.explicit
+    assert built.notes == ["train.optm_lr set to 1e-4 for LoRA (LLaMA-Factory's Qwen3-VL LoRA recipe, examples/train_lora/qwen3vl_lora_sft.yaml; "
+                           "full fine-tuning keeps 1e-5); set it to keep yours (--set learning_rate=...)"]
+    assert build_spec(SKILL, "train", ["policy.lora.enable=true", "lr=3e-5"]).spec.train.optm_lr == 3e-5  # yours stays
+    assert build_spec(SKILL, "train", []).spec.train.optm_lr == FULL_LR and lr_range(build_spec(SKILL, "train", []).spec) == (1e-6, 1e-4)
+    full = tmp_path / "full.yaml"
+    assert main(["spec", "--skill", SKILL, "--action", "train", "-o", str(full)]) == 0
+    lora = tmp_path / "lora.yaml"
+    assert main(["spec", "--from", str(full), "--set", "lora=true", "-o", str(lora)]) == 0  # a file at the full default: LoRA's
+    assert "note: train.optm_lr set to 1e-4 for LoRA" in capsys.readouterr().err
+    assert yaml.safe_load(lora.read_text())["train"]["optm_lr"] == LORA_LR
+    mine = build_spec(SKILL, "train", ["lora=true"], base={"train": {"optm_lr": 5e-6}}).spec.train.optm_lr
+    again = build_spec(SKILL, "train", ["lora_r=8"], base=yaml.safe_load(lora.read_text()))
+    assert mine == 5e-6 and again.spec.train.optm_lr == LORA_LR and not again.notes  # a rate in the file is the user's
+
+
 def test_val_dataset_leaves_valid_although_absent_from_template():
     spec = build_spec(SKILL, "train", ["custom.val_dataset.annotation_path=/v/a.json", "custom.val_dataset.media_path=/v"]).spec
     assert spec.custom.val_dataset.annotation_path == "/v/a.json"

@@ -99,8 +99,8 @@ def test_evaluate_task_type_closed():
     fails(EvaluateSpec, {"task": {"type": "collision"}}, "task.type", "its_directionality")
 
 
-def test_evaluate_lora_needs_base_model():
-    fails(EvaluateSpec, {"model": {"enable_lora": True}}, "model.base_model_path", "enable_lora")
+def test_evaluate_lora_takes_its_base_from_the_adapter_when_none_is_given():
+    assert EvaluateSpec.model_validate({"model": {"enable_lora": True}}).model.base_model_path == ""  # adapter_config / recipe (evaluation.model.adapter_base)
 
 
 def test_inference_fps_exclusive():

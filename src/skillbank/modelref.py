@@ -56,6 +56,30 @@ def parse(value: str, *, base: Path | None = None) -> Ref:
     return Ref(value, "invalid", path=named, problem="does not exist (not a local folder, and not an owner/repo hub id)")
 
 
+ADAPTER_CONFIG = "adapter_config.json"
+
+
+def is_adapter(folder: str | os.PathLike[str]) -> bool:
+    """A LoRA adapter folder (adapter_config.json): what cosmos-rl exports for a LoRA run, and the local
+    backend too; evaluate and inference load it onto its base model, `skillbank export` merges it."""
+    return (Path(folder) / ADAPTER_CONFIG).is_file()
+
+
+def lora_config(adapter: str | os.PathLike[str]):
+    """An adapter folder's peft LoraConfig, read so that cosmos-rl's adapter_config.json loads too: its own
+    keys (lora_names, lora_path, primary_adapter) are dropped, r_pattern is peft's rank_pattern, and a null
+    is the field's default (peft fails on a null alpha_pattern). Pass it to PeftModel.from_pretrained(config=)."""
+    import dataclasses
+    import json
+
+    from peft import LoraConfig
+
+    raw = json.loads((Path(adapter) / ADAPTER_CONFIG).read_text(encoding="utf-8"))
+    raw = {("rank_pattern" if k == "r_pattern" else k): v for k, v in raw.items()}
+    names = {f.name for f in dataclasses.fields(LoraConfig) if f.init}
+    return LoraConfig(**{k: v for k, v in raw.items() if k in names and v is not None})
+
+
 def folder_problem(path: Path, markers: tuple[str, ...] = ("config.json",)) -> str:
     """'' when the existing `path` is a folder holding one of `markers`, else what is wrong with it."""
     if not path.is_dir():

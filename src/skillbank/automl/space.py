@@ -4,18 +4,21 @@ automl_default_parameters are searched unless the user names others (--param); p
 minimum / maximum (narrowed by automl_minimum / automl_maximum, log scale with automl_log), enum
 with option_weights (weighted choices), math_cond "^ 2" (powers of two), depends_on (skipped when
 the field it depends on is off). automl_disabled_parameters are never searched. User ranges
-(--range KEY=MIN:MAX) and choices (--choices KEY=A,B) override the schema's.
+(--range KEY=MIN:MAX) and choices (--choices KEY=A,B) override the schema's. train.optm_lr is searched
+over `specification.learning_rate.lr_range` of the base spec (one decade either side of its LoRA or
+full fine-tuning default) unless --range names it.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from skillbank.errors import InputError
+from skillbank.specification import learning_rate
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,9 @@ def build_space(schema: dict[str, Any], base_spec: dict[str, Any], *, params: li
             raise InputError(f"{key} is in automl_disabled_parameters: it is never searched", where=f"--param {key}",
                              fix="search other parameters (see the schema's automl_default_parameters)")
         param = param_from_schema(schema, key, user_range=ranges.get(key), user_choices=choices.get(key))
+        if key == learning_rate.KEY and key not in ranges and not choices.get(key):  # LoRA or full fine-tuning: its own decade pair
+            low, high = learning_rate.lr_range(base_spec)
+            param = replace(param, low=low, high=high)
         if param.depends_on and param.depends_on not in keys and not _lookup(base_spec, param.depends_on):
             space.skipped[key] = f"depends on {param.depends_on}, which is off in the base spec"
             continue

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from skillbank import atomic
+from skillbank import atomic, modelref
 from skillbank.deft import rules
 from skillbank.deft.sets import ContentIndex, eval_spec_for
 from skillbank.deft.state import LoopState
@@ -132,11 +132,23 @@ class Loop:
         return {"outputs": {"added": folder / "added.json", "train_annotations": folder / "train.json"},
                 "added": len(added), "dropped": dropped, "train_records": len(already) + len(added), "families": count_families(added)}
 
+    def _merged(self, adapter: str, out: Path, r: int) -> str:
+        """The LoRA adapter merged into its base (skillbank export), once per round, in the train spec's dtype."""
+        from skillbank.export.run import export
+        from skillbank.specification.actions import ExportSpec
+
+        if not (out / "config.json").is_file() or modelref.is_adapter(out):
+            export(ExportSpec(source=str(adapter), output_dir=str(out), dtype=self.train_spec.train.param_dtype), overwrite=True)
+            self.log(f"round {r}: merged the LoRA adapter {adapter} into {out} (training starts from a whole model)")
+        return str(out)
+
     def train(self, r: int, folder: Path, interrupted: bool) -> dict[str, Any]:
         from skillbank.specification.io import write_spec
         from skillbank.runs import fitting
 
         start = self.config.model if self.config.retrain.start_from == "base" else self.best["model"]
+        if modelref.is_adapter(start):  # a LoRA round exports an adapter; training starts from a whole model
+            start = self._merged(start, folder / "start", r)
         spec = self.train_spec.model_copy(deep=True)
         spec.policy.model_name_or_path = start
         spec.custom.train_dataset.annotation_path = self.state.stage(r, "curate")["outputs"]["train_annotations"]

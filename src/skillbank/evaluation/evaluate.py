@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from skillbank import atomic
+from skillbank import atomic, modelref
 from skillbank.data import chat
 from skillbank.data.media import media_root
 from skillbank.data.records import load_records
@@ -279,6 +279,10 @@ def _vllm_engine(spec: EvaluateSpec, model_name: str, records: list[dict[str, An
     from skillbank.evaluation.vllm_engine import VllmEngine
 
     path = resolve_model_path(model_name)
+    if modelref.is_adapter(path):
+        raise InputError(f"{path} is a LoRA adapter; the vllm engine evaluates whole models", where="evaluation.engine",
+                         fix=f"use evaluation.engine transformers (it merges the adapter in memory), or merge it first: "
+                             f"skillbank export --source {path} --out MERGED, then evaluate MERGED")
     processor = load_processor(path)
     mtype = model_type(path)
     builder, system, suffix, family = _prompt_builder(spec, processor, mtype, as_trained=as_trained)

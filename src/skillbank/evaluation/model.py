@@ -1,6 +1,8 @@
 """Loading the model to evaluate: a local HF folder (a training run's safetensors/step_N included),
-hf_model://owner/repo or a bare HF id (a hub snapshot, skillbank.modelref.download), optionally a
-LoRA adapter applied to its base model and merged for fast generation.
+hf_model://owner/repo or a bare HF id (a hub snapshot, skillbank.modelref.download), or a LoRA adapter
+folder (adapter_config.json: what a LoRA run of either backend exports), applied to its base model and
+merged for fast generation. An adapter's base: model.base_model_path when set, else the adapter's
+base_model_name_or_path where it resolves here, else the base_model of its skillbank_recipe.json.
 """
 
 from __future__ import annotations
@@ -67,12 +69,12 @@ def load_model(
     kwargs: dict[str, Any] = {"dtype": torch_dtype}
     if sharded:
         kwargs["device_map"] = "auto"  # one model over the visible GPUs (accelerate)
-    if enable_lora:
+    if enable_lora or modelref.is_adapter(path):
         from peft import PeftModel
 
-        base = resolve_model_path(base_model_path, key="model.base_model_path")
+        base = adapter_base(path, base_model_path)
         model = AutoModelForImageTextToText.from_pretrained(base, **kwargs)
-        model = PeftModel.from_pretrained(model, path).merge_and_unload()
+        model = PeftModel.from_pretrained(model, path, config=modelref.lora_config(path)).merge_and_unload()
         processor_path = path if has_processor(path) else base
     else:
         model = AutoModelForImageTextToText.from_pretrained(path, **kwargs)
@@ -82,6 +84,35 @@ def load_model(
     model.eval()
     processor = load_processor(processor_path)
     return LoadedModel(model=model, processor=processor, device=device, path=path, processor_path=processor_path)
+
+
+def adapter_base(adapter: str, given: str = "") -> str:
+    """The local folder of an adapter's base model: `given` (model.base_model_path), else the adapter's
+    base_model_name_or_path (cosmos-rl and the local backend write the model they trained from), else its
+    recipe's base_model; a hub id is downloaded. An InputError names what was tried."""
+    import json
+    from pathlib import Path
+
+    from skillbank import recipe
+    from skillbank.errors import InputError
+
+    if given:
+        return resolve_model_path(given, key="model.base_model_path")
+    tried = []
+    try:
+        named = str(json.loads((Path(adapter) / modelref.ADAPTER_CONFIG).read_text(encoding="utf-8")).get("base_model_name_or_path") or "")
+    except (OSError, ValueError):
+        named = ""
+    found = recipe.read(adapter)
+    for candidate in (named, str((found.recipe if found else {}).get("base_model") or "")):
+        if not candidate or candidate in tried:
+            continue
+        tried.append(candidate)
+        ref = modelref.parse(candidate)
+        if ref.kind == "hub" or (ref.kind == "local" and not modelref.folder_problem(ref.path)):
+            return resolve_model_path(candidate, key="model.base_model_path")
+    raise InputError(f"{adapter} is a LoRA adapter whose base model is not here ({', '.join(tried) or 'named nowhere'})",
+                     where="model.base_model_path", fix="set model.base_model_path to the model the adapter was trained on")
 
 
 def load_processor(path: str) -> Any:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from skillbank.errors import InputError
 from skillbank.export import output
 from skillbank.export.sources import Source, is_hf_folder, resolve
+from skillbank.modelref import lora_config
 
 if TYPE_CHECKING:
     from skillbank.specification.actions import ExportSpec
@@ -127,7 +128,7 @@ def export(spec: "ExportSpec", *, overwrite: bool = False) -> ExportResult:
             if spec.merge_lora:
                 from peft import PeftModel
 
-                model = PeftModel.from_pretrained(_load_model(base, torch.float32), src.path).merge_and_unload()
+                model = PeftModel.from_pretrained(_load_model(base, torch.float32), src.path, config=lora_config(src.path)).merge_and_unload()
                 _save(model, processor, out, dtype, [src.path, Path(base)])
             else:
                 shutil.copytree(src.path, out, dirs_exist_ok=True)

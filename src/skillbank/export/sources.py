@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 from skillbank.errors import InputError
+from skillbank.modelref import is_adapter
 
 Kind = Literal["lora-adapter", "hf-folder", "checkpoint-shards"]
 STEP = re.compile(r"^step_(\d+)$")
@@ -28,10 +29,6 @@ class Source:
     step: int | None = None
     run_dir: Path | None = None
     notes: list[str] = field(default_factory=list)
-
-
-def is_adapter(folder: Path) -> bool:
-    return (folder / "adapter_config.json").is_file()
 
 
 def is_hf_folder(folder: Path) -> bool:

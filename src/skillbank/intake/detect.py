@@ -13,26 +13,25 @@ from typing import Any
 from skillbank.errors import InputError
 from skillbank.intake.items import Read, is_video
 
-FORMATS = ("clips", "hf", "csv", "jsonl", "llava")
+FORMATS = ("clips", "hf", "csv", "jsonl", "llava", "messages")
 
 
 def detect(source: Path) -> tuple[str, str]:
     """(format, why)."""
     from skillbank.intake.hf import is_arrow_dataset
-    from skillbank.intake.llava import looks_like_llava
 
     if source.is_file():
         suffix = source.suffix.lower()
         if suffix in (".csv", ".tsv"):
             return "csv", f"a {suffix} file"
-        if suffix in (".jsonl", ".ndjson"):
-            return "jsonl", f"a {suffix} file"
         if suffix == ".parquet":
             return "hf", "a .parquet file"
-        if suffix == ".json" and looks_like_llava(source):
-            return "llava", "a JSON array of records with conversations"
+        if suffix in (".json", ".jsonl", ".ndjson"):
+            return _json_kind(source, suffix)
         raise InputError(f"cannot tell what kind of source this file is ({suffix or 'no suffix'})", where=str(source),
-                         fix="pass --format csv, jsonl or llava (a LLaVA annotations file is a JSON array of records with conversations)")
+                         fix="pass --format csv, jsonl, messages or llava")
+    from skillbank.intake.conversations import sniff, turn_list_key
+
     if not source.is_dir():
         raise InputError("no such file or folder", where=str(source), fix="pass the dataset folder or file")
     if is_arrow_dataset(source):
@@ -40,9 +39,10 @@ def detect(source: Path) -> tuple[str, str]:
         return "hf", f"a datasets save_to_disk folder ({marker})"
     if next(source.rglob("*.parquet"), None) is not None:
         return "hf", "parquet shards under the folder"
-    if (source / "annotations.json").is_file() and looks_like_llava(source / "annotations.json"):
-        raise InputError("the folder holds a LLaVA annotations.json", where=str(source),
-                         fix=f"pass the file itself: skillbank data import {source / 'annotations.json'} --out DIR")
+    for file in sorted(p for p in source.iterdir() if p.suffix.lower() in (".json", ".jsonl") and p.is_file()):
+        if turn_list_key(sniff(file)[1]):
+            raise InputError(f"the folder holds conversation records in {file.name}", where=str(source),
+                             fix=f"pass the file itself: skillbank data import {file} --out DIR")
     has_video = has_label = False
     for path in source.rglob("*"):
         has_video = has_video or is_video(path)
@@ -51,6 +51,28 @@ def detect(source: Path) -> tuple[str, str]:
             return "clips", "video files and .json label files under the folder"
     raise InputError("the folder holds no parquet / arrow dataset and no clips with .json label files", where=str(source),
                      fix="pass --format, or a folder of clips with per-clip label files (seq001.mp4 + seq001.label.json)")
+
+
+def _json_kind(source: Path, suffix: str) -> tuple[str, str]:
+    """A .json / .jsonl file: conversation records (LLaVA, or the messages shape of LLaMA-Factory and
+    ms-swift) in a JSON array or JSON lines, else JSON lines of rows (the jsonl table reader)."""
+    from skillbank.intake.conversations import SHAPE, is_llava, keys_of, sniff, turn_list_key
+
+    layout, first = sniff(source)
+    what = "a JSON array" if layout == "array" else "JSON lines"
+    key = turn_list_key(first)
+    if key is not None:
+        if layout == "array" and is_llava(first):
+            return "llava", f"{what} of LLaVA records (conversations + video)"
+        return "messages", f"{what} of records with {key}"
+    if layout == "lines":
+        return "jsonl", f"JSON lines of rows ({suffix})"
+    if layout == "array":
+        held = "no record" if first is None else f"records without conversations (the first has keys {keys_of(first)})"
+        raise InputError(f"a JSON array of {held}", where=str(source),
+                         fix=f"a JSON array is read as conversation records: {SHAPE}; rows of question / answer / video keys go one per line in a .jsonl file")
+    raise InputError(f"a {suffix} file that is neither a JSON array nor JSON lines of objects", where=str(source),
+                     fix=f"write a JSON array of records ({SHAPE}) or one JSON object per line")
 
 
 def reader(fmt: str) -> Callable[..., Read]:
@@ -67,10 +89,10 @@ def reader(fmt: str) -> Callable[..., Read]:
         from skillbank.intake import tables
 
         return getattr(tables, f"read_{fmt}")
-    if fmt == "llava":
-        from skillbank.intake.llava import read_llava
+    if fmt in ("llava", "messages"):
+        from skillbank.intake import conversations
 
-        return read_llava
+        return getattr(conversations, f"read_{fmt}")
     raise InputError(f"unknown format {fmt!r}", where="--format", fix=f"one of: {', '.join(FORMATS)}")
 
 

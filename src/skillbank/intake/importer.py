@@ -85,10 +85,24 @@ def _unreadable(items: list[Item], infos: dict[str, Any]) -> tuple[list[Item], l
     return keep, bad
 
 
+def _grouped(bad: list[Bad]) -> list[str]:
+    """One line per reason: the item itself, or for a reason several items share, their count and the
+    first of them (24 records of the wrong shape are one line, not 24)."""
+    groups: dict[str, list[Bad]] = {}
+    for b in bad:
+        groups.setdefault(b.reason, []).append(b)
+    lines = []
+    for reason, members in groups.items():
+        first = members[0]
+        where = first.where + (f" [{first.id}]" if first.id else "")
+        lines.append(first.line() if len(members) == 1 else f"{len(members)} items, the first {where}: {reason}")
+    return lines
+
+
 def _refuse(bad: list[Bad], source: Path) -> InputError:
-    lines = [b.line() for b in bad[:SHOWN]]
-    if len(bad) > SHOWN:
-        lines.append(f"... and {len(bad) - SHOWN} more")
+    lines = _grouped(bad)
+    if len(lines) > SHOWN:
+        lines[SHOWN:] = [f"... and {len(lines) - SHOWN} more"]
     return InputError(f"{len(bad)} item(s) of the source cannot be imported; nothing was written:\n    " + "\n    ".join(lines),
                       where=str(source), fix="mend them, or pass --skip-bad to import the rest (import.json then lists what was skipped)")
 

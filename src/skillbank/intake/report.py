@@ -7,7 +7,10 @@ from collections.abc import Iterable
 
 from skillbank.data.probe import ClipInfo
 
-DURATION_BINS = (1, 2, 5, 10, 30, 60, 120, 300)  # seconds: upper edges; the last bin is open
+# Seconds: the upper edge of each bin, included ("1-2 s" holds 1 < d <= 2: a clip of exactly 2.0 s is a
+# "1-2 s" clip, one of 2.5 s a "2-5 s" clip); above the last edge one open bin (">300 s").
+DURATION_BINS = (1, 2, 5, 10, 30, 60, 120, 300)
+ROUND_S = 0.01  # container durations are binned to 0.01 s: 60 frames at 29.97 fps (2.002 s) count as 2 s
 
 
 def fps_histogram(clips: Iterable[ClipInfo]) -> dict[str, int]:
@@ -16,17 +19,19 @@ def fps_histogram(clips: Iterable[ClipInfo]) -> dict[str, int]:
     return {f"{fps:g}": n for fps, n in sorted(counts.items())}
 
 
-def _bin(seconds: float) -> str:
+def duration_bin(seconds: float) -> str:
+    """The bin label of a clip length: "0-1 s", "1-2 s", ..., ">300 s" (each bin holds its upper edge)."""
+    seconds = round(seconds / ROUND_S) * ROUND_S
     low = 0
     for edge in DURATION_BINS:
-        if seconds < edge:
+        if seconds <= edge:
             return f"{low}-{edge} s"
         low = edge
-    return f">={low} s"
+    return f">{low} s"
 
 
 def duration_histogram(clips: Iterable[ClipInfo]) -> dict[str, int]:
-    """{"2-5 s": clips, ...} in bin order, empty bins left out."""
-    counts = Counter(_bin(c.duration) for c in clips)
-    order = [_bin(e - 1e-9) for e in DURATION_BINS] + [_bin(DURATION_BINS[-1])]
+    """{"1-2 s": clips, ...} in bin order, empty bins left out."""
+    counts = Counter(duration_bin(c.duration) for c in clips)
+    order = [duration_bin(edge) for edge in DURATION_BINS] + [duration_bin(DURATION_BINS[-1] + 1)]
     return {name: counts[name] for name in order if counts[name]}

@@ -1,6 +1,7 @@
 """`skillbank data stats`: what an annotations file holds, and what its samples cost in tokens.
 
-Records, media kinds, families (the record's `family` key), the most common answers per family, clip
+Records, media kinds, families (the record's `family` key), the answers (every assistant turn: per turn
+index and the most common per family), clip
 lengths and frame rates from the records' metadata (`--probe`: from the containers' headers for the
 records that state none), and vision tokens per sample at a spec's vision settings (default: the train
 template's). The token figures are preflight's own: VisionBudget.estimate per sample, aggregated by
@@ -81,12 +82,24 @@ def load_budget(skill: str, spec_path: str | None) -> Budget:
     return Budget(budget, source, action, model_name)
 
 
-def _answer(record: dict[str, Any]) -> str | None:
-    """The first gpt turn's text, stripped (None when there is none)."""
-    for turn in record.get("conversations") or ():
-        if isinstance(turn, dict) and str(turn.get("from", "")).lower() in ("gpt", "assistant") and isinstance(turn.get("value"), str):
-            return turn["value"].strip()
-    return None
+def _answers(record: dict[str, Any]) -> list[str]:
+    """Every gpt turn's text, stripped, in order: a multi-turn record trains on each of them."""
+    return [turn["value"].strip() for turn in record.get("conversations") or ()
+            if isinstance(turn, dict) and str(turn.get("from", "")).lower() in ("gpt", "assistant") and isinstance(turn.get("value"), str)]
+
+
+def turn_counts(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Answers per turn index (turn 1 = each record's first answer), records by their number of answers,
+    and the total: every assistant turn trains (the loss covers each one, on both backends)."""
+    per_turn: Counter[int] = Counter()
+    by_count: Counter[int] = Counter()
+    for record in records:
+        n = len(_answers(record))
+        by_count[n] += 1
+        per_turn.update(range(1, n + 1))
+    return {"answers": sum(per_turn.values()), "per_turn": {str(k): per_turn[k] for k in sorted(per_turn)},
+            "records_by_answers": {str(k): by_count[k] for k in sorted(by_count)},
+            "multi_turn_records": sum(c for k, c in by_count.items() if k > 1)}
 
 
 def _video(record: dict[str, Any]) -> str | None:
@@ -138,14 +151,15 @@ def data_stats(annotations: str, budget: Budget, *, probe: bool = False, media: 
         clips.update({i: c for i in videos if i not in clips and (c := clip_from_record(records[i])) is not None})  # a duration without video_fps
 
     families: Counter[str] = Counter()
-    answers: dict[str, Counter[str]] = defaultdict(Counter)
+    answers: dict[str, Counter[str]] = defaultdict(Counter)  # every answer of every turn
+    holding: dict[str, Counter[str]] = defaultdict(Counter)  # records holding the answer at some turn
     for record in records:
         family = record.get("family")
         family = str(family) if family is not None else NO_FAMILY
         families[family] += 1
-        answer = _answer(record)
-        if answer is not None:
-            answers[family][answer] += 1
+        said = _answers(record)
+        answers[family].update(said)
+        holding[family].update(set(said))
 
     b = budget.budget
     tally, over, unsampleable = TokenTally(), [], []
@@ -167,9 +181,11 @@ def data_stats(annotations: str, budget: Budget, *, probe: bool = False, media: 
         "images": images,
         "families": dict(families.most_common()),
         "answers": {
-            family: {"distinct": len(counts), "top": [{"answer": a, "records": n} for a, n in counts.most_common(TOP_ANSWERS)]}
+            family: {"distinct": len(counts),
+                     "top": [{"answer": a, "records": holding[family][a], "answers": n} for a, n in counts.most_common(TOP_ANSWERS)]}
             for family, counts in sorted(answers.items())
         },
+        "turns": turn_counts(records),
         "clips": {
             "with_length": len(clips),
             "without_length": len(videos) - len(clips),
@@ -194,8 +210,12 @@ def lines(doc: dict[str, Any]) -> list[str]:
     fams = doc["families"]
     if set(fams) != {NO_FAMILY}:
         out.append("families: " + ", ".join(f"{k or '(none)'} {n:,}" for k, n in fams.items()))
+    t = doc["turns"]
+    per_turn = ", ".join(f"turn {k}: {n:,}" for k, n in t["per_turn"].items())
+    out.append(f"answers: {t['answers']:,} ({per_turn})" + (f"; {t['multi_turn_records']:,} multi-turn record(s), every assistant turn trains"
+                                                            if t["multi_turn_records"] else ""))
     for family, a in doc["answers"].items():
-        top = ", ".join(f"{t['answer'][:40]!r} {t['records']:,}" for t in a["top"])
+        top = ", ".join(f"{t['answer'][:40]!r} {t['answers']:,}" for t in a["top"])
         out.append(f"answers{' (' + family + ')' if family else ''}: {a['distinct']:,} distinct; top {top}")
     c = doc["clips"]
     if c["duration_s"]:

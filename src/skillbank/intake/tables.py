@@ -33,6 +33,16 @@ def _csv_rows(path: Path) -> tuple[list[str], list[dict[str, Any]]]:
 
 
 def _jsonl_rows(path: Path, out: Read) -> tuple[list[str], list[tuple[int, dict[str, Any]]]]:
+    from skillbank.intake.conversations import TURN_LISTS, sniff
+
+    layout, first = sniff(path)
+    if layout == "array":
+        raise InputError("this file is one JSON array, not JSON lines (one object per line)", where=str(path),
+                         fix="leave --format out (a JSON array of conversation records is detected), or write one JSON object per line")
+    turns = [k for k in TURN_LISTS if isinstance(first, dict) and isinstance(first.get(k), list)]
+    if turns:
+        raise InputError(f"the rows hold conversations ({turns[0]}), not question / answer columns", where=str(path),
+                         fix="leave --format out, or pass --format messages")
     rows, columns = [], {}
     with path.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):

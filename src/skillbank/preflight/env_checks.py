@@ -42,13 +42,17 @@ class ModelRef:
 
 
 def resolve(key: str, value: str, kind: Kind = "model") -> ModelRef:
-    """The model a spec key names, judged without the network; a folder must hold `kind`'s marker file."""
+    """The model a spec key names, judged without the network; a folder must hold `kind`'s marker file
+    (a "model" that is a LoRA adapter folder is refused: training, rl and quantize load whole models)."""
     ref = modelref.parse(value)
     if ref.kind == "hub":
         return ModelRef(key, ref.value, "hub", repo=ref.repo)
     if ref.kind == "invalid":
         return ModelRef(key, ref.value, "missing", path=ref.path, problem=ref.problem)
     problem = modelref.folder_problem(ref.path, MARKERS[kind])
+    if not problem and kind == "model" and modelref.is_adapter(ref.path):
+        problem = (f"is a LoRA adapter ({modelref.ADAPTER_CONFIG}), not a whole model: merge it first "
+                   f"(skillbank export --source {ref.path} --out MERGED) and name MERGED")
     return ModelRef(key, ref.value, "missing" if problem else "local", path=ref.path, problem=problem)
 
 

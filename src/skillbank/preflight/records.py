@@ -177,38 +177,16 @@ class RecordChecker:
 
     def _conversations(self, record: dict[str, Any], label: str, where: str) -> str | None:
         """Checks conversations; returns the first human question when they are usable."""
-        fix = 'conversations: [{"from": "human", "value": "<video>\\nQUESTION"}, {"from": "gpt", "value": "ANSWER"}]'
         conv = record.get("conversations")
         if not isinstance(conv, list):
             what = "is missing" if "conversations" not in record else f"must be a list of turns (got {_kind(conv)})"
-            self._error("annotations.conversations", f"{label}: field conversations {what}", fix, where)
+            self._error("annotations.conversations", f"{label}: field conversations {what}", CONVERSATION_FIX, where)
             return None
-        turns = conv[1:] if conv and isinstance(conv[0], dict) and str(conv[0].get("from", "")).lower() == SYSTEM else conv
-        problem = None
-        for i, turn in enumerate(turns):
-            n = i + len(conv) - len(turns)
-            if not isinstance(turn, dict):
-                problem = f"turn {n} is a JSON {_kind(turn)}, not an object"
-                break
-            role = turn.get("from")
-            expected, name = (HUMAN, "human") if i % 2 == 0 else (GPT, "gpt")
-            if str(role).lower() not in expected:
-                problem = f"turn {n} has from={role!r}; expected {name!r} (turns alternate human, gpt, human, gpt, ...)"
-                break
-            value = turn.get("value")
-            if not isinstance(value, str) or not value.strip():
-                got = "missing" if "value" not in turn else "empty" if isinstance(value, str) else f"a {_kind(value)}"
-                problem = f"turn {n} ({name}) has a value that is {got}; it must be non-empty text"
-                break
-        else:
-            if len(turns) < 2:
-                problem = f"has {len(turns)} turn(s); at least a human question and a gpt answer are needed"
-            elif len(turns) % 2:
-                problem = "ends with a human turn; the last turn must be the gpt answer"
+        problem = conversation_problem(conv)
         if problem is not None:
-            self._error("annotations.conversations", f"{label}: field conversations {problem}", fix, where)
+            self._error("annotations.conversations", f"{label}: field conversations {problem}", CONVERSATION_FIX, where)
             return None
-        return question_of(turns[0]["value"])
+        return question_of(conv[1 if str(conv[0].get("from", "")).lower() == SYSTEM else 0]["value"])
 
     def _media(self, record: dict[str, Any], label: str, where: str) -> tuple[Media, Media]:
         present = [k for k in MEDIA_KEYS if record.get(k) is not None]
@@ -237,6 +215,33 @@ class RecordChecker:
             self._error("annotations.video_fps", f"{label}: field video_fps must be a number (got {_kind(fps)} {fps!r})", fix, where)
         elif not (0 < fps < math.inf):
             self._error("annotations.video_fps", f"{label}: field video_fps must be positive and finite (got {fps!r})", fix, where)
+
+
+CONVERSATION_FIX = 'conversations: [{"from": "human", "value": "<video>\\nQUESTION"}, {"from": "gpt", "value": "ANSWER"}]'
+
+
+def conversation_problem(conv: list[Any]) -> str | None:
+    """Why a conversations list cannot train (None: it can): an optional leading system turn, then
+    human and gpt turns alternating from a human one, ending with gpt, each with non-empty text.
+    The one rule; `skillbank data import` holds every record it writes to it."""
+    turns = conv[1:] if conv and isinstance(conv[0], dict) and str(conv[0].get("from", "")).lower() == SYSTEM else conv
+    for i, turn in enumerate(turns):
+        n = i + len(conv) - len(turns)
+        if not isinstance(turn, dict):
+            return f"turn {n} is a JSON {_kind(turn)}, not an object"
+        role = turn.get("from")
+        expected, name = (HUMAN, "human") if i % 2 == 0 else (GPT, "gpt")
+        if str(role).lower() not in expected:
+            return f"turn {n} has from={role!r}; expected {name!r} (turns alternate human, gpt, human, gpt, ...)"
+        value = turn.get("value")
+        if not isinstance(value, str) or not value.strip():
+            got = "missing" if "value" not in turn else "empty" if isinstance(value, str) else f"a {_kind(value)}"
+            return f"turn {n} ({name}) has a value that is {got}; it must be non-empty text"
+    if len(turns) < 2:
+        return f"has {len(turns)} turn(s); at least a human question and a gpt answer are needed"
+    if len(turns) % 2:
+        return "ends with a human turn; the last turn must be the gpt answer"
+    return None
 
 
 def _media_value(value: Any) -> Media:

@@ -472,7 +472,7 @@ def _models(ctx: Context, refs: list[env_checks.ModelRef]) -> None:
 
 def _evaluate(spec: Any, ctx: Context) -> None:
     f = ctx.findings
-    refs = [env_checks.resolve("model.model_name", spec.model.model_name, "adapter" if spec.model.enable_lora else "model")]
+    refs = [env_checks.resolve("model.model_name", spec.model.model_name, "adapter")]  # a whole model or an adapter (evaluation.model)
     if spec.model.enable_lora and spec.model.base_model_path:
         refs.append(env_checks.resolve("model.base_model_path", spec.model.base_model_path))
     _models(ctx, refs)
@@ -532,7 +532,7 @@ def _evaluate_recipe(spec: Any, f: Findings) -> Any:
 
 def _inference(spec: Any, ctx: Context) -> None:
     f = ctx.findings
-    _models(ctx, [env_checks.resolve("model_path", spec.model_path)])
+    _models(ctx, [env_checks.resolve("model_path", spec.model_path, "adapter")])
     if spec.annotation_path:
         file = spec_checks.dataset_file("annotation_path", spec.annotation_path, f)
         media = spec_checks.media_folder("media_dir", spec.media_dir, spec.annotation_path, f)

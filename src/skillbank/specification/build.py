@@ -16,6 +16,7 @@ from skillbank.errors import InputError
 from skillbank.skillinfo import skill_info, template_path
 from skillbank.specification.overrides import apply_overrides, parse_assignment, resolve_key
 from skillbank.specification.keys import find_field
+from skillbank.specification.learning_rate import apply_lora_default
 from skillbank.specification.registry import spec_model, spec_models
 from skillbank.specification.validation import validate
 
@@ -123,7 +124,8 @@ def build_spec(
     source: str | None = None,
 ) -> BuiltSpec:
     """`base` (a spec file's dict, `source` its name) or the action's template, with the dataset root
-    and the --set overrides applied (shorthands of this action resolved), validated."""
+    and the --set overrides applied (shorthands of this action resolved), validated. A train spec that
+    turns LoRA on without a learning rate of the user's gets LoRA's (specification.learning_rate)."""
     model = spec_model(skill, action)
     data = copy.deepcopy(base) if base is not None else load_template(skill, action)
     shorthands = shorthand_keys(skill, action)
@@ -134,6 +136,8 @@ def build_spec(
         key, value = parse_assignment(text)
         overrides[resolve_key(model, key, shorthands)] = value
     notes = apply_overrides(model, data, overrides)
+    if action == "train":
+        notes += apply_lora_default(data, set_now=set(overrides), base=base)
     spec = validate(model, data, source=source or f"{skill}/{action} spec")
     explicit = set(overrides) | (set(_paths(base)) if base is not None else set())
     return BuiltSpec(spec=spec, applied=overrides, notes=notes, explicit=explicit)

@@ -62,16 +62,10 @@ class EvalDatasetSpec(Section):
 
 
 class EvalModelSpec(Section):
-    model_name: ModelRefStr = param("hf_model://nvidia/Cosmos-Reason2-8B", "Model: an HF folder, a run's safetensors/step_N folder, hf_model://owner/repo or an HF id.", popular=True)
-    enable_lora: bool = param(False, "model_name is a LoRA adapter folder; it is applied to base_model_path.")
-    base_model_path: ModelRefStr = param("", "Base model of a LoRA adapter (required when enable_lora).")
+    model_name: ModelRefStr = param("hf_model://nvidia/Cosmos-Reason2-8B", "Model: an HF folder, a run's safetensors/step_N folder (a whole model, or the LoRA adapter a LoRA run exports), hf_model://owner/repo or an HF id.", popular=True)
+    enable_lora: bool = param(False, "model_name is a LoRA adapter folder, applied to its base model and merged in memory (a folder with adapter_config.json is read as one without this).")
+    base_model_path: ModelRefStr = param("", "Base model of a LoRA adapter; empty: the adapter's own base_model_name_or_path (adapter_config.json) where it is on this machine or the hub, else its skillbank_recipe.json's base_model.")
     dtype: Literal["bfloat16", "float16", "float32", "auto"] = param("auto", "Weights dtype; auto picks bfloat16 on GPU, float32 on CPU.")
-
-    @model_validator(mode="after")
-    def _lora_needs_base(self) -> "EvalModelSpec":
-        if self.enable_lora and not self.base_model_path:
-            raise rule_error("base_model_path", "enable_lora needs model.base_model_path (the base model the adapter was trained on)")
-        return self
 
 
 class EvalTaskSpec(Section):

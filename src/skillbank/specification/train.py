@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import field_validator, model_validator
 
+from skillbank.specification import learning_rate
 from skillbank.specification.base import Section
 from skillbank.specification.meta import ModelRefStr, PathStr, param, rule_error
 from skillbank.specification.pathmap import PathsSpec
@@ -93,7 +94,13 @@ class TrainSection(Section):
     output_dir: PathStr = param("./results/train", "Run folder: checkpoints go to <output_dir>/<timestamp>/checkpoints/step_N, exports to .../safetensors/step_N.")
     seed: int = param(42, "Random seed for model init and training.", ge=0)
     optm_name: Literal["AdamW", "Adam"] = param("AdamW", "Optimizer.")
-    optm_lr: float = param(1e-5, "Peak learning rate.", gt=0, le=1, automl="default", search=(1e-6, 1e-3), log=True, popular=True)
+    optm_lr: float = param(
+        learning_rate.FULL_LR,
+        f"Peak learning rate. {learning_rate.FULL_LR:g} for full fine-tuning; `skillbank spec` sets {learning_rate.LORA_LR:g} when "
+        f"policy.lora.enable turns on and you set no rate ({learning_rate.SOURCE}; full: examples/train_full/qwen3vl_full_sft.yaml, "
+        f"{learning_rate.FULL_LR:g}). AutoML searches one decade either side of the spec's default (log scale): "
+        f"{learning_rate.FULL_LR / 10:g}..{learning_rate.FULL_LR * 10:g} full, {learning_rate.LORA_LR / 10:g}..{learning_rate.LORA_LR * 10:g} LoRA.",
+        gt=0, le=1, automl="default", search=(1e-6, 1e-3), log=True, popular=True)
     optm_betas: tuple[float, float] = param((0.9, 0.999), "Adam betas.")
     optm_weight_decay: float = param(0.01, "Decoupled weight decay.", ge=0, le=1, automl="enabled", search=(0.0, 0.1))
     optm_warmup_steps: float = param(0.03, "Linear warm-up from 0 to optm_lr (cosmos-rl's ramp: the first step runs at 0): a fraction of total steps (rounded down) when < 1, else a step count.", ge=0, automl="enabled", search=(0.0, 0.2))

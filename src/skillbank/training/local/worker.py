@@ -90,7 +90,6 @@ class Trainer:
             torch.set_flush_denormal(True)  # denormal floats take x86 slow paths; flushing them is harmless here
 
         self.model, self.processor = load_policy(model_path, lora=spec.policy.lora, gradient_checkpointing=spec.policy.model_gradient_checkpointing)
-        self.lora_scale = spec.policy.lora.scale
         self.model.to(self.d.device)
         self.mesh = make_mesh(self.d.device.type, par.dp_replicate_size, par.dp_shard_size)
         shard_model(self.model, self.mesh, dtype=self.dtype, reshard_after_forward=train.fsdp_reshard_after_forward != "never")
@@ -227,8 +226,10 @@ class Trainer:
         state = ckpt.gather_full_state(self.model)
         if self.d.main:
             dtype = None if self.d.device.type == "cpu" else self.dtype
+            lora = self.spec.policy.lora
+            adapter = ckpt.adapter_config(lora.model_dump(mode="json"), base_model=str(self.model_path)) if lora.enable else None
             path = ckpt.export_safetensors(
-                self.run_dir, step, state, model_path=self.model_path, processor=self.processor, dtype=dtype, lora_scale=self.lora_scale,
+                self.run_dir, step, state, model_path=self.model_path, processor=self.processor, dtype=dtype, adapter=adapter,
                 custom=self.spec.custom.model_dump(mode="json"), base_model=self.spec.policy.model_name_or_path,
             )
             self.log(f"Exported safetensors to {path}", echo=True)
