@@ -9,7 +9,7 @@ import yaml
 
 from helpers import SKILL, json_out, skillbank
 from skillbank.routing.phrases import nodes_from_request, plan_from_request
-from skillbank.routing.router import PLAN_STEP, route
+from skillbank.routing.router import plan_step, route
 from test_deft_routing import DEFT
 from test_router import AUTO, OFF, SILENT
 
@@ -28,7 +28,7 @@ NOT_SIZING = [*OFF, *AUTO, *[s for s in SILENT if s], *DEFT, "fine-tune to fit o
 def test_sizing_questions_route_to_plan(text):
     assert plan_from_request(text), text
     d = route(skill=SKILL, action="train", request=text)
-    assert d.route == "plan" and d.target == SKILL and d.plan_step == PLAN_STEP and "skillbank plan --spec" in d.plan_step
+    assert d.route == "plan" and d.target == SKILL and d.plan_step == plan_step(d.fixed) and "skillbank plan --spec" in d.plan_step
     assert d.after_plan["route"] in ("automl", "direct")
 
 

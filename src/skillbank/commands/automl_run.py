@@ -45,7 +45,8 @@ def _settings(args: argparse.Namespace, base: dict[str, Any], out_dir: Path, stu
 def search_fingerprint(args: argparse.Namespace, space) -> dict[str, Any]:
     """What every worker joining a study must search alike (stored with the study, compared on join)."""
     return {"skill": args.skill, "algorithm": args.algorithm, "metric": args.metric, "backend": args.backend,
-            "seed": args.seed, "baseline": not args.no_baseline, "space": [p.describe() for p in space.params]}
+            "seed": args.seed, "baseline": not args.no_baseline, "space": [p.describe() for p in space.params],
+            **({"fixed": space.left_out} if space.left_out else {})}
 
 
 def preflight_gate(args: argparse.Namespace, shape: Any = None, loaded: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -77,6 +78,8 @@ def command_line(args: argparse.Namespace, study_name: str, *, resume: bool, act
         argv += ["--range", f"{key}={low:g}:{high:g}"]
     for key, values in args.choices:
         argv += ["--choices", f"{key}={','.join(values)}"]
+    for key in getattr(args, "search", None) or []:
+        argv += ["--search", key]
     for flag, value, default in (("--direction", args.direction, None), ("--storage", args.storage, None), ("--out", args.out, None),
                                  ("--workers", args.workers, 1), ("--seed", args.seed, 0)):
         if value != default:
@@ -106,6 +109,7 @@ def study_plan(args: argparse.Namespace, settings, space, out_dir: Path, base: d
     if socket_note(settings.storage):
         notes.append(socket_note(settings.storage))
     notes += null_base_notes(args.skill, base, space)
+    notes += list(getattr(args, "handoff_notes", None) or [])
     notes += [f"check before starting (trials run on this machine): {line}" for line in preflight.get("check_on_node", [])]
     return {
         "ok": True,
@@ -126,6 +130,7 @@ def study_plan(args: argparse.Namespace, settings, space, out_dir: Path, base: d
         "epochs_per_trial": int(base["train"]["epoch"]),
         "resume": settings.resume,
         "search_space": [p.to_dict() for p in space.params],
+        "fixed": space.fixed_list(),
         "skipped": dict(space.skipped),
         "preflight": preflight,
         "commands": {"start": command_line(args, settings.study_name, resume=False),
@@ -182,6 +187,7 @@ def plan_lines(plan: dict[str, Any]) -> list[str]:
         f"  trials     : {plan['max_trials']} finished (complete or pruned), "
         f"{'baseline first, ' if plan['baseline'] else ''}{plan['workers']} at a time, " + _epochs(plan),
         *(f"  search     : {p['describe']}" for p in plan["search_space"]),
+        *(f"  fixed      : {f['describe']}" for f in plan["fixed"]),
         *(f"  skip       : {key}: {why}" for key, why in plan["skipped"].items()),
         f"  preflight  : {plan['preflight'].get('errors', 0)} error(s), {plan['preflight'].get('warnings', 0)} warning(s)",
         *([f"  time       : {plan['study_time_h']:,.2f} h for the study ({'; '.join(plan['study_plan']['assumptions'])})"]
@@ -215,7 +221,7 @@ def run_automl(args: argparse.Namespace, loaded: Any = None) -> int:
     loaded = loaded or LoadedSpec.read(args.spec)
     base = loaded.model(model).model_dump(mode="json")
     schema = load_schema(schema_path(args.skill, "train"))
-    space = build_space(schema, base, params=args.param, ranges=dict(args.range), choices=dict(args.choices))
+    space = build_space(schema, base, params=args.param, ranges=dict(args.range), choices=dict(args.choices), search=args.search)
     if args.algorithm == "grid":
         from skillbank.automl.study import grid_points
 
@@ -263,6 +269,8 @@ def _run_study(args: argparse.Namespace, settings, space, base: dict[str, Any], 
           f"{settings.direction}, backend {args.backend}) in {out_dir}", file=log)
     for param in space.params:
         print(f"  search {param.describe()}", file=log)
+    for fixed in space.fixed_list():
+        print(f"  fixed  {fixed['describe']}", file=log)
     for key, why in space.skipped.items():
         print(f"  skip   {key}: {why}", file=log)
     for note in null_base_notes(args.skill, base, space):
@@ -323,7 +331,7 @@ def stopped(args: argparse.Namespace, study, settings, rec: dict[str, Any], resu
     return 0
 
 
-HANDOFF = ("backend", "max_trials", "algorithm", "param", "range", "choices", "study", "resume", "dry_run", "json")
+HANDOFF = ("backend", "max_trials", "algorithm", "param", "range", "choices", "search", "study", "resume", "dry_run", "json")
 
 
 def run_from_train(args: argparse.Namespace, loaded: Any = None) -> int:
@@ -336,4 +344,5 @@ def run_from_train(args: argparse.Namespace, loaded: Any = None) -> int:
     automl_args = parser.parse_args(["--spec", str(args.spec)])
     for name in HANDOFF:
         setattr(automl_args, name, getattr(args, name))
+    automl_args.handoff_notes = getattr(args, "handoff_notes", [])  # train's warnings, into the dry run's notes
     return run_automl(automl_args, loaded)

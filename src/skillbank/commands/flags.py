@@ -149,6 +149,9 @@ def add_space_arguments(p: Any) -> None:
     p.add_argument("--param", action="append", metavar="KEY", help="search these dotted keys instead of the schema's automl_default_parameters")
     p.add_argument("--range", action="append", type=_range, default=[], metavar="KEY=MIN:MAX", help="override a search range")
     p.add_argument("--choices", action="append", type=_choices, default=[], metavar="KEY=A,B", help="override enum choices")
+    p.add_argument("--search", action="append", default=[], metavar="KEY",
+                   help="search KEY too, even though the spec fixes it (a key in its user_set, set with `skillbank spec --set`: "
+                        "left out of the search otherwise, as is a key --param, --range or --choices does not name)")
 
 
 def add_keep_argument(p: Any) -> None:

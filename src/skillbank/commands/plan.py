@@ -156,14 +156,14 @@ def run(args: argparse.Namespace) -> int:
 
 def study_of(args: argparse.Namespace, spec) -> tuple:
     """The study's shape (runs.disk.StudyShape) over the space `skillbank automl` would search with the same flags
-    (the schema's automl_default_parameters, or --param / --range / --choices), and whether its trials evaluate each export."""
+    (the schema's automl_default_parameters, or --param / --range / --choices; less the spec's user_set, plus --search), and whether its trials evaluate each export."""
     from skillbank.automl.space import build_space, load_schema
     from skillbank.automl.trials import LOSS_METRICS
     from skillbank.runs.disk import DEFAULT_KEEP, study_shape
     from skillbank.skillinfo import schema_path
 
     space = build_space(load_schema(schema_path(args.skill, "train")), spec.model_dump(mode="json"), params=args.param,
-                        ranges=dict(args.range), choices=dict(args.choices))
+                        ranges=dict(args.range), choices=dict(args.choices), search=args.search)
     shape = study_shape(args.trials, spec.train.epoch, space.params, workers=args.workers, per_worker=1, keep=args.keep or DEFAULT_KEEP)
     return shape, args.metric not in LOSS_METRICS
 

@@ -59,6 +59,10 @@ prints as "fitted: KEY OLD -> NEW: why" with the rule and the steps per epoch it
 "fitted" with --json). A value you set is never changed: a plan that cannot run (zero optimizer
 steps; validation on with zero batches per rank; rl: zero policy steps) exits 2 and writes nothing,
 naming the key and the fix; one that barely trains keeps your value and warns.
+
+What you set stays yours (train): every key set with --set or a shorthand is recorded in the spec's
+user_set (spec --from keeps the list and adds to it); `skillbank automl` leaves those keys out of its
+search at your values (--search KEY searches one anyway) and its dry run lists them as fixed.
 """
 
 EXAMPLES = """\

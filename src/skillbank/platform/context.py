@@ -69,6 +69,7 @@ class AutomlJob:
     params: tuple[str, ...] = ()
     ranges: tuple[tuple[str, tuple[float, float]], ...] = ()
     choices: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    search: tuple[str, ...] = ()  # --search: keys the spec fixes (user_set), searched anyway
     shape: Any = None  # runs.disk.StudyShape (the most epochs, the largest checkpoint the search can produce): the gate checks a worker's share
     storage: str | None = None  # --storage: a study shared by the workers of many jobs (None: SQLite in the study folder)
 
@@ -82,6 +83,8 @@ class AutomlJob:
             out += ["--range", f"{key}={low!r}:{high!r}"]
         for key, values in self.choices:
             out += ["--choices", f"{key}={','.join(values)}"]
+        for key in self.search:
+            out += ["--search", key]
         return out
 
 

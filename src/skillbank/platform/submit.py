@@ -103,7 +103,7 @@ def check_study(automl: AutomlJob, skill: str, spec: Any) -> AutomlJob:
         raise InputError(f"unknown metric {automl.metric!r}", where="--metric", fix=f"use one of: {', '.join(metrics)}")
     schema = load_schema(schema_path(skill, "train"))
     space = build_space(schema, spec.model_dump(mode="json"), params=list(automl.params) or None,
-                        ranges=dict(automl.ranges), choices={k: list(v) for k, v in automl.choices})
+                        ranges=dict(automl.ranges), choices={k: list(v) for k, v in automl.choices}, search=list(automl.search))
     return replace(automl, shape=study_shape(automl.max_trials, spec.train.epoch, space.params))
 
 

@@ -225,3 +225,19 @@ class TrainSpec(Section):
     redis: str = param("12800", "Port of the redis-server cosmos-rl's controller starts.")
     results_dir: PathStr = param("./results", "Folder for job records and reports.")
     paths: PathsSpec = param(default_factory=PathsSpec, description="The path map this spec was written with (`skillbank spec --path-map`); applied where its LOCAL folders exist.")
+    user_set: list[str] = param(
+        default_factory=list,
+        description="Dotted keys whose values you chose (`skillbank spec --set`, a shorthand such as epochs=3 or lora=true; kept by `spec --from`): "
+        "AutoML leaves them out of its search (`skillbank automl --search KEY` searches one anyway) and the dry run lists them as fixed. "
+        "Batches you did not set here are fitted to the data.",
+    )
+
+    @field_validator("user_set")
+    @classmethod
+    def _user_set_names_fields(cls, value: list[str]) -> list[str]:
+        from skillbank.specification.keys import find_field
+
+        unknown = [key for key in value if find_field(cls, key) is None]
+        if unknown:
+            raise ValueError(f"user_set names no spec key: {', '.join(unknown)} (dotted keys such as train.epoch)")
+        return sorted(set(value))
