@@ -132,3 +132,16 @@ def test_the_route_stays_light_and_its_json_has_the_fixed_values():
     doc, heavy = proc.stdout.split("\n")[:2]
     assert heavy.strip() == "" and json.loads(doc)["fixed"][0]["set"] == "train.epoch=3"
     assert json_out(skillbank("route", "--skill", SKILL, "--action", "train", "--request", ISSUE, "--json"))["route"] == "plan"
+
+
+def test_a_submitted_study_leaves_the_fixed_keys_out_and_its_job_passes_search_on():
+    """submit --action automl sizes the gate's disk over the same space (the user's 3 epochs, not up to 20) and the job's
+    `skillbank automl` line carries --search."""
+    from skillbank.platform.context import AutomlJob
+    from skillbank.platform.submit import check_study
+
+    spec = build_spec(SKILL, "train", ["epochs=3", "lora=true"]).spec
+    job = AutomlJob(study="s", algorithm="bayesian", max_trials=4, metric="accuracy")
+    assert check_study(job, SKILL, spec).shape.epochs in (None, 3)
+    asked = AutomlJob(study="s", algorithm="bayesian", max_trials=4, metric="accuracy", search=("train.epoch",))
+    assert check_study(asked, SKILL, spec).shape.epochs == 20 and asked.argv()[-2:] == ["--search", "train.epoch"]
