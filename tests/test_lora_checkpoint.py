@@ -48,13 +48,14 @@ def test_a_lora_checkpoint_holds_the_adapters_and_resumes_to_the_same_weights(ti
     resumed = Path(train_local(resumed_spec, resume_from=policy, log=lambda line: None)["run_dir"])
     reference = _losses(whole)
     assert sorted(_losses(resumed)) == [3, 4] and [_losses(resumed)[s] for s in (3, 4)] == pytest.approx([reference[3], reference[4]], rel=1e-5)
-    end, again = load_file(layout.safetensors_dir(whole, 4) / "model.safetensors"), load_file(layout.safetensors_dir(resumed, 4) / "model.safetensors")
+    adapter = "adapter_model.safetensors"  # a LoRA run exports the adapter, as cosmos-rl does
+    end, again = load_file(layout.safetensors_dir(whole, 4) / adapter), load_file(layout.safetensors_dir(resumed, 4) / adapter)
     assert set(end) == set(again) and all(torch.allclose(end[k], again[k], atol=1e-6) for k in end)
 
-    # the checkpoint exports to the same merged model as the run's own export of that step (the base read from the model folder)
+    # the checkpoint exports to a whole merged model (the base read from the model folder)
     folder = checkpoint_to_hf(layout.checkpoint_dir(whole, 4), tmp_path / "export", 4)
     merged = load_file(folder / "model.safetensors")
-    assert set(merged) == set(end) and all(torch.allclose(merged[k], end[k], atol=1e-6) for k in end)
+    assert len(merged) > len(end) and not any("lora_" in k for k in merged)
     assert set(gather(layout.checkpoint_dir(whole, 4), 1)) == set(torch.load(layout.checkpoint_dir(whole, 4) / "model_rank_0.pth", weights_only=False))
 
     # the disk figure assumes the same: adapters and their moments, no base (cosmos-rl: the base in fp32 too)

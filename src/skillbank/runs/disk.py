@@ -10,7 +10,7 @@ the frozen base included (policy/trainer/llm_trainer/sft_trainer.py `_checkpoint
 self.model; utils/checkpoint.py `save_checkpoint`: model.state_dict()), and resumes from it alone
 (`load_checkpoint`: load_state_dict(strict=True), the Hub weights not read on resume); no key keeps the
 trainable weights only. It exports the adapter only. The local backend keeps a LoRA checkpoint's trained
-weights and optimizer alone (the base is read from the model folder on resume) and exports the merged model.
+weights and optimizer alone (the base is read from the model folder on resume) and exports the adapter, as cosmos-rl does.
 
 A study (`StudyShape`): every trial saves and exports each epoch (TRIAL_CKPT: the study evaluates each epoch's
 export) and keeps them while it runs. `keep` "best" (the default of a new study): a finished trial that is not the
@@ -64,12 +64,12 @@ def checkpoint_size(spec: Any, count: ParamCount, backend: str | None = None) ->
     """One checkpoint of this spec (see the module docstring for what each backend keeps)."""
     lora = spec.policy.lora.enable
     model = (count.trainable if trainable_only(spec, backend) else count.total) * MASTER_BYTES
-    exported = count.total if not lora or backend == "local" else count.trainable
+    exported = count.trainable if lora else count.total  # a LoRA run exports the adapter on both backends
     dtype = spec.train.param_dtype
     if not lora:
         what = f"full fine-tuning: fp32 weights, Adam moments, plus the {dtype} export"
     elif backend == "local":
-        what = f"LoRA (rank {spec.policy.lora.r}): the adapters and their Adam moments (the base is read from the model on resume), plus the merged model the local backend exports"
+        what = f"LoRA (rank {spec.policy.lora.r}): the adapters and their Adam moments (the base is read from the model on resume), plus the adapter it exports"
     else:
         what = f"LoRA (rank {spec.policy.lora.r}): the frozen base and the adapters (cosmos-rl saves the whole model), plus the adapter it exports"
     return CheckpointSize(model + count.trainable * ADAM_BYTES, exported * DTYPE_BYTES.get(dtype, 2), what)
