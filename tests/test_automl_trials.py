@@ -27,22 +27,43 @@ def base_spec(tmp_path, tiny_model_dir, demo_dataset_dir) -> Path:
     return spec
 
 
-def test_short_study_trains_evaluates_and_recommends(base_spec, tmp_path):
-    proc = skillbank("automl", "--skill", SKILL, "--spec", str(base_spec), "--backend", "local", "--max-trials", "2", "--algorithm", "random",
-                     "--param", "train.optm_lr", "--range", "train.optm_lr=1e-4:1e-3", "--json", timeout=900)
+def _held(trial_dir: Path) -> list[str]:
+    """The checkpoint and export folders a trial still holds."""
+    return sorted(str(p.relative_to(trial_dir)) for kind in ("checkpoints", "safetensors") for p in (trial_dir / "train").glob(f"*/{kind}/step_*"))
+
+
+def test_short_study_trains_evaluates_recommends_and_keeps_only_the_best_trials_checkpoint(base_spec, tmp_path):
+    """Three trials with --keep best (a new study's default): exactly one trial, the best, holds a checkpoint and its export
+    (the one best_rec.json names); the others keep their metrics, spec, evaluations and logs; the rule is recorded in the study."""
+    proc = skillbank("automl", "--skill", SKILL, "--spec", str(base_spec), "--backend", "local", "--max-trials", "3", "--algorithm", "random",
+                     "--param", "train.optm_lr", "--range", "train.optm_lr=1e-4:1e-3", "--json", timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rec = json.loads(proc.stdout)
     jsonschema.validate(rec, json.loads((ROOT / "schemas" / "best_rec.schema.json").read_text()))
     assert rec["baseline"]["trial_number"] == 0 and rec["baseline"]["params"] == {"train.optm_lr": pytest.approx(1e-5)}
-    assert rec["trials"]["complete"] == 2 and rec["trials"]["trial_epochs"] == 2
+    assert rec["trials"]["complete"] == 3 and rec["trials"]["trial_epochs"] == 3
     assert Path(rec["checkpoint_path"], "config.json").is_file()
     assert Path(rec["spec_path"]).is_file()
     study = tmp_path / "automl" / "base"
     rows = pq.read_table(study / "trials.parquet").to_pylist()
-    assert [r["state"] for r in rows] == ["COMPLETE", "COMPLETE"]
+    assert [r["state"] for r in rows] == ["COMPLETE", "COMPLETE", "COMPLETE"]
     assert (study / "history.png").is_file()
-    metrics = json.loads(next((Path(rows[1]["trial_dir"]) / "eval").glob("step_*/metrics.json")).read_text())
-    assert "accuracy" in metrics
+    held = {r["number"]: _held(Path(r["trial_dir"])) for r in rows}
+    assert [n for n, folders in held.items() if folders] == [rec["trial_number"]], held
+    best_dir = Path(rows[rec["trial_number"]]["trial_dir"])
+    step = Path(rec["checkpoint_path"]).name
+    assert [Path(f).parts[-2:] for f in held[rec["trial_number"]]] == [("checkpoints", step), ("safetensors", step)]
+    for row in rows:  # what every trial keeps
+        trial_dir = Path(row["trial_dir"])
+        assert (trial_dir / "spec.yaml").is_file() and (trial_dir / "train.log").is_file() and list((trial_dir / "train").glob("*/metrics.jsonl"))
+        assert "accuracy" in json.loads(next((trial_dir / "eval").glob("step_*/metrics.json")).read_text())
+    assert "keep best: removed the checkpoints of trial(s)" in proc.stderr and best_dir.is_dir()
+    import optuna
+
+    assert optuna.load_study(study_name="base", storage=f"sqlite:///{study / 'study.db'}").user_attrs["skillbank.keep"] == "best"
+    refused = skillbank("automl", "--skill", SKILL, "--spec", str(base_spec), "--backend", "local", "--max-trials", "3", "--algorithm", "random",
+                        "--param", "train.optm_lr", "--range", "train.optm_lr=1e-4:1e-3", "--keep", "all", timeout=300)
+    assert refused.returncode == 2 and "keeps best checkpoints" in refused.stderr
 
 
 def test_train_with_automl_policy_auto_hands_over_to_automl(base_spec, tmp_path):

@@ -59,7 +59,7 @@ def _spec(tmp_path: Path, **vision) -> TrainSpec:
     ann.write_text(json.dumps([{"id": i, "video": "v.mp4", "video_fps": 8, "conversations": [{"from": "human", "value": "<video>\nq"},
                                                                                           {"from": "gpt", "value": "a"}]} for i in range(64)]))
     return TrainSpec.model_validate({
-        "train": {"max_num_steps": 5, "train_policy": {"dataset": {"name": "set", "test_size": 10}}, "ckpt": {"upload_s3": "all", "s3_bucket": "b", "upload_hf": True}},
+        "train": {"max_num_steps": 5, "train_policy": {"dataset": {"name": "set", "test_size": 10}}, "ckpt": {"upload_s3": "all", "s3_bucket": "b", "upload_hf": True, "save_freq": 7, "save_freq_in_epoch": 0}},
         "policy": {"lora": {"enable": True, "modules_to_save": ["lm_head"]}},
         "logging": {"experiment_name": "x"},
         "custom": {"train_dataset": {"annotation_path": str(ann)}, "val_dataset": {"annotation_path": str(ann)}, "vision": vision},

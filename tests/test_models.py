@@ -268,7 +268,7 @@ def test_the_router_reads_a_model_named_in_the_request(request_text, model):
     if model:
         assert d.model_source.startswith("the request")
     if d.route == "plan":
-        assert d.plan_step == plan_step(model, d.nodes) and (f"--set model={model}" in d.plan_step) == bool(model)
+        assert d.plan_step == plan_step(model, d.nodes, d.fixed) and (f"--set model={model}" in d.plan_step) == bool(model)
     importing = route(skill=SKILL, action="train", request="convert my dataset to LLaVA, then " + request_text)
     assert (f"--set model={model}" in importing.data_step) == bool(model)
 

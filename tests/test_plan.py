@@ -222,24 +222,60 @@ def rl_batch(spec) -> int:
     return yaml.safe_load(spec.read_text())["train"]["train_batch_per_replica"]
 
 
-def test_an_automl_study_has_one_disk_figure(tmp_path, demo_dataset_dir, capsys):
-    """plan --trials, the AutoML dry run's disk_gib and the gate's env.disk (preflight --trials) are the same figure."""
+def test_an_automl_study_has_one_time_and_one_disk_figure(tmp_path, demo_dataset_dir, capsys):
+    """plan --trials, the AutoML dry run and the gate's env.disk (preflight --trials ...) print the same figures: the study's time
+    (train + each epoch's evaluation, over the trials at once), a worker's share of the disk and the study's at most, at the top
+    of the searched LoRA rank; a LoRA checkpoint is the same 33.07 GiB everywhere (the adapters counted, not bounded by rank)."""
     from skillbank.preflight.run import run_preflight
+    from skillbank.runs.disk import StudyShape
 
-    spec = _spec(tmp_path, demo_dataset_dir, **{"train.epoch": 2, "train.ckpt.max_keep": 1, "validation.batch_size": 1})
-    study = plan_json(capsys, "--spec", spec, "--trials", "5")
-    assert study["disk"]["trials"] == 5 and study["disk"]["kept"] == 2 and "AutoML study" in study["disk"]["detail"]
-    assert study["disk_gib"] == pytest.approx(study["checkpoint_gib"] * 2 * 5, rel=0.01)
-    code, out, err = run_cli(capsys, "automl", "--skill", SKILL, "--spec", spec, "--max-trials", "5", "--param", "train.optm_lr", "--dry-run", "--json",
+    spec = _spec(tmp_path, demo_dataset_dir, **{"train.epoch": 2, "validation.batch_size": 1, "policy.lora.enable": True})
+    search = ("--param", "train.optm_lr", "--param", "policy.lora.r")
+    study = plan_json(capsys, "--spec", spec, "--trials", "5", "--workers", "2", *search)
+    block = study["study"]
+    assert block["disk"]["checkpoint_gib"] == 33.07 and block["disk"]["lora_rank"] == 128 and block["disk"]["checkpoint_gib_largest"] > 33.07
+    one = block["disk"]["checkpoint_gib_largest"]
+    assert study["disk_gib_per_worker"] == pytest.approx(one * (2 + 1), abs=0.02)  # its running trial's 2 epochs + the kept best
+    assert study["disk_gib_at_most"] == pytest.approx(one * (2 * 2 + 1), abs=0.02)  # 2 trials at once + the best
+    assert block["waves"] == 3 and study["study_time_h"] == pytest.approx(3 * block["trial_time_h"], abs=0.01)
+    assert block["evaluations_per_trial"] == 2 and block["trial_evaluation_h"] > 0 and block["eval_on"] == "custom.val_dataset"
+    code, out, err = run_cli(capsys, "automl", "--skill", SKILL, "--spec", spec, "--max-trials", "5", "--workers", "2", *search, "--dry-run", "--json",
                              "--out", str(tmp_path / "study"))
     assert code == 0, err + out
     dry = json.loads(out)
-    assert dry["disk_gib"] == study["disk_gib"] and dry["disk"]["kept_per_trial"] == 2
-    gate = run_preflight(skill=SKILL, action="train", spec_path=spec, runs_on="node", trials=5, trial_epochs=2, probe_sample=0)
-    assert gate.stats["disk"]["need_gb"] == round(study["disk_gib"], 1)
+    assert dry["study_time_h"] == study["study_time_h"] and dry["disk_gib_at_most"] == study["disk_gib_at_most"]
+    assert dry["disk_gib_per_worker"] == dry["disk_gib_at_most"]  # --workers 2 of automl: both trials on this worker
+    assert dry["disk"]["checkpoint_gib"] == 33.07
+    gate = run_preflight(skill=SKILL, action="train", spec_path=spec, runs_on="node", probe_sample=0, study=StudyShape(5, 2, 1, 1, "best", 128))
+    assert gate.stats["disk"]["need_gb"] == round(study["disk_gib_per_worker"], 1)
+    plain = run_preflight(skill=SKILL, action="train", spec_path=spec, runs_on="node", probe_sample=0)
+    assert plain.stats["plan"]["disk"]["checkpoint_gb"] == 33.07  # spec / preflight: the same checkpoint
+    every = plan_json(capsys, "--spec", spec, "--trials", "5", "--keep", "all", "--metric", "val_loss", *search)
+    assert every["disk_gib_at_most"] == pytest.approx(one * 2 * 5, abs=0.03) and every["study"]["trial_evaluation_h"] == 0
     searched = json.loads(run_cli(capsys, "automl", "--skill", SKILL, "--spec", spec, "--max-trials", "5", "--param", "train.epoch",
                                   "--range", "train.epoch=1:4", "--dry-run", "--json", "--out", str(tmp_path / "study2"))[1])
     assert searched["disk"]["kept_per_trial"] == 4  # a searched train.epoch: its high end
+
+
+def test_a_time_limit_gives_attempts_a_save_cadence_and_the_time_per_attempt(tmp_path, demo_dataset_dir, capsys):
+    """A described 50k-clip run against a 1-hour limit needs several attempts: save_freq in steps bounds the loss per stop (the
+    spec's save every epoch loses far more); the demo data fit in one attempt at the plan's slurm_time."""
+    from skillbank.planning.limit import SIGNAL_BEFORE_LIMIT_S
+
+    long = plan_json(capsys, "--records", "50000", "--clip-seconds", "10", "--resolution", "1280x720", "--set", "fps=4", "--set", "mini_batch=1",
+                     "--time-limit", "4")
+    b = long["time_limit"]
+    assert b["attempts"] >= 5 and b["time_per_attempt"] == "04:00:00" and b["set"] == ["train.ckpt.save_freq_in_epoch=0", f"train.ckpt.save_freq={b['save_every_steps']}"]
+    assert b["lost_per_stop_h"] < b["spec_lost_per_stop_h"] / 3 and b["assumptions"]["signal_before_limit_s"] == SIGNAL_BEFORE_LIMIT_S == 300
+    step_h = b["assumptions"]["step_time_s"] / 3600
+    assert b["lost_per_stop_h"] == pytest.approx(b["save_every_steps"] * step_h + b["assumptions"]["checkpoint_s"] / 3600, abs=0.002)
+    assert b["total_time_h"] > long["total_time_h"]  # the cadence's saves cost time
+    code, out, err = run_cli(capsys, "plan", "--records", "50000", "--clip-seconds", "10", "--resolution", "1280x720", "--set", "fps=4", "--time-limit", "4")
+    assert code == 0 and "time limit 4 h:" in out and "--set train.ckpt.save_freq=" in out and "--signal=B:USR1@300" in out
+    short = plan_json(capsys, "--spec", _spec(tmp_path, demo_dataset_dir, **{"validation.batch_size": 1}), "--time-limit", "24")["time_limit"]
+    assert short["attempts"] == 1 and short["set"] == [] and short["time_per_attempt"] == "00:30:00"  # the plan's slurm_time, under the limit
+    code, out, err = run_cli(capsys, "plan", "--records", "50000", "--clip-seconds", "10", "--time-limit", "0.05", "--json")
+    assert code == 2 and "--time-limit" in err + out
 
 
 def test_cli_paths_text_and_input_errors(tmp_path, demo_dataset_dir, capsys, monkeypatch):
@@ -306,5 +342,5 @@ def test_submit_to_slurm_uses_the_suggested_time_and_an_automl_job_gates_the_stu
     assert code == 0, err + out
     record = json.loads(out)["record"]
     script = Path(record["script"]).read_text()
-    assert "--trials 6 --trial-epochs 4" in script and "#SBATCH --time" not in script
+    assert "--trials 6 --trial-workers 1 --keep best --trial-epochs 4" in script and "#SBATCH --time" not in script
     assert any("AutoML study" in n for n in record["notes"])

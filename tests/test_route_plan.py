@@ -28,9 +28,9 @@ NOT_SIZING = [*OFF, *AUTO, *[s for s in SILENT if s], *DEFT, "fine-tune to fit o
 def test_sizing_questions_route_to_plan(text):
     assert plan_from_request(text), text
     d = route(skill=SKILL, action="train", request=text)
-    assert d.route == "plan" and d.target == SKILL and d.plan_step == plan_step(d.model, d.nodes) and "skillbank plan --spec" in d.plan_step
-    if d.model is None and d.nodes is None:
-        assert d.plan_step == PLAN_STEP
+    assert d.route == "plan" and d.target == SKILL and d.plan_step == plan_step(d.model, d.nodes, d.fixed) and "skillbank plan --spec" in d.plan_step
+    if d.model is None and d.nodes is None and not d.fixed:
+        assert d.plan_step == PLAN_STEP.format(sets="", nodes="")
     assert d.after_plan["route"] in ("automl", "direct")
 
 

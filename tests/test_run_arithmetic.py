@@ -221,19 +221,43 @@ def test_checkpoints_follow_the_steps_and_max_keep(tmp_path: Path) -> None:
     assert steps.checkpoint_plan(TrainSpec.model_validate(spec_dict(tmp_path, 23, train__ckpt={"enable_checkpoint": False}))) is None
 
 
-def test_disk_need_accounts_for_lora_and_an_automl_study(tmp_path: Path) -> None:
+def test_one_checkpoint_size_per_backend_and_lora(tmp_path: Path) -> None:
+    from skillbank.models.params import ParamCount
+    from skillbank.runs import disk
+
     full = TrainSpec.model_validate(spec_dict(tmp_path, 23))
     lora = TrainSpec.model_validate(spec_dict(tmp_path, 23, policy__lora={"enable": True, "r": 16}))
-    params = 8e9
-    one_full = steps.disk_need(full, params).checkpoint_bytes
+    params, adapters = 8e9, 4e7
+    full_count, lora_count = ParamCount(int(params), int(params), 0, 0, 0, "x"), ParamCount(int(params), int(adapters), int(adapters), 0, 0, "x")
+    one_full = disk.run_disk(full, full_count).checkpoint_bytes
     assert one_full == pytest.approx(params * (4 + 8 + 2))  # fp32 weights, Adam moments, bf16 export
-    one_lora = steps.disk_need(lora, params, backend="cosmos-rl").checkpoint_bytes
-    assert params * 4 < one_lora < params * 4.2  # the frozen base in fp32 plus small adapters
-    assert steps.disk_need(lora, params, backend="local").checkpoint_bytes > one_lora + params * 1.9  # merged bf16 export
-    # an AutoML trial saves every epoch and keeps all: 4 trials of 5 epochs keep 20 checkpoints
-    trial = TrainSpec.model_validate(spec_dict(tmp_path, 23, train__epoch=5, train__ckpt={"save_freq_in_epoch": 1, "max_keep": -1}))
-    study = steps.disk_need(trial, params, trials=4)
-    assert study.kept == 5 and study.total_bytes == pytest.approx(one_full * 20) and "x 4 trials" in study.detail
+    one_lora = disk.run_disk(lora, lora_count, backend="cosmos-rl").checkpoint_bytes
+    assert one_lora == pytest.approx(params * 4 + adapters * (8 + 2))  # cosmos-rl: the frozen base in fp32, the adapters' moments, the adapter export
+    one_local = disk.run_disk(lora, lora_count, backend="local").checkpoint_bytes
+    assert one_local == pytest.approx(adapters * (4 + 8 + 2))  # local: the adapters and their moments alone, the adapter export (as cosmos-rl)
+
+
+def test_a_study_keeps_a_workers_share_at_the_searchs_largest_checkpoint(tmp_path: Path) -> None:
+    """keep best: each worker holds its running trial's every epoch + the best one; keep all: every trial's; at the top of a
+    searched LoRA rank (or the full model when the search may turn LoRA off)."""
+    from types import SimpleNamespace as P
+
+    from skillbank.runs import disk
+
+    spec = TrainSpec.model_validate(spec_dict(tmp_path, 23, policy__lora={"enable": True, "r": 16}))
+    space = [P(key="train.epoch", high=5, choices=()), P(key="policy.lora.r", high=128, choices=())]
+    shape = disk.study_shape(12, spec.train.epoch, space, workers=3, per_worker=1)
+    assert (shape.epochs, shape.lora_rank, shape.full, shape.keep) == (5, 128, False, "best")
+    study = disk.study_disk(spec, shape)
+    largest = disk.run_disk(disk.largest_trial(spec, shape)).checkpoint_bytes
+    assert disk.largest_trial(spec, shape).policy.lora.r == 128 and largest > disk.run_disk(disk.as_trial(spec, 5)).checkpoint_bytes
+    assert study.kept_per_trial == 5 and study.per_worker_bytes == pytest.approx((5 + 1) * largest)
+    assert study.at_most_bytes == pytest.approx((3 * 5 + 1) * largest)
+    every = disk.study_disk(spec, disk.StudyShape(12, 5, 3, 1, "all", 128))
+    assert every.per_worker_bytes == pytest.approx(4 * 5 * largest) and every.at_most_bytes == pytest.approx(12 * 5 * largest)
+    full = disk.study_shape(12, 2, [P(key="policy.lora.enable", high=None, choices=(True, False))])
+    assert full.full and not disk.largest_trial(spec, full).policy.lora.enable
+    assert shape.preflight_flags() == ["--trials", "12", "--trial-workers", "1", "--keep", "best", "--trial-epochs", "5", "--trial-lora-rank", "128"]
 
 
 def test_preflight_disk_counts_saves_by_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -242,11 +266,12 @@ def test_preflight_disk_counts_saves_by_steps(tmp_path: Path, monkeypatch: pytes
 
     from skillbank.preflight import env_checks
     from skillbank.preflight.run import run_preflight
+    from skillbank.runs import disk
 
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(env_checks.shutil, "disk_usage", lambda path: usage(10**6, 0, 10**6))
     data = spec_dict(tmp_path, 23, train__ckpt={"save_freq_in_epoch": 0, "save_freq": 2, "max_keep": -1})
     report = run_preflight(skill=SKILL, action="train", spec=data, backend="local")
     assert report.stats["plan"]["checkpoints"]["saved"] == 6 and report.stats["plan"]["disk"]["kept"] == 6
-    one = steps.disk_need(TrainSpec.model_validate(data), 1000).checkpoint_bytes
+    one = disk.run_disk(TrainSpec.model_validate(data), backend="local").checkpoint_bytes
     assert report.stats["disk"]["need_gb"] == round(one * 6 / steps.GB, 1)

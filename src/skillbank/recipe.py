@@ -128,6 +128,11 @@ def _answer_type_of_data(annotation_path: str | None) -> str:
 # ---- writing -------------------------------------------------------------------------------------
 
 
+def answer_type_of(custom: Mapping[str, Any]) -> str:
+    """The answer type a run's exports are evaluated with (as from_custom records it): custom.answer_type, else the training data's."""
+    return custom.get("answer_type") or _answer_type_of_data((custom.get("train_dataset") or {}).get("annotation_path") or None)
+
+
 def from_custom(custom: Mapping[str, Any], *, base_model: str, steps: int | None = None,
                 model_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """The recipe of a training run's export, from its spec's `custom` table (train or rl spec, as in
@@ -143,7 +148,7 @@ def from_custom(custom: Mapping[str, Any], *, base_model: str, steps: int | None
         "model_type": model_type_of(model_dir) or str(custom.get("model_family") or "") or model_type_of(base_model),
         "vision": {key: vision.get(key) for key in VISION_KEYS},
         "system_prompt": custom.get("system_prompt"),
-        "answer_type": custom.get("answer_type") or _answer_type_of_data(annotation),
+        "answer_type": answer_type_of(custom),
         "task_type": custom.get("task_type") or "",
         "chat_template_sha256": chat_template_digest(model_dir) or chat_template_digest(base_model),
         "steps_trained": steps,

@@ -7,6 +7,10 @@ the field it depends on is off). automl_disabled_parameters are never searched. 
 (--range KEY=MIN:MAX) and choices (--choices KEY=A,B) override the schema's. train.optm_lr is searched
 over `specification.learning_rate.lr_range` of the base spec (one decade either side of its LoRA or
 full fine-tuning default) unless --range names it.
+
+What the user fixed stays fixed: a key the base spec lists in `user_set` (`skillbank spec --set
+train.epoch=3`) keeps its value and is left out of the search, unless the user names it (--search KEY,
+or --param / --range / --choices KEY). The space lists the fixed values beside the searched ones.
 """
 
 from __future__ import annotations
@@ -51,9 +55,19 @@ class Param:
 class SearchSpace:
     params: list[Param]
     skipped: dict[str, str] = field(default_factory=dict)  # key -> why
+    fixed: dict[str, Any] = field(default_factory=dict)  # the base spec's user_set: key -> the user's value
+    left_out: list[str] = field(default_factory=list)  # fixed keys the search would have searched
 
     def keys(self) -> list[str]:
         return [p.key for p in self.params]
+
+    def fixed_list(self) -> list[dict[str, Any]]:
+        """The user's values as the dry run shows them: each key, its value, whether the search left it out."""
+        searched = self.keys()
+        return [{"key": k, "value": v, "left_out_of_search": k in self.left_out, "searched": k in searched,
+                 "describe": f"{k}={json.dumps(v)} (yours" + (f": not searched; --search {k} searches it)" if k in self.left_out else
+                                                           ": searched as you asked, the baseline trains yours)" if k in searched else ")")}
+                for k, v in self.fixed.items()]
 
 
 def field_schema(schema: dict[str, Any], key: str) -> dict[str, Any] | None:
@@ -83,6 +97,12 @@ def _enum(node: dict[str, Any]) -> list[Any] | None:
         if "enum" in option:
             return list(option["enum"])
     return None
+
+
+def _setting(schema: dict[str, Any], key: str) -> bool:
+    """A number, a flag or a choice (what a search could vary), not a path or a prompt."""
+    node = field_schema(schema, key)
+    return node is not None and (_numeric(node)[0] is not None or _enum(node) is not None or node.get("type") == "boolean")
 
 
 def _lookup(spec: dict[str, Any], key: str) -> Any:
@@ -146,13 +166,20 @@ def load_schema(path: Path) -> dict[str, Any]:
 
 
 def build_space(schema: dict[str, Any], base_spec: dict[str, Any], *, params: list[str] | None = None,
-                ranges: dict[str, tuple[float, float]] | None = None, choices: dict[str, list[str]] | None = None) -> SearchSpace:
-    ranges, choices = ranges or {}, choices or {}
+                ranges: dict[str, tuple[float, float]] | None = None, choices: dict[str, list[str]] | None = None,
+                search: list[str] | None = None) -> SearchSpace:
+    """`search`: keys searched besides the rest (--search), the base spec's user_set included."""
+    ranges, choices, search = ranges or {}, choices or {}, list(search or [])
     disabled = set(schema.get("automl_disabled_parameters", []))
     keys = list(params) if params else list(schema.get("automl_default_parameters", []))
-    keys += [k for k in [*ranges, *choices] if k not in keys]
-    space = SearchSpace(params=[])
+    keys += [k for k in [*ranges, *choices, *search] if k not in keys]
+    named = {*(params or []), *ranges, *choices, *search}  # asked for by name: searched even when the user fixed it
+    fixed = {k: _lookup(base_spec, k) for k in base_spec.get("user_set") or [] if _setting(schema, k)}
+    space = SearchSpace(params=[], fixed=fixed)
     for key in keys:
+        if key in fixed and key not in named:
+            space.left_out.append(key)
+            continue
         if key in disabled:
             raise InputError(f"{key} is in automl_disabled_parameters: it is never searched", where=f"--param {key}",
                              fix="search other parameters (see the schema's automl_default_parameters)")
@@ -165,7 +192,9 @@ def build_space(schema: dict[str, Any], base_spec: dict[str, Any], *, params: li
             continue
         space.params.append(param)
     if not space.params:
-        raise InputError("nothing to search", where="--param", fix="name parameters with --param or enable the ones they depend on (e.g. --set policy.lora.enable=true in the spec)")
+        also = f" (the spec fixes {', '.join(space.left_out)}: --search KEY searches one anyway)" if space.left_out else ""
+        raise InputError(f"nothing to search{also}", where="--param",
+                         fix="name parameters with --param or --search, or enable the ones they depend on (e.g. --set policy.lora.enable=true in the spec)")
     return space
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from skillbank.automl import DEFAULT_TRIALS
+from skillbank.automl.keep import KEEP_ATTR, check_keep, recorded_keep
 from skillbank.automl.space import SearchSpace
 from skillbank.errors import InputError
 
@@ -74,6 +75,7 @@ class StudySettings:
     search: dict[str, Any] = field(default_factory=dict)  # what a joining worker must search alike (SEARCH_ATTR)
     base_spec: dict[str, Any] = field(default_factory=dict)  # fingerprint.normalized(base spec): what it must train alike (SPEC_ATTR)
     allow_spec_change: bool = False  # join a study whose base spec differs (its trials are then not comparable)
+    keep: str | None = None  # --keep best|all (automl.keep); None: the study's recorded rule, a new study's "best"
 
 
 def make_sampler(settings: StudySettings):
@@ -177,6 +179,8 @@ def open_study(settings: StudySettings, storage: Any = None) -> tuple[Any, bool]
             study.set_user_attr(SPEC_ATTR, settings.base_spec)
             study.set_user_attr(SPEC_DIGEST_ATTR, fingerprint.digest(settings.base_spec))
         study.set_user_attr(TRIALS_ATTR, settings.max_trials)
+        settings.keep = check_keep(settings.keep)
+        study.set_user_attr(KEEP_ATTR, settings.keep)
         return study, True
     except optuna.exceptions.DuplicatedStudyError:
         study = optuna.load_study(**kwargs)
@@ -207,6 +211,12 @@ def open_study(settings: StudySettings, storage: Any = None) -> tuple[Any, bool]
             raise InputError(f"study {settings.study_name!r} was stopped (skillbank automl --stop-study)", where="--study",
                              fix="pass --resume to continue it")
         study.set_user_attr(STOP_ATTR, False)
+    recorded = recorded_keep(attrs)
+    if settings.keep is not None and settings.keep != recorded:
+        raise InputError(f"{where} keeps {recorded} checkpoints (--keep {recorded}, recorded when it was created): --keep {settings.keep} "
+                         "would change it for the trials already run", where="--keep",
+                         fix=f"drop --keep (the study keeps {recorded}), or pass another --study name")
+    settings.keep = recorded
     if attrs.get(TRIALS_ATTR) != settings.max_trials:
         study.set_user_attr(TRIALS_ATTR, settings.max_trials)  # the budget the study's workers hold now (--status shows it)
     return study, False

@@ -147,6 +147,8 @@ def run_trials(study, settings: StudySettings, storage, lock, objective: Callabl
             except BaseException:
                 halt.set()
                 raise
+            if frozen is not None:
+                keep_sweep(study, settings.keep)
             if progress is not None and frozen is not None:
                 progress(frozen)
 
@@ -232,6 +234,20 @@ def _failed(trial: Any, exc: BaseException) -> BaseException | None:
         return None
     print(f"automl: trial {trial.number} crashed:\n{''.join(traceback.format_exception(exc))}", file=sys.stderr, flush=True)
     return None if isinstance(exc, (RuntimeError, OSError)) else exc
+
+
+def keep_sweep(study, keep: str | None) -> None:
+    """The study's keep rule applied after a trial ends (automl.keep); one line says what went. A failure to delete is said, never fatal."""
+    from skillbank.automl.keep import sweep
+
+    try:
+        dropped, freed = sweep(study, keep or "all")
+    except OSError as exc:
+        print(f"automl: keep {keep}: could not remove a trial's checkpoints: {exc}", file=sys.stderr, flush=True)
+        return
+    if dropped:
+        print(f"automl: keep {keep}: removed the checkpoints of trial(s) {', '.join(f'#{n}' for n in dropped)} ({freed / 1024**3:,.2f} GiB): "
+              "not the best so far (their metrics, spec and logs stay)", file=sys.stderr, flush=True)
 
 
 @contextmanager

@@ -46,8 +46,15 @@ watch:        --status lists every trial (state, value, best so far, parameters 
               --storage URL or --out DIR. --delete-study --yes removes a study (not while it runs).
 live view:    --dashboard serves optuna-dashboard on the study's storage at 127.0.0.1:--port.
 --dry-run:    print the plan (search space with ranges, trials, algorithm, metric, storage,
-              backend, study folder, the start and resume commands) after the preflight gate;
-              nothing is created or started.
+              backend, study folder, the start and resume commands) after the preflight gate, with
+              study_time_h (ceil(trials / --workers) x a trial's training + each epoch's evaluation),
+              disk_gib_per_worker (what this worker holds at once; its gate checks it) and
+              disk_gib_at_most, at the search's largest checkpoint: the figures `skillbank plan
+              --trials N` prints; nothing is created or started.
+--keep:       best (a new study's default): a finished trial that is not the best so far drops its
+              checkpoints and exports (metrics, spec, evaluations and logs stay), the best keeps its
+              best epoch's; all: every trial keeps every epoch's. Recorded in the study (a resumed
+              or joined study keeps its rule; a study from before the rule keeps all).
 SIGTERM / SIGINT stop every process tree of this worker's trials (trainer, torchrun ranks, cosmos-rl workers).
 Exit codes: 0 done (or stopped with --stop-study), 2 bad input (nothing started), 1 a run failed
 (no trial completed), 128 + N on signal N.

@@ -25,6 +25,9 @@ def _check_flags(args: argparse.Namespace) -> None:
     if args.algorithm in TRAIN_ONLY:
         raise InputError(f"{args.algorithm} prunes trials by training epoch; an evaluation has none", where="--algorithm",
                          fix="use grid, bayesian or random")
+    if args.search:
+        raise InputError("--search searches a key a train spec fixes (its user_set); an evaluate spec fixes none", where="--search",
+                         fix="name the evaluate keys with --param, --range or --choices")
     if args.workers != 1:
         raise InputError("a prompt search evaluates one trial at a time with the model it loaded once", where="--workers",
                          fix="drop --workers; to share the work, start another process on the same --storage with --resume")

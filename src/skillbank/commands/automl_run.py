@@ -39,27 +39,28 @@ def _settings(args: argparse.Namespace, base: dict[str, Any], out_dir: Path, stu
     return StudySettings(study_name=study_name, storage=storage,
                          algorithm=args.algorithm, max_trials=args.max_trials, direction=direction, seed=args.seed,
                          workers=args.workers, resume=args.resume, max_epochs=max(1, epochs), baseline=not args.no_baseline,
-                         allow_spec_change=getattr(args, "allow_spec_change", False))
+                         allow_spec_change=getattr(args, "allow_spec_change", False), keep=getattr(args, "keep", None))
 
 
 def search_fingerprint(args: argparse.Namespace, space) -> dict[str, Any]:
     """What every worker joining a study must search alike (stored with the study, compared on join)."""
     return {"skill": args.skill, "algorithm": args.algorithm, "metric": args.metric, "backend": args.backend,
-            "seed": args.seed, "baseline": not args.no_baseline, "space": [p.describe() for p in space.params]}
+            "seed": args.seed, "baseline": not args.no_baseline, "space": [p.describe() for p in space.params],
+            **({"fixed": space.left_out} if space.left_out else {})}
 
 
-def preflight_gate(args: argparse.Namespace, epochs: int | None = None, loaded: Any = None) -> dict[str, Any]:
+def preflight_gate(args: argparse.Namespace, shape: Any = None, loaded: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The base spec passes preflight for the trials' backend, or InputError (exit 2) naming the
     findings: a study on a spec that fails would only fail or prune every trial. Trials run on this
     machine, so its environment is checked too; a dry run lists environment findings instead
-    ("check before starting"), as `skillbank train --dry-run` does."""
+    ("check before starting"), as `skillbank train --dry-run` does. Returns (its summary, its stats)."""
     from skillbank.preflight.run import run_preflight
 
     runs_on = "node" if args.dry_run else "here"
     report = run_preflight(skill=args.skill, action="train", spec_path=args.spec, spec=loaded, backend=args.backend, runs_on=runs_on,
-                           trials=args.max_trials, trial_epochs=epochs)  # env.disk: the study's disk (runs.disk.study_disk)
+                           study=shape)  # env.disk: this worker's share of the study's disk (runs.disk.study_disk)
     report.require_ok(skill=args.skill, action="train", spec_path=args.spec, outcome="no study was created, no trial started")
-    return report.summary()
+    return report.summary(), report.stats
 
 
 def command_line(args: argparse.Namespace, study_name: str, *, resume: bool, action: list[str] = (),
@@ -77,10 +78,14 @@ def command_line(args: argparse.Namespace, study_name: str, *, resume: bool, act
         argv += ["--range", f"{key}={low:g}:{high:g}"]
     for key, values in args.choices:
         argv += ["--choices", f"{key}={','.join(values)}"]
+    for key in getattr(args, "search", None) or []:
+        argv += ["--search", key]
     for flag, value, default in (("--direction", args.direction, None), ("--storage", args.storage, None), ("--out", args.out, None),
                                  ("--workers", args.workers, 1), ("--seed", args.seed, 0)):
         if value != default:
             argv += [flag, redact(str(value))]
+    if getattr(args, "keep", None):
+        argv += ["--keep", args.keep]
     if args.no_baseline:
         argv.append("--no-baseline")
     if resume:
@@ -104,6 +109,7 @@ def study_plan(args: argparse.Namespace, settings, space, out_dir: Path, base: d
     if socket_note(settings.storage):
         notes.append(socket_note(settings.storage))
     notes += null_base_notes(args.skill, base, space)
+    notes += list(getattr(args, "handoff_notes", None) or [])
     notes += [f"check before starting (trials run on this machine): {line}" for line in preflight.get("check_on_node", [])]
     return {
         "ok": True,
@@ -124,6 +130,7 @@ def study_plan(args: argparse.Namespace, settings, space, out_dir: Path, base: d
         "epochs_per_trial": int(base["train"]["epoch"]),
         "resume": settings.resume,
         "search_space": [p.to_dict() for p in space.params],
+        "fixed": space.fixed_list(),
         "skipped": dict(space.skipped),
         "preflight": preflight,
         "commands": {"start": command_line(args, settings.study_name, resume=False),
@@ -132,17 +139,32 @@ def study_plan(args: argparse.Namespace, settings, space, out_dir: Path, base: d
     }
 
 
-def study_disk_fields(args: argparse.Namespace, model: Any, base: dict[str, Any], epochs: int) -> dict[str, Any]:
-    """disk_gib of the dry run: runs.disk.study_disk, the figure `skillbank plan --trials` and the job's gate use."""
-    from skillbank.models.params import model_params
-    from skillbank.runs.disk import study_disk_doc
+def study_fields(args: argparse.Namespace, model: Any, base: dict[str, Any], shape: Any, stats: dict[str, Any]) -> dict[str, Any]:
+    """The study's time and disk in the dry run: planning.study's block on the preflight gate's counts (the figures
+    `skillbank plan --trials N --workers K` prints for the same spec and search; the disk also the gate's env.disk)."""
+    from skillbank import recipe
+    from skillbank.automl.trials import LOSS_METRICS
+    from skillbank.planning.plan import stats_setting
+    from skillbank.planning.study import eval_set, study_block
+    from skillbank.runs.disk import study_disk
+    from skillbank.runs.steps import parallel_shape
 
     spec = model.model_validate(base)
-    params, how = model_params(spec.policy.model_name_or_path)  # an unknown hub id: the one refusal (models.params.unknown_model)
-    if params is None:
-        return {}  # a model folder only the node has: its job's preflight sizes the disk there
-    doc = study_disk_doc(spec, params, trials=args.max_trials, epochs=epochs, params_from=how)
-    return {"disk_gib": doc["disk_gib"], "disk": doc}
+    setting, _, _, why = stats_setting(spec, stats, backend=args.backend)  # an unknown hub id: the one refusal (models.params.unknown_model)
+    counted = stats.get("plan") or {}
+    if setting is None:
+        disk = study_disk(spec, shape, records=counted.get("train_records"), backend=args.backend)
+        block = {"study_time_h": None, "assumptions": [f"the study's time is unknown: {why}"], "disk": disk.to_dict() if disk else None}
+        block["disk_gib_per_worker"] = block["disk"]["disk_gib_per_worker"] if disk else 0.0
+        block["disk_gib_at_most"] = block["disk"]["disk_gib_at_most"] if disk else 0.0
+    else:
+        nodes, per_node = parallel_shape(spec)
+        eval_records, eval_on = eval_set(spec, counted.get("annotated_records"), (counted.get("validation") or {}).get("records"))
+        block = study_block(setting, nodes, per_node, shape, records=counted.get("train_records"), eval_records=eval_records, eval_on=eval_on,
+                            answer_type=recipe.answer_type_of(base["custom"]), evaluates=args.metric not in LOSS_METRICS)
+    d = block["disk"] or {}
+    return {"study_time_h": block["study_time_h"], "disk_gib_per_worker": block["disk_gib_per_worker"], "disk_gib_at_most": block["disk_gib_at_most"],
+            "disk_gib": block["disk_gib_at_most"], "disk": d, "study_plan": block}
 
 
 def plan_lines(plan: dict[str, Any]) -> list[str]:
@@ -165,9 +187,13 @@ def plan_lines(plan: dict[str, Any]) -> list[str]:
         f"  trials     : {plan['max_trials']} finished (complete or pruned), "
         f"{'baseline first, ' if plan['baseline'] else ''}{plan['workers']} at a time, " + _epochs(plan),
         *(f"  search     : {p['describe']}" for p in plan["search_space"]),
+        *(f"  fixed      : {f['describe']}" for f in plan["fixed"]),
         *(f"  skip       : {key}: {why}" for key, why in plan["skipped"].items()),
         f"  preflight  : {plan['preflight'].get('errors', 0)} error(s), {plan['preflight'].get('warnings', 0)} warning(s)",
-        *([f"  disk       : {plan['disk_gib']:,.1f} GiB at most ({plan['disk']['detail']})"] if "disk_gib" in plan else []),
+        *([f"  time       : {plan['study_time_h']:,.2f} h for the study ({'; '.join(plan['study_plan']['assumptions'])})"]
+          if plan.get("study_time_h") is not None else []),
+        *([f"  disk       : {plan['disk_gib_per_worker']:,.1f} GiB per worker, {plan['disk_gib_at_most']:,.1f} GiB at most ({plan['disk']['detail']})"]
+          if plan.get("disk") else []),
         f"  start      : {plan['commands']['start']}",
         f"  resume     : {plan['commands']['resume']}",
         *(f"  note       : {n}" for n in plan["notes"]),
@@ -183,7 +209,7 @@ def run_automl(args: argparse.Namespace, loaded: Any = None) -> int:
     """A study on the base spec (`loaded`: the LoadedSpec train's handoff read already; else the file is read once here)."""
     from skillbank.automl.space import build_space, load_schema
     from skillbank.commands.automl_control import study_location
-    from skillbank.runs.disk import trial_epochs
+    from skillbank.runs.disk import DEFAULT_KEEP, study_shape
     from skillbank.skillinfo import schema_path
     from skillbank.specification.io import LoadedSpec
     from skillbank.specification.registry import spec_model
@@ -195,7 +221,7 @@ def run_automl(args: argparse.Namespace, loaded: Any = None) -> int:
     loaded = loaded or LoadedSpec.read(args.spec)
     base = loaded.model(model).model_dump(mode="json")
     schema = load_schema(schema_path(args.skill, "train"))
-    space = build_space(schema, base, params=args.param, ranges=dict(args.range), choices=dict(args.choices))
+    space = build_space(schema, base, params=args.param, ranges=dict(args.range), choices=dict(args.choices), search=args.search)
     if args.algorithm == "grid":
         from skillbank.automl.study import grid_points
 
@@ -208,11 +234,11 @@ def run_automl(args: argparse.Namespace, loaded: Any = None) -> int:
     settings.base_spec = normalized(base)
     if settings.algorithm in ("hyperband", "asha") and "train.epoch" in space.keys():
         settings.max_epochs = int(max(p.high for p in space.params if p.key == "train.epoch"))
-    epochs = trial_epochs(int(base["train"]["epoch"]), [(p.key, p.high) for p in space.params if p.high is not None])
-    preflight = preflight_gate(args, epochs, loaded)
+    shape = study_shape(args.max_trials, int(base["train"]["epoch"]), space.params, workers=args.workers, keep=args.keep or DEFAULT_KEEP)
+    preflight, stats = preflight_gate(args, shape, loaded)
     if args.dry_run:
         plan = study_plan(args, settings, space, out_dir, base, preflight)
-        plan.update(study_disk_fields(args, model, base, epochs))
+        plan.update(study_fields(args, model, base, shape, stats))
         if args.json:
             print(json.dumps(plan, indent=2))
         else:
@@ -243,6 +269,8 @@ def _run_study(args: argparse.Namespace, settings, space, base: dict[str, Any], 
           f"{settings.direction}, backend {args.backend}) in {out_dir}", file=log)
     for param in space.params:
         print(f"  search {param.describe()}", file=log)
+    for fixed in space.fixed_list():
+        print(f"  fixed  {fixed['describe']}", file=log)
     for key, why in space.skipped.items():
         print(f"  skip   {key}: {why}", file=log)
     for note in null_base_notes(args.skill, base, space):
@@ -303,7 +331,7 @@ def stopped(args: argparse.Namespace, study, settings, rec: dict[str, Any], resu
     return 0
 
 
-HANDOFF = ("backend", "max_trials", "algorithm", "param", "range", "choices", "study", "resume", "dry_run", "json")
+HANDOFF = ("backend", "max_trials", "algorithm", "param", "range", "choices", "search", "study", "resume", "dry_run", "json")
 
 
 def run_from_train(args: argparse.Namespace, loaded: Any = None) -> int:
@@ -316,4 +344,5 @@ def run_from_train(args: argparse.Namespace, loaded: Any = None) -> int:
     automl_args = parser.parse_args(["--spec", str(args.spec)])
     for name in HANDOFF:
         setattr(automl_args, name, getattr(args, name))
+    automl_args.handoff_notes = getattr(args, "handoff_notes", [])  # train's warnings, into the dry run's notes
     return run_automl(automl_args, loaded)

@@ -153,10 +153,28 @@ def add_search_arguments(p: argparse.ArgumentParser, *, trials_flags: tuple[str,
     p.add_argument("--algorithm", choices=ALGORITHMS, default=DEFAULT_ALGORITHM, help="search algorithm (default: %(default)s)")
     p.add_argument(*trials_flags, dest="max_trials", type=int, default=DEFAULT_TRIALS, metavar="N",
                    help="finished (complete or pruned) trials of the study, baseline included (default: %(default)s)")
+    add_space_arguments(p)
+    p.add_argument("--study", metavar="NAME", help="study name (default: the spec file's stem)")
+
+
+def add_space_arguments(p: Any) -> None:
+    """What a study searches: `skillbank automl`, train's handoff, submit --action automl and plan --trials."""
     p.add_argument("--param", action="append", metavar="KEY", help="search these dotted keys instead of the schema's automl_default_parameters")
     p.add_argument("--range", action="append", type=_range, default=[], metavar="KEY=MIN:MAX", help="override a search range")
     p.add_argument("--choices", action="append", type=_choices, default=[], metavar="KEY=A,B", help="override enum choices")
-    p.add_argument("--study", metavar="NAME", help="study name (default: the spec file's stem)")
+    p.add_argument("--search", action="append", default=[], metavar="KEY",
+                   help="search KEY too, even though the spec fixes it (a key in its user_set, set with `skillbank spec --set`: "
+                        "left out of the search otherwise, as is a key --param, --range or --choices does not name)")
+
+
+def add_keep_argument(p: Any) -> None:
+    """--keep: `skillbank automl` (recorded in the study) and plan --trials (the disk figures follow it)."""
+    from skillbank.runs.disk import DEFAULT_KEEP, KEEP_RULES
+
+    p.add_argument("--keep", choices=KEEP_RULES, default=None,
+                   help=f"checkpoints a study keeps: best (a new study's default: a finished trial that is not the best so far drops its "
+                        f"checkpoints, its metrics, spec and logs stay; the best keeps its best epoch's checkpoint and export) or all; "
+                        f"recorded in the study, so a resumed study keeps its rule (default: the study's, else {DEFAULT_KEEP})")
 
 
 DEFAULT_METRIC = "accuracy"
@@ -193,6 +211,7 @@ def add_automl_arguments(p: argparse.ArgumentParser) -> None:
     add_storage_argument(p)
     p.add_argument("--out", metavar="DIR", help="study folder (default: <results_dir>/automl/<study>)")
     p.add_argument("--workers", type=int, default=1, metavar="K", help="trials at once on this machine (default: %(default)s)")
+    add_keep_argument(p)
     p.add_argument("--resume", action="store_true", help="continue an existing study: finished trials are kept, failed ones (and an unfinished baseline) "
                    "run again, a --stop-study is lifted (joining a running study needs no --resume)")
     p.add_argument("--allow-spec-change", action="store_true", help="join a study whose base spec differs from --spec (without it such a worker "

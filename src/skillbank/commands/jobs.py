@@ -292,7 +292,7 @@ def automl_job(args: argparse.Namespace) -> Any:
     given = [flag for flag, value, default in (
         ("--algorithm", args.algorithm, DEFAULT_ALGORITHM), ("--max-trials", args.max_trials, DEFAULT_TRIALS),
         ("--metric", args.metric, DEFAULT_METRIC), ("--param", args.param, None), ("--range", args.range, []),
-        ("--choices", args.choices, []), ("--study", args.study, None), ("--storage", args.storage, None)) if value != default]
+        ("--choices", args.choices, []), ("--search", args.search, []), ("--study", args.study, None), ("--storage", args.storage, None)) if value != default]
     if args.action != "automl":
         if given:
             raise InputError(f"{', '.join(given)} belong(s) to an AutoML study", where=given[0], fix="add --action automl, or drop the flag")
@@ -310,6 +310,7 @@ def automl_job(args: argparse.Namespace) -> Any:
     return AutomlJob(
         study=study, algorithm=args.algorithm, max_trials=args.max_trials, metric=args.metric,
         params=tuple(args.param or ()), ranges=tuple(args.range), choices=tuple((k, tuple(v)) for k, v in args.choices),
+        search=tuple(args.search),
         storage=args.storage,
     )
 

@@ -111,13 +111,12 @@ def run_add(args: argparse.Namespace) -> int:
                          fix=f"drop --family, or pass --family {data.get('model_type')}")
     config = params.ModelConfig(data, source.file, str(source.file))
     try:
-        count = params.count_on_meta(config)  # torch / transformers: the architecture builds, no weights
+        row = params.count_row(config)  # torch / transformers: the architecture builds, no weights (counts.json's row, its leaf modules too)
     except Exception as exc:  # noqa: BLE001 - whatever transformers raises, the config is what is wrong
         raise InputError(f"transformers cannot build {source.file} on the meta device: {type(exc).__name__}: {exc}", where=flag,
                          fix="pass a config.json of a model the installed transformers knows (AutoModelForImageTextToText)") from None
     name = args.model_id.split("/", 1)[1]
     entry = add.entry_text(args.model_id, family, args.gated, args.description or f"{name} ({family})", source, args.alias)
-    row = {"signature": params.signature(data), "total": count.total, "largest_unit": count.largest_unit, "root": count.root}
     written = add.write(args.model_id, entry, text, row)
     from skillbank.commands.schemas import regenerate
 
@@ -128,7 +127,7 @@ def run_add(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out, indent=2))
     else:
-        print(f"added {args.model_id}: {family}, {count.total / 1e9:.2f}B parameters, {'gated (HF_TOKEN)' if args.gated else 'public'}")
+        print(f"added {args.model_id}: {family}, {row['total'] / 1e9:.2f}B parameters, {'gated (HF_TOKEN)' if args.gated else 'public'}")
         for name in names:
             print(f"wrote {name}")
         for item in doc["failed"]:

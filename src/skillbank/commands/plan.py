@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from skillbank.commands.flags import (add_assignments, add_gpus_per_node, add_json, add_nodes, add_skill, add_spec,
-                                      command_parser, DEFAULT_SKILL, parse_count)
+from skillbank.commands.flags import (add_assignments, add_backend, add_gpus_per_node, add_json, add_keep_argument, add_metric_argument,
+                                      add_nodes, add_skill, add_space_arguments, add_spec, command_parser, DEFAULT_SKILL, parse_count)
 
 DESCRIPTION = """\
 How many GPUs, how long, and does it fit? For a train spec, from three counted figures:
@@ -54,6 +54,17 @@ rl specs (GRPO): the policy's GPUs (FSDP memory as for SFT at the longest prompt
 the rollout GPUs (vLLM: bf16 weights / tp + the KV cache of the sequences in flight + an overhead,
 within rollout.gpu_memory_utilization), and the step time of both.
 
+--time-limit H (the partition's limit, hours): the time_limit block: attempts at the plan's time (and with
+the work 25% longer), the save cadence in optimizer steps (sqrt(save seconds x an attempt's working seconds);
+set with train.ckpt.save_freq_in_epoch=0 and train.ckpt.save_freq=N), the work a stop loses, and the --time per
+attempt; each attempt is signalled 300 s before its limit (--signal=B:USR1@300) and resumes from its last checkpoint.
+
+--trials N [--workers W] (an AutoML study, the space of `skillbank automl` with the same --param / --range /
+--choices): study_time_h (ceil(N / W) x a trial's training + each epoch's evaluation), disk_gib_per_worker (a
+worker's running trial's every epoch + the best one kept, --keep best; its share with --keep all) and
+disk_gib_at_most (the study on one file system), at the search's largest checkpoint: the AutoML dry run's figures.
+Every disk figure (spec, preflight, plan, AutoML) comes from one function and one parameter count.
+
 A spec written with --path-map names the node's paths: its recorded map (paths.map) or --path-map
 LOCAL=REMOTE reads the data at LOCAL. --set KEY=VALUE changes the spec for this plan only.
 
@@ -61,7 +72,8 @@ LOCAL=REMOTE reads the data at LOCAL. --set KEY=VALUE changes the spec for this 
 memory_per_gpu_gib, memory_breakdown_gib, activations_gib, fits, fits_with, per_gpu_batch, global_batch,
 train_batch_per_replica, mini_batch, total_steps, step_time_s, time_breakdown_h, total_time_h, slurm_time,
 checkpoint_gib, disk_gib, disk, steps (the run's arithmetic as preflight states it), layouts,
-recommendation, assumptions, units (rl: policy, rollout, step_time_s {rollout, policy, total}, prompts).
+recommendation, assumptions, units; time_limit (--time-limit); study, study_time_h, disk_gib_per_worker,
+disk_gib_at_most (--trials) (rl: policy, rollout, step_time_s {rollout, policy, total}, prompts).
 Nothing is written.
 """
 
@@ -71,7 +83,8 @@ examples:
   skillbank plan --spec train.yaml --nodes 2 --gpu h200 --json
   skillbank plan --records 50000 --clip-seconds 10 --resolution 1280x720 --set fps=4   # a described dataset, the template
   skillbank plan --spec train.yaml --set mini_batch=1 --set policy.enable_liger_fused_cross_entropy=true
-  skillbank plan --spec trial.yaml --trials 20                        # an AutoML study's disk (its --max-trials)
+  skillbank plan --spec train.yaml --time-limit 24                    # a 24-hour partition: attempts, save_freq, --time per attempt
+  skillbank plan --spec train.yaml --trials 12 --workers 3 --param train.optm_lr   # an AutoML study: time and disk, as automl --dry-run
   skillbank plan --spec rl.yaml                                       # GRPO: policy and rollout GPUs
 """
 
@@ -80,6 +93,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from skillbank.planning.estimate import DEFAULT_MFU, GPUS, gpu_kind
     from skillbank.planning.timing import Rates
     from skillbank.commands.flags import add_path_map
+    from skillbank.training.backends import BACKEND_HELP, DEFAULT_BACKEND
 
     from skillbank.generate.models import help_lines
 
@@ -98,8 +112,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help=f"model FLOPs utilisation, a fraction (default {DEFAULT_MFU}: see assumptions for its source)")
     parser.add_argument("--per-gpu-batch", choices=("scaled", "fixed"), default="scaled",
                         help="layouts: scaled (default) holds the spec's global batch, the per-rank batch scaling down as GPUs grow; fixed keeps train_batch_per_replica per rank")
-    parser.add_argument("--trials", type=int, default=1, metavar="N",
-                        help="an AutoML study's trials (its --max-trials): each trial keeps every epoch's checkpoint, disk = trials x those (default 1: one run)")
+    parser.add_argument("--time-limit", type=float, metavar="H", dest="time_limit",
+                        help="the job's time limit in hours (the partition's): the time_limit block: attempts, the save cadence (save_freq steps) "
+                             "that bounds the work lost per stop, that loss, and the --time per attempt")
+    study = parser.add_argument_group("an AutoML study planned as a whole (--trials N > 1; the same figures as `skillbank automl --dry-run`)")
+    study.add_argument("--trials", type=int, default=1, metavar="N",
+                       help="the study's trials (its --max-trials): study_time_h (train + each epoch's evaluation, over --workers), "
+                            "disk_gib_per_worker, disk_gib_at_most (default 1: one run)")
+    study.add_argument("--workers", type=int, default=1, metavar="W", help="trials at once (workers each running one, or automl --workers W on one machine; default 1)")
+    add_keep_argument(study)
+    add_space_arguments(study)
+    add_metric_argument(study)
+    add_backend(parser, f"the run's (or the trials') {BACKEND_HELP}: what a checkpoint holds (LoRA on the local backend: no frozen base)",
+                default=DEFAULT_BACKEND)
     parser.add_argument("--decode-sample", type=parse_count, default=0, metavar="K|all",
                         help="also decode K sampled clips (or all) for exact frame counts (preflight's flag; default 0: the headers are read, nothing decoded)")
     described = parser.add_argument_group("a described dataset (no files)")
@@ -129,16 +154,33 @@ def run(args: argparse.Namespace) -> int:
     _check_counts(args)
     spec, action = load(args)
     rates = Rates(args.download_gibps, args.read_gibps, args.write_gibps, args.internode_gibps, args.launch_minutes)
+    study, evaluates = study_of(args, spec) if args.trials > 1 and action == "train" else (None, True)
     plan = build_plan(Inputs(spec, args.skill, action, args.nodes, args.gpus_per_node, args.gpu, args.mfu, args.trials, args.decode_sample,
-                             described(args), args.per_gpu_batch, rates, bool(spec.custom.train_dataset.annotation_path)))
+                             described(args), args.per_gpu_batch, rates, bool(spec.custom.train_dataset.annotation_path),
+                             backend=args.backend, time_limit_h=args.time_limit, study=study, evaluates=evaluates))
     print(json.dumps(plan, indent=2) if args.json else plan_text(plan))
     return 0
+
+
+def study_of(args: argparse.Namespace, spec) -> tuple:
+    """The study's shape (runs.disk.StudyShape) over the space `skillbank automl` would search with the same flags
+    (the schema's automl_default_parameters, or --param / --range / --choices; less the spec's user_set, plus --search), and whether its trials evaluate each export."""
+    from skillbank.automl.space import build_space, load_schema
+    from skillbank.automl.trials import LOSS_METRICS
+    from skillbank.runs.disk import DEFAULT_KEEP, study_shape
+    from skillbank.skillinfo import schema_path
+
+    space = build_space(load_schema(schema_path(args.skill, "train")), spec.model_dump(mode="json"), params=args.param,
+                        ranges=dict(args.range), choices=dict(args.choices), search=args.search)
+    shape = study_shape(args.trials, spec.train.epoch, space.params, workers=args.workers, per_worker=1, keep=args.keep or DEFAULT_KEEP)
+    return shape, args.metric not in LOSS_METRICS
 
 
 def _check_counts(args: argparse.Namespace) -> None:
     from skillbank.errors import InputError
 
-    for name, value in (("--nodes", args.nodes), ("--gpus-per-node", args.gpus_per_node), ("--trials", args.trials), ("--records", args.records)):
+    for name, value in (("--nodes", args.nodes), ("--gpus-per-node", args.gpus_per_node), ("--trials", args.trials), ("--records", args.records),
+                        ("--workers", args.workers)):
         if value is not None and value < 1:
             raise InputError(f"{name} must be at least 1 (got {value})", where=name, fix=f"pass a positive {name}")
     if not args.spec and args.records is None:

@@ -58,10 +58,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="train / rl: when records state no clip length, read the container headers (no decode; cached by path, size and mtime) "
                              "of about K train clips spread over the file for the token tally (stats.tokens_per_sample; stats.probe says how many); "
                              "all: every clip, as `skillbank plan` does; 0: none (default 64)")
-    parser.add_argument("--trials", type=int, metavar="N",
-                        help="train: the spec is the base spec of an AutoML study of N trials: env.disk checks the study's disk (each trial keeps every "
-                             "epoch's checkpoint; the same figure as `skillbank plan --trials N` and the AutoML dry run's disk_gib); an error when it does not fit")
-    parser.add_argument("--trial-epochs", type=int, metavar="E", help="with --trials: the most epochs a trial trains (a searched train.epoch range's high end; default train.epoch)")
+    study = parser.add_argument_group("train: the spec is the base spec of an AutoML study (a worker's gate; `skillbank automl` and an automl job pass these)")
+    study.add_argument("--trials", type=int, metavar="N",
+                       help="the study's N trials: env.disk checks this worker's share of the study's disk (its running trials' every epoch + the kept "
+                            "best; the same figure as `skillbank plan --trials N` and the AutoML dry run's disk_gib_per_worker); an error when it does not fit")
+    study.add_argument("--trial-epochs", type=int, metavar="E", help="the most epochs a trial trains (a searched train.epoch range's high end; default train.epoch)")
+    study.add_argument("--trial-workers", type=int, default=1, metavar="K", help="trials at once on this worker (automl --workers; default 1)")
+    study.add_argument("--trial-lora-rank", type=int, metavar="R", help="the top of a searched policy.lora.r range (the largest LoRA checkpoint)")
+    study.add_argument("--trial-full", action="store_true", help="the search may turn policy.lora.enable off (a trial may keep the full model)")
+    from skillbank.commands.flags import add_keep_argument
+
+    add_keep_argument(study)
     parser.add_argument("--runs-on", choices=("here", "node"), default="here",
                         help="where the job runs: here (default; env findings are errors) or node (another machine: env findings are 'check on the node')")
     parser.add_argument("--only", action="append", metavar="GROUP",
@@ -73,6 +80,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "are sampled from it, n_generation times each, and a warning says when every group's rewards are equal "
                              "(nothing to learn; stats.start_check says what was sampled, how long it took and the share)")
     add_json(parser, "print one JSON document {ok, findings (each with its group), stats}")
+
+
+def _study(args: argparse.Namespace):
+    """The study's shape for env.disk (runs.disk.StudyShape), None without --trials."""
+    if not getattr(args, "trials", None):
+        return None
+    from skillbank.runs.disk import DEFAULT_KEEP, StudyShape
+
+    return StudyShape(args.trials, args.trial_epochs, args.trial_workers, args.trial_workers, args.keep or DEFAULT_KEEP, args.trial_lora_rank, args.trial_full)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -112,8 +128,7 @@ def run(args: argparse.Namespace) -> int:
         only=args.only,
         start_check=start_check_mode(args) if args.action == "rl" else "off",
         probe_sample=args.probe_sample,
-        trials=args.trials,
-        trial_epochs=args.trial_epochs,
+        study=_study(args),
     )
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))

@@ -22,11 +22,16 @@ A train request to improve the model with more data from a pool ("mine my
 pool", "it keeps failing on X, fix it with more data", "run DEFT") routes to
 tao-skill-bank:tao-run-deft ("route": "deft"), not to AutoML.
 A train or rl request that asks how many GPUs, how long, or whether it fits ("how many GPUs for 50k
-10-s clips", "will the 8B fit on one node", "how long will 3 epochs take") routes to `skillbank plan`
-("route": "plan", "plan_step": the commands), before anything is launched.
+10-s clips", "will the 8B fit on one node", "how long will 3 epochs take"), or for a plan ("plan LoRA
+SFT of the 8B on one GPU"), routes to `skillbank plan` ("route": "plan", "plan_step": the commands,
+with the request's model, fixed values and nodes), before anything is launched.
 A request that names a model of the model table (`skillbank models list`: its id, or a short name such as
 "Cosmos-Reason2-8B", "Qwen2.5-VL-3B") sets "model" (and "model_source": the words), and the commands of
 plan_step and data_step carry it (`--set model=ID`); plan_step carries the nodes the request states too.
+What the request fixes ("for 3 epochs", "on one 80 GB GPU", "LoRA SFT" / "full fine-tuning") is listed
+in "fixed": [{key, value, words, set}] and plan_step carries each as --set; a spec built with those --set
+values records them (user_set) and AutoML leaves them out of its search. A route to AutoML (a study of
+several trials) says in its reason how to get one direct run: skillbank train --spec train.yaml --automl-policy off.
 A layout of several nodes ("on 4 nodes", "multi-node", more than 8 GPUs; --nodes N; a --spec whose
 policy.parallelism.dp_replicate_size is > 1) is never handed to AutoML, whose trials run one at a
 time on one node: the route is "direct" and the reason says why ("nodes", "nodes_source" in the JSON).

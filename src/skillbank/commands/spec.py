@@ -59,6 +59,10 @@ prints as "fitted: KEY OLD -> NEW: why" with the rule and the steps per epoch it
 "fitted" with --json). A value you set is never changed: a plan that cannot run (zero optimizer
 steps; validation on with zero batches per rank; rl: zero policy steps) exits 2 and writes nothing,
 naming the key and the fix; one that barely trains keeps your value and warns.
+
+What you set stays yours (train): every key set with --set or a shorthand is recorded in the spec's
+user_set (spec --from keeps the list and adds to it); `skillbank automl` leaves those keys out of its
+search at your values (--search KEY searches one anyway) and its dry run lists them as fixed.
 """
 
 EXAMPLES = """\
@@ -156,6 +160,9 @@ def run(args: argparse.Namespace) -> int:
     if args.output:
         write_spec(args.output, spec)
     notes = (converted.notes if converted else []) + notes + (filled.notes if filled else []) + plan_notes
+    ignored = spec.train.ckpt.ignored_save_freq() if action == "train" else None  # preflight's spec.checkpoints warning
+    if ignored:
+        notes.append(f"warning: {ignored} (fix: set train.ckpt.save_freq_in_epoch=0 to save by steps, or save_freq=null)")
     if args.json:
         doc = {"ok": True, "skill": args.skill, "action": action, "from": args.from_file, "output": args.output,
                "from_format": ("cosmos-rl" if converted else "skillbank") if args.from_file else None,
@@ -278,8 +285,8 @@ def _fit_train(spec: Any, explicit: set[str]) -> tuple[Any, list[Any], dict[str,
     """The train plan from the annotation files' record counts (a note says why it was skipped), the
     batches fitted, and a note when the run barely trains (preflight reports the same as a warning)."""
     from skillbank.errors import InputError
-    from skillbank.models.params import model_params
     from skillbank.runs import fitting, steps
+    from skillbank.runs.disk import run_disk
 
     if not spec.custom.train_dataset.annotation_path:
         return spec, [], None, ["plan skipped: custom.train_dataset.annotation_path is empty (set it, or --dataset-root DIR, to see the step count)"]
@@ -292,10 +299,10 @@ def _fit_train(spec: Any, explicit: set[str]) -> tuple[Any, list[Any], dict[str,
     errors = steps.plan_errors(spec, count, val_records)
     if errors:
         _refuse(errors, explicit)
-    params, how = model_params(spec.policy.model_name_or_path.strip())  # as preflight counts it; None: a path only the node has
     problem = steps.steps_problem(spec, count)
     notes = [f"{problem.severity}: {problem.message} (fix: {problem.fix})"] if problem else []
-    return spec, fits, steps.run_plan(spec, count, val_records=val_records, params=params, params_from=how), notes
+    disk = run_disk(spec, plan=steps.step_plan(spec, count.train))  # as preflight sizes it; None: a path only the node has
+    return spec, fits, steps.run_plan(spec, count, val_records=val_records, disk=disk), notes
 
 
 def _fit_rl(spec: Any, explicit: set[str]) -> tuple[Any, list[Any], dict[str, Any] | None, list[str]]:

@@ -24,9 +24,12 @@ DESCRIPTION = """\
 Fine-tune Cosmos-Reason (Qwen2.5-VL / Qwen3-VL) on LLaVA video QA from a validated train spec.
 
 The router decides first: with automl_policy auto (the default; AutoML packaged for the skill) the
-request goes to AutoML: a study on this spec with the same backend (`skillbank automl`: the base spec
+request goes to AutoML, so a bare `skillbank train --spec train.yaml` starts a study of several trials,
+not one run (it warns; --dry-run shows the study plan): pass --automl-policy off for one direct run.
+AutoML runs a study on this spec with the same backend (`skillbank automl`: the base spec
 must pass preflight first, --dry-run prints the study plan and starts nothing; --algorithm, --param,
---range, --choices, --study and --automl-max-trials narrow it; anything else: call `skillbank automl`).
+--range, --choices, --search, --study and --automl-max-trials narrow it; anything else: call `skillbank
+automl`). Values you set in the spec (its user_set: `skillbank spec --set epochs=3`) are not searched.
 --automl-policy off trains directly. Preflight then checks every rule and record.
 Backends: cosmos-rl (production, GPUs, one node to many) and local (torchrun + FSDP2 on this machine,
 CPU or GPUs; what tests and the embedded demo use). Both write
@@ -117,10 +120,17 @@ def _handoff_to_automl(args: argparse.Namespace, loaded: Any) -> int:
     return int(run_from_train(args, loaded) or 0)
 
 
+def bare_train_warning(spec: str, source: str, trials: int) -> str:
+    """What a `skillbank train` without --automl-policy does when the skill's automl_policy is auto: a study, not one run."""
+    said = "the request's words" if source == "request" else "the skill's default, auto"
+    return (f"`skillbank train` without --automl-policy follows automl_policy ({said}): this starts an AutoML study of {trials} "
+            f"trial(s), not one run; one direct run: skillbank train --spec {spec} --automl-policy off")
+
+
 def _no_search_flags(args: argparse.Namespace, route: str) -> None:
     """AutoML's search flags on a direct run would be ignored silently: refuse them instead."""
     given = [flag for flag, value in (("--algorithm", args.algorithm != DEFAULT_ALGORITHM), ("--param", args.param), ("--range", args.range),
-                                      ("--choices", args.choices), ("--study", args.study)) if value]
+                                      ("--choices", args.choices), ("--search", args.search), ("--study", args.study)) if value]
     if given:
         raise InputError(f"{', '.join(given)} narrow an AutoML study, but this request routes {route}", where=given[0],
                          fix="drop them, or pass --automl-policy auto (or call `skillbank automl`)")
@@ -157,6 +167,10 @@ def run(args: argparse.Namespace) -> int:
             raise InputError("--path-map plans a direct run; this request routes to AutoML", where="--path-map",
                              fix="add --automl-policy off, or render the study for the node with `skillbank submit --action automl --path-map ...`")
         log(f"route: automl ({decision.reason})")
+        if decision.policy_source != "explicit":
+            warning = bare_train_warning(args.spec, decision.policy_source, args.max_trials)
+            log(f"warning: {warning}")
+            args.handoff_notes = [f"warning: {warning}"]
         return _handoff_to_automl(args, loaded)
     if not decision.runnable:
         raise InputError(f"the router cannot run this request: {decision.reason}", where="--automl-policy", fix="pass --automl-policy off to train directly")

@@ -1,7 +1,7 @@
 """A local-backend checkpoint step (per-rank FSDP2 shards) -> one full state dict -> a Hugging Face folder.
 
-Each `model_rank_R.pth` holds the rank's DTensors; FSDP2 shards every parameter on dim 0 in rank
-order (Shard(0)), so the full tensor is the concatenation of the ranks' local tensors (checked
+Each `model_rank_R.pth` holds the rank's DTensors (a LoRA run's: the trained parameters alone; the frozen base
+comes from the base model folder); FSDP2 shards every parameter on dim 0 in rank order (Shard(0)), so the full tensor is the concatenation of the ranks' local tensors (checked
 against the DTensor's global shape). Replicated tensors are taken from rank 0. The folder is written
 by the local backend's own exporter, with the model and processor named in the step's cosmos_config.
 cosmos-rl's own checkpoints use cosmos-rl's parameter names: export their safetensors/step_N instead.
@@ -72,7 +72,17 @@ def checkpoint_to_hf(policy_dir: Path, work_dir: Path, step: int, *, base_model:
             where="base_model_path",
             fix="pass base_model_path (--base-model) = the model folder the run started from",
         )
-    scale = LoraSpec.model_validate(policy.get("lora") or {}).scale
+    lora = LoraSpec.model_validate(policy.get("lora") or {})
     world = layout.saving_ranks(policy_dir) or 1
     state = gather(policy_dir, world)
+    if local.get("trainable_only"):  # a LoRA checkpoint without its frozen base: the base model's weights, under peft's names
+        from skillbank.training.local.model import load_policy
+
+        full = dict(load_policy(str(base.path), lora=lora)[0].state_dict())
+        missing = sorted(set(state) - set(full))
+        if missing:
+            raise InputError(f"the checkpoint's trained parameters are not the base model's with its policy.lora ({missing[:3]})", where=str(policy_dir),
+                             fix="pass base_model_path (--base-model) = the model folder the run started from")
+        state = {**full, **state}
+    scale = lora.scale
     return export_safetensors(work_dir, step, state, model_path=str(base.path), processor=AutoProcessor.from_pretrained(str(base.path)), lora_scale=scale)

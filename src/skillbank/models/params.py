@@ -9,9 +9,10 @@ policy.lora's r / target_modules (peft on meta too).
 The config comes from a local model folder, the local Hugging Face cache (an owner/repo id), or the model
 table (models.table: the public config.json of every model the bank knows, so that planning works
 offline). `configs/counts.json` holds the meta-device counts of the table's configs, keyed by the config
-keys that decide the count (`skillbank schemas generate` writes it; a test recounts them): the light path
-(`lookup` / `model_params`: spec, preflight's disk estimate, the AutoML dry run) reads it without importing
-torch; `skillbank plan` counts whatever config it finds.
+keys that decide the count, with a table of each config's leaf modules (LoRA's adapters and modules_to_save
+from it) (`skillbank schemas generate` writes it; a test recounts them): the light path (`lookup` /
+`model_params` / `light_count`: spec, preflight, every disk figure, the AutoML dry run) reads it without
+importing torch; `skillbank plan` counts whatever config it finds for memory and time.
 
 One behaviour for a model the bank cannot count: a hub id that is neither in the table nor in the local
 Hugging Face cache is refused with `unknown_model`'s message and fix (`skillbank models add`) by spec,
@@ -34,6 +35,9 @@ from skillbank.models import table
 CONFIGS = table.CONFIGS
 COUNTS_FILE = table.COUNTS_FILE
 MODEL_KEY = "policy.model_name_or_path"
+# LoRA parameters per model parameter and unit of rank when only the weights are known (a local folder of an unknown shape):
+# r x (in + out) / (in x out) at hidden 4096, an upper bound for the 7B/8B models (Qwen3-VL-8B's 7 default target modules: ~65% of it).
+ADAPTER_SHARE_PER_RANK = 2 / 4096
 
 
 @dataclass(frozen=True)
@@ -130,17 +134,54 @@ def signature(data: dict[str, Any]) -> str:
     return json.dumps({"text": text, "vision": pick(data.get("vision_config") or {})}, sort_keys=True)
 
 
-def known_count(config: ModelConfig) -> ParamCount | None:
-    """The shipped meta-device count of a config with a table entry's shape; no torch."""
+def known_count(config: ModelConfig, lora: Any = None) -> ParamCount | None:
+    """The shipped meta-device count of a config with a table entry's shape; no torch. With `lora` (policy.lora, on)
+    the adapters from the row's table of leaf modules (with_lora)."""
     sig = signature(config.data)
     rows = table.counts()
     order = ([config.bundled] if config.bundled in rows else []) + sorted(rows)
     for repo in order:
         row = rows[repo]
         if row.get("signature") == sig:
-            return ParamCount(row["total"], row["total"], 0, row["largest_unit"], row["root"],
-                              f"a meta-device count of {config.where}" + ("" if config.bundled == repo else f" (the shape of the bundled {repo})"))
+            source = f"a meta-device count of {config.where}" + ("" if config.bundled == repo else f" (the shape of the bundled {repo})")
+            return with_lora(row, lora, source)
     return None
+
+
+def with_lora(row: dict[str, Any], lora: Any, source: str) -> ParamCount:
+    """A count row (counts.json's, or count_in_child's) as a ParamCount; with `lora` (policy.lora, on) the trained
+    parameters from its leaf-module table: r x (in + out) of each Linear whose name is in target_modules, + the
+    parameters of modules_to_save (as count_on_meta's peft counts them). A row without the table: every parameter
+    counted as trained (an upper bound)."""
+    total = int(row["total"])
+    if lora is None or not getattr(lora, "enable", False) or "modules" not in row:
+        return ParamCount(total, total, 0, row["largest_unit"], row["root"], source)
+    modules = row["modules"]
+    adapters = sum(int(lora.r) * modules[name][0] for name in {t.rsplit(".", 1)[-1] for t in lora.target_modules} if name in modules)
+    saved = sum(modules[name][1] for name in (lora.modules_to_save or []) if name in modules)
+    return ParamCount(total, adapters + saved, adapters, row["largest_unit"], row["root"], source)
+
+
+def light_count(value: str, lora: Any = None, where: str = MODEL_KEY) -> ParamCount | None:
+    """The parameters and, with `lora`, the trained ones, without torch here, in `lookup`'s order: the shipped count of a
+    known shape (known_count: LoRA's adapters from its leaf-module table, the figures count_on_meta gives); else the weights
+    of a local folder (LoRA's adapters then bounded by their rank: ADAPTER_SHARE_PER_RANK x r of the parameters, the module
+    table being unknown); else its config counted in a child (count_in_child, its leaf modules too). None: a path not on
+    this machine (the node's preflight counts it there); a hub id the bank cannot count: unknown_model, nothing guessed.
+    Every disk figure counts with it (runs.disk)."""
+    config = find_config(value) if value.strip() else None
+    known = known_count(config, lora) if config is not None else None
+    if known is not None:
+        return known
+    lora_on = lora is not None and getattr(lora, "enable", False)
+    count = lookup(value, where)
+    if count is None or not lora_on:
+        return count
+    if config is not None and not count.source.startswith("weights in "):
+        return count_in_child(config, lora)
+    adapters = int(min(count.total, count.total * ADAPTER_SHARE_PER_RANK * lora.r))
+    return ParamCount(count.total, adapters, adapters, count.largest_unit, count.root,
+                      count.source + f"; LoRA adapters bounded by rank {lora.r} ({ADAPTER_SHARE_PER_RANK * 4096:g}/4096 of the parameters per unit of rank)")
 
 
 def count_on_meta(config: ModelConfig, lora: Any = None) -> ParamCount:
@@ -209,15 +250,15 @@ def weights_bytes(folder: Path) -> int:
     return 0
 
 
-def count_in_child(config: ModelConfig) -> ParamCount:
-    """count_on_meta in a child Python (torch stays out of this process), remembered in the file cache by the
-    config file's path, size and mtime."""
+def count_in_child(config: ModelConfig, lora: Any = None) -> ParamCount:
+    """count_on_meta and leaf_modules in a child Python (torch stays out of this process), remembered in the file cache
+    by the config file's path, size and mtime; with `lora` the trained parameters as with_lora counts them."""
     from skillbank.filecache import FileCache
     from skillbank.paths import child_env
 
     with FileCache("param_count") as cache:
         hit = cache.get(str(config.path))
-        if hit is None:
+        if hit is None or "modules" not in hit:
             proc = subprocess.run([sys.executable, "-m", "skillbank.models.params", str(config.path)], capture_output=True, text=True, env=child_env())
             if proc.returncode != 0:
                 lines = [line for line in proc.stderr.splitlines() if line.strip()] or [f"exit {proc.returncode}"]
@@ -225,17 +266,37 @@ def count_in_child(config: ModelConfig) -> ParamCount:
                                  fix="point it at a Qwen-VL model folder whose config.json transformers can load")
             hit = json.loads(proc.stdout.strip().splitlines()[-1])
             cache.put(str(config.path), hit)
-    return ParamCount(hit["total"], hit["total"], 0, hit["largest_unit"], hit["root"], f"a meta-device count of {config.where}")
+    return with_lora(hit, lora, f"a meta-device count of {config.where}")
 
 
 def count_row(config: ModelConfig) -> dict[str, Any]:
     count = count_on_meta(config)
-    return {"signature": signature(config.data), "total": count.total, "largest_unit": count.largest_unit, "root": count.root}
+    return {"signature": signature(config.data), "total": count.total, "largest_unit": count.largest_unit, "root": count.root,
+            "modules": leaf_modules(config)}
 
 
 def count_rows(entries: Any = None) -> dict[str, Any]:
-    """The table's configs recounted on the meta device: counts.json's rows."""
+    """The table's configs recounted on the meta device: counts.json's rows (with each config's leaf-module table)."""
     return {e.id: count_row(find_config_bundled(e.id)) for e in (entries if entries is not None else table.all_entries())}
+
+
+def leaf_modules(config: ModelConfig) -> dict[str, list[int]]:
+    """Per leaf-module name (q_proj, lm_head, ...): [sum of in + out features over its nn.Linear modules, sum of its parameters]:
+    what LoRA's adapters (r x (in + out) per targeted Linear) and modules_to_save cost, read by known_count without torch."""
+    import torch
+    from transformers import AutoConfig, AutoModelForImageTextToText
+
+    with torch.device("meta"):
+        model = AutoModelForImageTextToText.from_config(AutoConfig.from_pretrained(str(config.path)))
+    out: dict[str, list[int]] = {}
+    for name, module in model.named_modules():
+        if not name or any(True for _ in module.children()):
+            continue
+        entry = out.setdefault(name.rsplit(".", 1)[-1], [0, 0])
+        if isinstance(module, torch.nn.Linear):
+            entry[0] += module.in_features + module.out_features
+        entry[1] += sum(p.numel() for p in module.parameters(recurse=False))
+    return dict(sorted(out.items()))
 
 
 def counts_text() -> str:
@@ -253,8 +314,9 @@ def find_config_bundled(repo: str) -> ModelConfig:
 def _main(argv: list[str]) -> int:
     """The child of count_in_child: one config.json counted on the meta device, as one JSON line."""
     path = Path(argv[0])
-    count = count_on_meta(ModelConfig(json.loads(path.read_text(encoding="utf-8")), path, str(path)))
-    print(json.dumps({"total": count.total, "largest_unit": count.largest_unit, "root": count.root}))
+    config = ModelConfig(json.loads(path.read_text(encoding="utf-8")), path, str(path))
+    count = count_on_meta(config)
+    print(json.dumps({"total": count.total, "largest_unit": count.largest_unit, "root": count.root, "modules": leaf_modules(config)}))
     return 0
 
 

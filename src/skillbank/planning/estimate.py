@@ -27,11 +27,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from skillbank.runs.disk import ADAM_BYTES, DTYPE_BYTES, MASTER_BYTES  # noqa: F401 - one place: what a checkpoint and the memory estimate both count
+
 GIB = 1024**3
-DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
-MASTER_BYTES = 4  # cosmos-rl master_dtype float32
 GRAD_BYTES = 4  # gradients live on the fp32 master parameters (fsdp_reduce_dtype float32)
-ADAM_BYTES = 8  # AdamW: two fp32 moments per trained parameter
 LOGIT_BYTES = 16  # per vocab entry and token: logits, fp32 upcast, log-softmax, gradient
 RESERVE = 0.10  # of a GPU's memory kept for the CUDA context, NCCL buffers and allocator fragmentation
 DEFAULT_MFU = 0.30

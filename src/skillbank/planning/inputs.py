@@ -28,6 +28,10 @@ class Inputs:
     per_gpu_batch: str = "scaled"
     rates: timing.Rates = field(default_factory=timing.Rates)
     has_data: bool = True  # the spec names train annotations to read
+    backend: str | None = None  # the run's (or trials') backend: what a checkpoint holds (runs.disk)
+    time_limit_h: float | None = None  # --time-limit: the time_limit block (planning.limit)
+    study: Any = None  # runs.disk.StudyShape of --trials N (> 1): the study block (planning.study)
+    evaluates: bool = True  # a study's trials evaluate each epoch's export (not with a loss metric)
 
 
 def model_config(spec: Any) -> ModelConfig:
@@ -57,6 +61,8 @@ def check_inputs(inputs: Inputs) -> est.Gpu:
         raise InputError(f"--mfu must be in (0, 1] (got {inputs.mfu})", where="--mfu", fix="pass a fraction such as 0.3")
     if inputs.per_gpu_batch not in layouts.PER_GPU_BATCH:
         raise InputError(f"unknown --per-gpu-batch {inputs.per_gpu_batch!r}", where="--per-gpu-batch", fix=f"one of: {', '.join(layouts.PER_GPU_BATCH)}")
+    if inputs.time_limit_h is not None and not inputs.time_limit_h > 0:
+        raise InputError(f"--time-limit must be positive hours (got {inputs.time_limit_h})", where="--time-limit", fix="pass the partition's limit in hours, e.g. 24")
     for name, value in vars(inputs.rates).items():
         if not value > 0:
             raise InputError(f"{name} must be positive (got {value})", where=f"--{name.replace('_', '-')}", fix="pass a positive number")

@@ -37,6 +37,7 @@ class Setting:
     mfu: float
     rates: timing.Rates
     per_gpu_batch: str = "scaled"
+    backend: str | None = None  # what a checkpoint holds (runs.disk.checkpoint_size): the trials' / run's backend
 
 
 def global_batch(spec: Any) -> int:
@@ -103,30 +104,51 @@ def run_shape(s: Setting, spec: Any, nodes: int, gpus: int, step_s: float, plan:
     """What the time breakdown needs of a layout: saves, checkpoint bytes, validations."""
     from skillbank import modelref
 
+    from skillbank.runs.disk import checkpoint_size
+
     count = count or s.count
     ckpts = steps.checkpoint_plan(spec, plan)
-    need = steps.disk_need(spec, float(count.total), plan=plan, trained=float(count.trainable))
-    state = count.total * steps.MASTER_BYTES + count.trainable * steps.ADAM_BYTES
-    export = (need.checkpoint_bytes - state) if need else 0.0
+    size = checkpoint_size(spec, count, s.backend)
+    exports = 1.0 if spec.train.ckpt.export_safetensors else 1.0 / max(1, ckpts.kept if ckpts else 1)  # as runs.disk.run_disk
     val = s.records.split if s.records and s.records.split else (s.val_records or 0)
     forward = est.forward_flops(s.arch, count.total, tokens_of(s.tokens["time_at"]))
     return timing.RunShape(
         params=float(count.total), trainable=float(count.trainable), hub_model=modelref.parse(spec.policy.model_name_or_path).kind == "hub",
         nodes=nodes, gpus=gpus, total_steps=plan.total_steps if plan else None, step_s=step_s, saves=ckpts.saved if ckpts else 0,
-        state_bytes=state if need else 0.0, export_bytes=export, validations=timing.validations(spec, plan), val_records=val, val_flops_per_sample=forward,
+        state_bytes=size.state if ckpts else 0.0, export_bytes=size.export * exports if ckpts else 0.0, validations=timing.validations(spec, plan), val_records=val, val_flops_per_sample=forward,
     )
 
 
-def layout(s: Setting, nodes: int, per_node: int) -> dict[str, Any]:
-    """Memory and time of the spec on `nodes` x `per_node` GPUs (one replica per node, FSDP within it)."""
+@dataclass(frozen=True)
+class Timed:
+    """A layout's spec, its step arithmetic and what its time depends on (planning.limit reads it too)."""
+
+    spec: Any
+    shard: int
+    changed: str | None
+    step_s: float
+    comm_s: float
+    plan: steps.StepPlan | None
+    shape: timing.RunShape
+
+
+def timed(s: Setting, nodes: int, per_node: int) -> Timed:
     par = s.spec.policy.parallelism
     shard = max(1, per_node // (par.tp_size * par.cp_size * par.pp_size))
     batch, mini, changed = batch_for(s.spec, shard * nodes, s.per_gpu_batch)
     spec = layout_spec(s.spec, shard, nodes, batch, mini)
-    chosen, other = memory_of(s, spec, shard)
     step_s, comm_s = step_seconds(s, spec, shard, nodes)
     plan = steps.step_plan(spec, s.records.train) if s.records else None
-    times = timing.breakdown(run_shape(s, spec, nodes, nodes * per_node, step_s, plan), s.gpu, s.mfu, s.rates)
+    return Timed(spec, shard, changed, step_s, comm_s, plan, run_shape(s, spec, nodes, nodes * per_node, step_s, plan))
+
+
+def layout(s: Setting, nodes: int, per_node: int) -> dict[str, Any]:
+    """Memory and time of the spec on `nodes` x `per_node` GPUs (one replica per node, FSDP within it)."""
+    t = timed(s, nodes, per_node)
+    spec, shard, changed, step_s, comm_s, plan = t.spec, t.shard, t.changed, t.step_s, t.comm_s, t.plan
+    batch, mini = spec.train.train_batch_per_replica, spec.train.train_policy.mini_batch
+    chosen, other = memory_of(s, spec, shard)
+    times = timing.breakdown(t.shape, s.gpu, s.mfu, s.rates)
     hours = times["total"] if times else None
     ckpt = spec.policy.model_gradient_checkpointing
     return {

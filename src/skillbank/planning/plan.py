@@ -5,14 +5,15 @@ the meta device), the tokens per sample (planning.tokens: preflight's scan with 
 read, or a described dataset) and the steps (runs.steps, with cosmos-rl's semantics). planning.layouts
 turns them into memory per GPU and time for a table of layouts at the spec's global batch; planning.fits
 finds settings that fit when the layout does not; planning.timing adds start-up, checkpoint writes and
-validation to the steps; runs.disk sizes an AutoML study's disk. rl specs: planning.rl.
+validation to the steps; runs.disk sizes every disk figure (a run's, an AutoML study's); planning.limit plans a run longer
+than its job's time limit, planning.study a study as a whole. rl specs: planning.rl.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from skillbank.models.params import ParamCount, count_on_meta, find_config, lookup
+from skillbank.models.params import ParamCount, count_on_meta, find_config
 from skillbank.planning import estimate as est
 from skillbank.planning import layouts, timing
 from skillbank.planning.inputs import Inputs, check_inputs, model_config, token_figures
@@ -40,14 +41,22 @@ def build_plan(inputs: Inputs) -> dict[str, Any]:
     arch = est.Arch.from_config(config.data)
     figures = token_figures(inputs, config)
     nodes, per_node = shape(spec, inputs.nodes, inputs.gpus_per_node)
-    setting = layouts.Setting(spec, arch, count, figures.tokens, figures.records, figures.val_records, gpu, inputs.mfu, inputs.rates, inputs.per_gpu_batch)
+    setting = layouts.Setting(spec, arch, count, figures.tokens, figures.records, figures.val_records, gpu, inputs.mfu, inputs.rates, inputs.per_gpu_batch,
+                              inputs.backend)
     rows = [layouts.layout(setting, n, per_node) for n in sorted(set(layouts.LAYOUT_NODES) | {nodes})]
     main = next(r for r in rows if r["nodes"] == nodes)
     fixes = fits_with(setting, main, lambda s: count_on_meta(config, s.policy.lora))
-    disk = _disk(inputs, count, figures.records, main)
-    slurm = timing.slurm_time(main["total_time_h"])
     records = figures.records
     main_spec = layouts.layout_spec(spec, main["dp_shard_size"], nodes, main["train_batch_per_replica"], main["mini_batch"])
+    slurm = timing.slurm_time(main["total_time_h"])
+    extra: dict[str, Any] = {}
+    if inputs.time_limit_h is not None:
+        from skillbank.planning.limit import time_limit
+
+        extra["time_limit"] = time_limit(layouts.timed(setting, nodes, per_node), gpu, inputs.mfu, inputs.rates, inputs.time_limit_h)
+    if inputs.study is not None:
+        extra.update(_study(inputs, setting, nodes, per_node, figures))
+    disk = _disk(inputs, main_spec, records, extra.get("study"))
     return {
         "action": "train",
         "model": spec.policy.model_name_or_path,
@@ -84,6 +93,7 @@ def build_plan(inputs: Inputs) -> dict[str, Any]:
                                             stated=_stated_nodes(inputs, spec)),
         "assumptions": figures.assumptions + _assumptions(inputs, gpu, arch, spec, records),
         "units": "GiB (1024^3 bytes) for memory and disk, hours for time",
+        **extra,
     }
 
 
@@ -93,6 +103,20 @@ def _stated_nodes(inputs: Inputs, spec: Any) -> tuple[int, str] | None:
         return inputs.nodes, f"--nodes {inputs.nodes}"
     replicas = spec.policy.parallelism.dp_replicate_size
     return (replicas, f"the spec (policy.parallelism.dp_replicate_size {replicas})") if replicas > 1 else None
+
+
+def _study(inputs: Inputs, setting: layouts.Setting, nodes: int, per_node: int, figures: Any) -> dict[str, Any]:
+    """--trials N: the study block (planning.study: the dry run's figures) and its three figures at the top."""
+    from skillbank import recipe
+    from skillbank.planning.study import eval_set, study_block
+
+    records = figures.records
+    eval_records, eval_on = eval_set(inputs.spec, records.annotated if records else None, figures.val_records)
+    answer = recipe.answer_type_of(inputs.spec.custom.model_dump(mode="json")) if inputs.described is None else "short"
+    block = study_block(setting, nodes, per_node, inputs.study, records=records.train if records else None, eval_records=eval_records,
+                        eval_on=eval_on, answer_type=answer, evaluates=inputs.evaluates)
+    return {"study": block, "study_time_h": block["study_time_h"], "disk_gib_per_worker": block["disk_gib_per_worker"],
+            "disk_gib_at_most": block["disk_gib_at_most"]}
 
 
 def _assumptions(inputs: Inputs, gpu: est.Gpu, arch: est.Arch, spec: Any, records: Any) -> list[str]:
@@ -122,52 +146,60 @@ def _assumptions(inputs: Inputs, gpu: est.Gpu, arch: est.Arch, spec: Any, record
     return out
 
 
-def _disk(inputs: Inputs, count: ParamCount, records: steps.TrainCount | None, main: dict[str, Any]) -> dict[str, Any]:
-    """One run's checkpoints (steps.disk_need), or an AutoML study's (--trials: runs.disk.study_disk, as the dry run and the job's gate)."""
-    split = layouts.layout_spec(inputs.spec, main["dp_shard_size"], main["nodes"], main["train_batch_per_replica"], main["mini_batch"])
-    if inputs.trials > 1:
-        from skillbank.runs.disk import study_disk
+def _disk(inputs: Inputs, spec: Any, records: steps.TrainCount | None, study: dict[str, Any] | None) -> dict[str, Any]:
+    """One run's checkpoints (runs.disk.run_disk, as preflight sizes them), or with --trials the study's at most (its block's runs.disk.study_disk)."""
+    from skillbank.runs.disk import run_disk
 
-        need = study_disk(split, float(count.total), trials=inputs.trials, records=records.train if records else None, params_from=count.source,
-                          trained=float(count.trainable))
-    else:
-        plan = steps.step_plan(split, records.train) if records else None
-        need = steps.disk_need(split, float(count.total), params_from=count.source, plan=plan, trained=float(count.trainable))
+    if study is not None:
+        d = study["disk"] or {}
+        return {"checkpoint_gib": d.get("checkpoint_gib_largest", 0.0), "disk_gib": d.get("disk_gib_at_most", 0.0), "kept": d.get("kept_per_trial", 0),
+                "trials": inputs.study.trials, "detail": d.get("detail", "checkpoints off")}
+    need = run_disk(spec, plan=steps.step_plan(spec, records.train) if records else None, backend=inputs.backend)
     if need is None:
-        return {"checkpoint_gib": 0.0, "disk_gib": 0.0, "kept": 0, "trials": inputs.trials, "detail": "checkpoints off (train.ckpt.enable_checkpoint false)"}
+        return {"checkpoint_gib": 0.0, "disk_gib": 0.0, "kept": 0, "trials": 1, "detail": "checkpoints off (train.ckpt.enable_checkpoint false)"}
     return {"checkpoint_gib": round(need.checkpoint_bytes / est.GIB, 2), "disk_gib": round(need.total_bytes / est.GIB, 2),
-            "kept": need.kept, "trials": need.trials, "detail": need.detail}
+            "kept": need.kept, "trials": 1, "detail": need.detail}
 
 
-def suggest_slurm_time(spec: Any, stats: dict[str, Any], *, action: str, nodes: int, gpus_per_node: int, gpu: str = "h100-80gb") -> tuple[str | None, str]:
-    """A Slurm --time for a job, from its preflight stats (the submit gate's token tally and record counts) and the
-    plan's arithmetic, without torch (the shipped parameter count, or the weights on disk): (HH:MM:SS or None, why)."""
-    from skillbank.models.params import known_count
+def stats_setting(spec: Any, stats: dict[str, Any], *, action: str = "train", gpu: str = "h100-80gb", backend: str | None = None,
+                  ) -> tuple[layouts.Setting | None, est.Arch | None, ParamCount | None, str]:
+    """The plan's Setting from preflight's stats (the submit gate's, the AutoML dry run's: the token tally and record counts),
+    without torch: the parameters as every disk figure counts them (models.params.light_count). (setting, arch, count, why not)."""
+    from skillbank.models.params import light_count
     from skillbank.planning.tokens import TokenFigures
 
     config = find_config(spec.policy.model_name_or_path) if spec.policy.model_name_or_path.strip() else None
     tally, counted = stats.get("tokens_per_sample"), stats.get("plan")
     if config is None or not tally or (action == "train" and not counted):
-        return None, "no --time suggested: the model's config.json or the records' token counts are not known here; pass --time"
+        return None, None, None, "the model's config.json or the records' token counts are not known here"
     try:
         arch = est.Arch.from_config(config.data)
     except (KeyError, TypeError, ValueError):
-        return None, f"no --time suggested: {config.where} does not state the architecture; pass --time"
-    count = known_count(config)
-    if count is None or getattr(getattr(spec.policy, "lora", None), "enable", False):  # rl specs have no LoRA
-        found = lookup(spec.policy.model_name_or_path)
-        if found is None:
-            return None, "no --time suggested: the model is not on this machine; pass --time"
-        count = ParamCount(found.total, found.total, 0, 0, 0, found.source)
+        return None, None, None, f"{config.where} does not state the architecture"
+    count = light_count(spec.policy.model_name_or_path, getattr(spec.policy, "lora", None))  # rl specs have no LoRA
+    if count is None:
+        return None, arch, None, "the model is not on this machine"
     tokens = {**tally, "memory_at": tally["max"], "time_at": tally["mean"]}
+    if action == "rl":
+        return None, arch, count, ""
+    records = steps.TrainCount(counted["annotated_records"], counted["validation_split"])
+    figures = TokenFigures(tokens, records, (counted.get("validation") or {}).get("records"))
+    return (layouts.Setting(spec, arch, count, figures.tokens, records, figures.val_records, est.GPUS[gpu], est.DEFAULT_MFU, timing.Rates(),
+                            backend=backend), arch, count, "")
+
+
+def suggest_slurm_time(spec: Any, stats: dict[str, Any], *, action: str, nodes: int, gpus_per_node: int, gpu: str = "h100-80gb") -> tuple[str | None, str]:
+    """A Slurm --time for a job, from its preflight stats (the submit gate's token tally and record counts) and the
+    plan's arithmetic, without torch (stats_setting): (HH:MM:SS or None, why)."""
+    setting, arch, count, why = stats_setting(spec, stats, action=action, gpu=gpu)
+    if arch is None or count is None:
+        return None, f"no --time suggested: {why}; pass --time"
     if action == "rl":
         from skillbank.planning.rl import rl_time
 
-        hours = rl_time(spec, arch, count, tokens, stats, est.GPUS[gpu])
+        tally = stats["tokens_per_sample"]
+        hours = rl_time(spec, arch, count, {**tally, "memory_at": tally["max"], "time_at": tally["mean"]}, stats, est.GPUS[gpu])
     else:
-        records = steps.TrainCount(counted["annotated_records"], counted["validation_split"])
-        figures = TokenFigures(tokens, records, (counted.get("validation") or {}).get("records"))
-        setting = layouts.Setting(spec, arch, count, figures.tokens, records, figures.val_records, est.GPUS[gpu], est.DEFAULT_MFU, timing.Rates())
         hours = layouts.layout(setting, nodes, gpus_per_node)["total_time_h"]
     suggested = timing.slurm_time(hours)
     if suggested is None:

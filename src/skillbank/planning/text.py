@@ -56,6 +56,14 @@ def plan_text(p: dict[str, Any]) -> str:
     lines.append(_time_line(p))
     d = p["disk"]
     lines.append(f"checkpoints: {d['checkpoint_gib']:.1f} GiB each, {d['disk_gib']:.1f} GiB on disk ({d['detail']})")
+    if p.get("time_limit"):
+        from skillbank.planning.limit import limit_lines
+
+        lines += limit_lines(p["time_limit"])
+    if p.get("study"):
+        from skillbank.planning.study import study_lines
+
+        lines += study_lines(p["study"])
     lines.append("")
     lines.append(f"{'nodes':>5} {'GPUs':>5} {'GiB/GPU':>8} {'fits':>5} {'batch':>6} {'/rank':>6} {'steps':>7} {'step s':>7} {'hours':>7} {'GPU-h':>8}")
     notes = []
@@ -69,7 +77,7 @@ def plan_text(p: dict[str, Any]) -> str:
     rec = p["recommendation"]
     lines.append(f"recommendation: {rec['nodes']} node(s): {rec['reason']}" if rec["nodes"] else f"recommendation: {rec['reason']}")
     lines.append("assumptions:")
-    lines += [f"  - {a}" for a in p["assumptions"]]
+    lines += [f"  - {a}" for a in p["assumptions"] + ((p.get("study") or {}).get("assumptions") or [])]
     return "\n".join(lines)
 
 

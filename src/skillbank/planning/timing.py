@@ -73,17 +73,38 @@ class RunShape:
     val_flops_per_sample: float
 
 
+def startup_seconds(shape: RunShape, rates: Rates) -> float:
+    """Launching, plus the bf16 weights the run starts from downloaded (a Hub model) and read."""
+    weights = shape.params * 2
+    return rates.launch_min * 60 + weights / (rates.read_gibps * GIB) + (weights / (rates.download_gibps * GIB) if shape.hub_model else 0.0)
+
+
+def save_seconds(shape: RunShape, rates: Rates) -> float:
+    """One save: the sharded state over the nodes (in parallel) + the export (one writer)."""
+    return shape.state_bytes / (rates.write_gibps * GIB * shape.nodes) + shape.export_bytes / (rates.write_gibps * GIB)
+
+
+def seconds(shape: RunShape, gpu: est.Gpu, mfu: float, rates: Rates) -> dict[str, float]:
+    """The time breakdown in seconds (the step count must be known)."""
+    validation = shape.validations * shape.val_records * shape.val_flops_per_sample / (shape.gpus * gpu.bf16_tflops * 1e12 * mfu)
+    return {"compute": (shape.total_steps or 0) * shape.step_s, "startup": startup_seconds(shape, rates),
+            "checkpoint": shape.saves * save_seconds(shape, rates), "validation": validation}
+
+
 def breakdown(shape: RunShape, gpu: est.Gpu, mfu: float, rates: Rates) -> dict[str, float] | None:
     """time_breakdown_h (hours per part, and total); None when the step count is unknown."""
     if shape.total_steps is None:
         return None
-    weights = shape.params * 2  # the bf16 safetensors the run starts from
-    startup = rates.launch_min * 60 + weights / (rates.read_gibps * GIB) + (weights / (rates.download_gibps * GIB) if shape.hub_model else 0.0)
-    per_save = shape.state_bytes / (rates.write_gibps * GIB * shape.nodes) + shape.export_bytes / (rates.write_gibps * GIB)
-    validation = shape.validations * shape.val_records * shape.val_flops_per_sample / (shape.gpus * gpu.bf16_tflops * 1e12 * mfu)
-    parts = {"compute": shape.total_steps * shape.step_s, "startup": startup, "checkpoint": shape.saves * per_save, "validation": validation}
+    parts = seconds(shape, gpu, mfu, rates)
     hours = {k: round(v / 3600, 3) for k, v in parts.items()}
     return {**hours, "total": round(sum(parts.values()) / 3600, 3)}
+
+
+def slurm_format(minutes: int) -> str:
+    """Minutes as `sbatch --time` reads them: HH:MM:SS, D-HH:MM:SS past a day."""
+    days, rest = divmod(int(minutes), 24 * 60)
+    text = f"{rest // 60:02d}:{rest % 60:02d}:00"
+    return f"{days}-{text}" if days else text
 
 
 def slurm_time(total_h: float | None) -> dict[str, Any] | None:
@@ -92,9 +113,7 @@ def slurm_time(total_h: float | None) -> dict[str, Any] | None:
         return None
     minutes = total_h * 60 * (1 + MARGIN) + MARGIN_MIN
     minutes = int(math.ceil(minutes / SLURM_STEP_MIN) * SLURM_STEP_MIN)
-    days, rest = divmod(minutes, 24 * 60)
-    text = f"{rest // 60:02d}:{rest % 60:02d}:00"
-    return {"value": f"{days}-{text}" if days else text, "hours": round(minutes / 60, 2),
+    return {"value": slurm_format(minutes), "hours": round(minutes / 60, 2),
             "margin": f"{MARGIN:.0%} of {total_h:.2f} h + {MARGIN_MIN} min, rounded up to {SLURM_STEP_MIN} min"}
 
 

@@ -29,6 +29,7 @@ import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from skillbank import modelref
 from skillbank.errors import InputError
@@ -71,7 +72,8 @@ class AutomlJob:
     params: tuple[str, ...] = ()
     ranges: tuple[tuple[str, tuple[float, float]], ...] = ()
     choices: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    trial_epochs: int | None = None  # the most epochs a trial trains (runs.disk.trial_epochs): the gate checks the study's disk
+    search: tuple[str, ...] = ()  # --search: keys the spec fixes (user_set), searched anyway
+    shape: Any = None  # runs.disk.StudyShape (the most epochs, the largest checkpoint the search can produce): the gate checks a worker's share
     storage: str | None = None  # --storage: a study shared by the workers of many jobs (None: SQLite in the study folder)
 
     def argv(self) -> list[str]:
@@ -84,6 +86,8 @@ class AutomlJob:
             out += ["--range", f"{key}={low!r}:{high!r}"]
         for key, values in self.choices:
             out += ["--choices", f"{key}={','.join(values)}"]
+        for key in self.search:
+            out += ["--search", key]
         return out
 
 
@@ -230,11 +234,12 @@ class JobContext:
         ]
 
     def study_disk_args(self) -> list[str]:
-        """An automl job's gate checks the study's disk (trials x every epoch's checkpoint), as plan --trials and the dry run state it."""
+        """An automl job's gate checks its worker's share of the study's disk (runs.disk.study_disk), as plan --trials and the dry run state it."""
         if self.automl is None:
             return []
-        epochs = ["--trial-epochs", str(self.automl.trial_epochs)] if self.automl.trial_epochs else []
-        return ["--trials", str(self.automl.max_trials), *epochs]
+        if self.automl.shape is None:
+            return ["--trials", str(self.automl.max_trials)]
+        return self.automl.shape.preflight_flags()
 
     def dataset_dirs(self) -> list[Path]:
         """Folders the job reads data from: each annotation file's folder and each media folder."""

@@ -73,7 +73,7 @@ def preflight_gate(ctx: JobContext, *, gpus_per_node: int | None, dry_run: bool 
         print("warning: skillbank.preflight.run is not available: submitting without preflight", file=sys.stderr)
         return {"ran": False, "reason": "skillbank.preflight.run.run_preflight not available"}
     action = "rl" if ctx.action == "rl" else "train"
-    study = {"trials": ctx.automl.max_trials, "trial_epochs": ctx.automl.trial_epochs} if ctx.automl else {}  # env.disk: the study's disk
+    study = {"study": ctx.automl.shape} if ctx.automl else {}  # env.disk: a worker's share of the study's disk (runs.disk.study_disk)
     report = run(
         skill=ctx.skill, action=action, spec_path=str(ctx.spec_path), **({"spec": loaded} if loaded is not None else {}),
         gpus_per_node=gpus_per_node, nodes=ctx.nodes, backend=ctx.backend, runs_on=runs_on(ctx.platform, dry_run),
@@ -87,10 +87,10 @@ def preflight_gate(ctx: JobContext, *, gpus_per_node: int | None, dry_run: bool 
 def check_study(automl: AutomlJob, skill: str, spec: Any) -> AutomlJob:
     """What `skillbank automl` would refuse on the node, refused here (exit 2, nothing submitted): an
     unknown metric, a search key or range the skill's train schema does not allow. Returns the job with
-    the most epochs a trial trains (for the study's disk)."""
+    the study's shape (runs.disk.study_shape: the most epochs, the largest checkpoint; for the gate's disk)."""
     from dataclasses import replace
 
-    from skillbank.runs.disk import trial_epochs
+    from skillbank.runs.disk import study_shape
     from typing import get_args
 
     from skillbank.automl.space import build_space, load_schema
@@ -103,8 +103,8 @@ def check_study(automl: AutomlJob, skill: str, spec: Any) -> AutomlJob:
         raise InputError(f"unknown metric {automl.metric!r}", where="--metric", fix=f"use one of: {', '.join(metrics)}")
     schema = load_schema(schema_path(skill, "train"))
     space = build_space(schema, spec.model_dump(mode="json"), params=list(automl.params) or None,
-                        ranges=dict(automl.ranges), choices={k: list(v) for k, v in automl.choices})
-    return replace(automl, trial_epochs=trial_epochs(spec.train.epoch, [(p.key, p.high) for p in space.params if p.high is not None]))
+                        ranges=dict(automl.ranges), choices={k: list(v) for k, v in automl.choices}, search=list(automl.search))
+    return replace(automl, shape=study_shape(automl.max_trials, spec.train.epoch, space.params))
 
 
 def _preflight_gpus(platform: str, flag: int | None, ctx: JobContext, dry_run: bool = False) -> int | None:

@@ -278,9 +278,9 @@ def check_disk(key: str, output_dir: str, need_one: float, need_all: float, what
     stats = {"free_gb": round(free / GB, 1), "need_gb": round(need_all / GB, 1)}
     detail = f"{free / GB:,.1f} GiB free at {folder}; {what}"
     if free < need_one:
-        what_fits = "the study's checkpoints" if need_one == need_all else "one checkpoint"  # a study needs them all: the gate must not pass a disk it fills
+        what_fits = "this worker's share of the study's checkpoints" if need_one == need_all else "one checkpoint"  # a study needs them all: the gate must not pass a disk it fills
         findings.error("env.disk", f"not enough disk for {what_fits}: {detail}", f"free space or point {key} at a larger disk"
-                       + (" (a study: fewer --max-trials, a narrower train.epoch range)" if need_one == need_all else ""), key)
+                       + (" (a study: --keep best, fewer trials at once (--workers), a narrower train.epoch or policy.lora.r range)" if need_one == need_all else ""), key)
     elif free < need_all:
         findings.warning("env.disk", f"not enough disk for every kept checkpoint: {detail}", f"free space, lower train.ckpt.max_keep, or point {key} at a larger disk", key)
     return stats

@@ -45,7 +45,7 @@ class Context:
     decode_sample: int
     start_check: str = "off"  # rl: sample the start model (training.local.grpo_start): off, bounded or full
     probe_sample: int = 0  # train records whose clip headers are read for the token tally (PROBE_ALL: every one)
-    study: tuple[int, int | None] | None = None  # (trials, most epochs per trial) of an AutoML study on this base spec
+    study: Any = None  # runs.disk.StudyShape of an AutoML study on this base spec: env.disk checks a worker's share
     datasets: list[Dataset] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
     count: Any = None  # the model's ParamCount (skillbank.models.params), once counted; None: not known here
@@ -69,15 +69,15 @@ def run_preflight(
     paths: Any = None,
     start_check: bool | str = False,
     probe_sample: int = PROBE_SAMPLE,
-    trials: int | None = None,
-    trial_epochs: int | None = None,
+    study: Any = None,
 ) -> Report:
     """The spec: `spec` (a dict, or the LoadedSpec the command read: its file is not read again), else the
     file at `spec_path`, read once here (an unreadable one is a spec.schema finding).
     `paths` (skillbank.specification.pathmap.PathMap): the spec names the node's paths; they are checked at
     their LOCAL counterparts here. `probe_sample`: train records without a stated clip length whose container
     headers are read for the token tally (K spread over the file; PROBE_ALL every one, as `skillbank plan` does).
-    `trials` / `trial_epochs`: the spec is an AutoML study's base spec: env.disk checks the study's disk (runs.disk.study_disk).
+    `study` (runs.disk.StudyShape): the spec is an AutoML study's base spec: env.disk checks one worker's share of the study's
+    disk (runs.disk.study_disk: its running trials' every epoch + the kept best, at the search's largest checkpoint).
     `start_check` (rl): "bounded" (or True), "full", or "off" (or False): training.local.grpo_start's modes."""
     started = time.perf_counter()
     if runs_on not in RUNS_ON:
@@ -86,7 +86,7 @@ def run_preflight(
     findings = Findings(runs_on=runs_on, only=groups)  # type: ignore[arg-type]
     mode = ("bounded" if start_check else "off") if isinstance(start_check, bool) else start_check
     ctx = Context(findings, gpus_per_node, nodes, backend, int(decode_sample or 0) if decode_sample == ALL else max(0, int(decode_sample or 0)), str(mode),
-                  probe_sample=probe_sample, study=(trials, trial_epochs) if trials else None)
+                  probe_sample=probe_sample, study=study)
     _arguments(ctx, action)
     if isinstance(spec, LoadedSpec):
         spec_path, spec = spec.path, spec.raw()
@@ -186,6 +186,7 @@ def _train(spec: Any, ctx: Context) -> None:
     f = ctx.findings
     spec_checks.parallelism(spec, ctx.gpus_per_node, ctx.nodes, f)
     spec_checks.validation_data(spec, f)
+    spec_checks.checkpoints(spec, f)
     model = env_checks.resolve("policy.model_name_or_path", spec.policy.model_name_or_path)
     env_checks.check_models([model], f)
     ctx.count = env_checks.model_count(model, f)
@@ -314,21 +315,21 @@ def _probe(ctx: Context, data: Dataset | None, budget: VisionBudget) -> int:
 
 
 def _train_disk(spec: Any, model: env_checks.ModelRef, ctx: Context) -> None:
-    """env.disk for the checkpoints the run keeps at once (skillbank.runs.steps.disk_need: LoRA,
-    max_keep, the steps that decide how many are saved); not checked when the model cannot be counted here."""
+    """env.disk for the checkpoints the run keeps at once (runs.disk.run_disk: LoRA, the backend, max_keep, the steps that decide
+    how many are saved), or a worker's share of an AutoML study (runs.disk.study_disk); not checked when the model is not counted here."""
+    from skillbank.runs import disk
+
     if ctx.count is None:
         return
-    params, how = float(ctx.count.total), ctx.count.source
-    if ctx.study is not None:  # an AutoML study: trials x every epoch's checkpoint, one figure with plan --trials and the dry run
-        from skillbank.runs.disk import study_disk
 
-        trials, epochs = ctx.study
+    if ctx.study is not None:  # one figure with plan --trials and the dry run
         counted = ctx.stats.get("plan")
-        need = study_disk(spec, params, trials=trials, epochs=epochs, records=counted["train_records"] if counted else None, params_from=how, backend=ctx.backend)
-        if need is not None:
-            ctx.stats["disk"] = env_checks.check_disk("train.output_dir", spec.train.output_dir, need.total_bytes, need.total_bytes, need.detail, ctx.findings)
+        study = disk.study_disk(spec, ctx.study, records=counted["train_records"] if counted else None, backend=ctx.backend)
+        if study is not None:
+            ctx.stats["disk"] = env_checks.check_disk("train.output_dir", spec.train.output_dir, study.per_worker_bytes, study.per_worker_bytes,
+                                                      study.detail, ctx.findings)
         return
-    need = steps.disk_need(spec, params, params_from=how, plan=_disk_steps(spec, ctx), backend=ctx.backend)
+    need = disk.run_disk(spec, plan=_disk_steps(spec, ctx), backend=ctx.backend)
     if need is not None:
         ctx.stats["disk"] = env_checks.check_disk("train.output_dir", spec.train.output_dir, need.checkpoint_bytes, need.total_bytes, need.detail, ctx.findings)
 
@@ -350,9 +351,11 @@ def _disk_steps(spec: Any, ctx: Context) -> steps.StepPlan | None:
 
 def _plan(spec: Any, model: env_checks.ModelRef, train_records: int, val: Dataset | None, ctx: Context) -> None:
     """stats["plan"]: the run's arithmetic (records per rank, global batch, steps, checkpoints, disk)."""
+    from skillbank.runs.disk import run_disk
+
     count = steps.train_count(spec, train_records)
-    params, how = (float(ctx.count.total), ctx.count.source) if ctx.count is not None else (None, "")
-    ctx.stats["plan"] = steps.run_plan(spec, count, val_records=val.records if val else None, params=params, params_from=how, backend=ctx.backend)
+    need = run_disk(spec, plan=steps.step_plan(spec, count.train), backend=ctx.backend) if ctx.count is not None else None
+    ctx.stats["plan"] = steps.run_plan(spec, count, val_records=val.records if val else None, disk=need)
 
 
 def _output_disk(key: str, output_dir: str, model: env_checks.ModelRef, bytes_per_param: float, ctx: Context) -> None:

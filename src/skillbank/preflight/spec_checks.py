@@ -117,6 +117,14 @@ def validation_data(spec: Any, findings: Findings) -> None:
         )
 
 
+def checkpoints(spec: Any, findings: Findings) -> None:
+    """A save_freq that does nothing (save_freq_in_epoch wins, in cosmos-rl and the local backend alike): a warning."""
+    ignored = spec.train.ckpt.ignored_save_freq()
+    if ignored:
+        findings.warning("spec.checkpoints", ignored, "set train.ckpt.save_freq_in_epoch=0 to save every save_freq steps, or save_freq=null to save by epoch",
+                         "train.ckpt.save_freq")
+
+
 def dataset_file(key: str, value: str, findings: Findings, *, required: bool = True) -> str | None:
     """The annotation file of a spec key, when it is set and exists (else a spec.dataset_paths finding)."""
     if not value:

@@ -238,13 +238,14 @@ _SIZING = re.compile(
     r"|\b(estimate|estimated|estimating|size|sizing|plan|planning)\s+(\S+\s+){0,2}?"
     r"(gpus?|memory|vram|time|hours|cost|run|job|disk|layout|resources|compute)\b"
     r"|\b(gpu\s+hours?|wall\s*(clock\s+)?time|time\s+estimate|memory\s+estimate|memory\s+per\s+gpu|time\s+to\s+train)\b"
+    r"|\bplan(ning)?\s+(?!(is|was|to)\b)(\S+\s+){0,2}?(sft|training|train|finetune|lora|rl|fine\s+tuning)\b"  # "plan LoRA SFT of the 8B"
 )
 
 
 def plan_from_request(text: str | None) -> bool:
     """True when the request asks how many GPUs, how long, or whether it fits ("how many GPUs do I need
-    for 50k clips", "will the 8B fit on one node", "how long will 3 epochs take"): `skillbank plan`
-    answers it. A negated mention ("not how long it takes") is no such question."""
+    for 50k clips", "will the 8B fit on one node", "how long will 3 epochs take"), or for a plan of the
+    training ("plan LoRA SFT of the 8B on one GPU"): `skillbank plan` answers it. A negated mention ("not how long it takes") is no such question."""
     if not text:
         return False
     joined = " ".join(normalise(text))

@@ -18,12 +18,16 @@ A train or rl request that asks how many GPUs, how long, or whether it fits goes
 --nodes, or the spec's dp_replicate_size) is never handed to AutoML: a study runs its trials one at a
 time on one node (`submit --action automl` refuses more), so it trains directly and the reason says
 why and how to search on one node first.
+
+What the request fixes (its epochs, GPU count, LoRA on or off: routing.fixed) is named in `fixed`, each
+with the `skillbank spec --set` that writes it into the spec, where it stays fixed: AutoML leaves the
+spec's user_set out of its search. A route to AutoML says in its reason how to get one direct run instead.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import yaml
@@ -31,6 +35,7 @@ import yaml
 from skillbank.errors import InputError
 from skillbank.models import table
 from skillbank.paths import bank_root, skill_dir
+from skillbank.routing.fixed import fixed_from_request, fixed_keys
 from skillbank.routing.phrases import (data_import_from_request, deft_from_request, nodes_from_request, plan_from_request, policy_from_request,
                                        rl_from_request)
 from skillbank.skillinfo import schema_path, skill_info, template_path
@@ -40,15 +45,16 @@ NOT_RUNNABLE = "AutoML is enabled but not runnable until schemas are generated"
 TRAINING_ACTIONS = ("train", "rl")  # actions that train, so AutoML may take them
 DATA_IMPORT_STEP = "skillbank data import SOURCE --out DIR; skillbank data stats DIR/train/annotations.json; then spec --dataset-root DIR"
 DEFT_TARGET = "tao-skill-bank:tao-run-deft"  # improve a model with more data from a pool
-PLAN_STEP = ("skillbank spec --action train --dataset-root DIR -o train.yaml; skillbank plan --spec train.yaml --json "
-             "(a dataset only described: skillbank plan --records N --clip-seconds S --json); then train where after_plan says")
+PLAN_STEP = ("skillbank spec --action train --dataset-root DIR{sets} -o train.yaml; skillbank plan --spec train.yaml{nodes} --json "
+             "(a dataset only described: skillbank plan --records N --clip-seconds S{sets}{nodes} --json); then train where after_plan says")
+DIRECT_RUN = "one direct run instead: skillbank train --spec train.yaml --automl-policy off (or say 'no AutoML')"
 
 
-def plan_step(model: str | None = None, nodes: int | None = None) -> str:
-    """PLAN_STEP with the model the request names (`--set model=ID`) and the nodes it states (`--nodes N`)."""
-    m, n = (f" --set model={model}" if model else ""), (f" --nodes {nodes}" if nodes else "")
-    return (f"skillbank spec --action train --dataset-root DIR{m} -o train.yaml; skillbank plan --spec train.yaml{n} --json "
-            f"(a dataset only described: skillbank plan --records N --clip-seconds S{m}{n} --json); then train where after_plan says")
+def plan_step(model: str | None = None, nodes: int | None = None, fixed: list[dict[str, Any]] | None = None) -> str:
+    """PLAN_STEP with the model the request names (`--set model=ID`), the request's fixed values as --set flags (a spec
+    that records them: AutoML does not search them) and the nodes it states (`--nodes N`)."""
+    sets = (f" --set model={model}" if model else "") + "".join(f" --set {f['set']}" for f in fixed or [])
+    return PLAN_STEP.format(sets=sets, nodes=f" --nodes {nodes}" if nodes else "")
 
 
 def data_step(model: str | None = None) -> str:
@@ -76,6 +82,7 @@ class RouteDecision:
     after_plan: dict[str, Any] | None = None  # route "plan": where the training goes once sized {route, target, reason}
     model: str | None = None  # the model of the table the request names (None: the skill's default); every next step sets it
     model_source: str = ""  # the words that named it
+    fixed: list[dict[str, Any]] = field(default_factory=list)  # what the request fixes: [{key, value, words, set}] (routing.fixed)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -129,10 +136,12 @@ def route(*, skill: str, action: str, request: str | None = None, automl_policy:
         nodes, said = nodes_from_request(request)
         nodes_source = f'the request ("{said}")' if said else ""
     model, model_source = model_from_request(request)
+    shorthands = (info.get("spec_shorthand_keys") or {}).get(action) or {}
+    fixed = fixed_keys(fixed_from_request(request), shorthands) if action in TRAINING_ACTIONS else []
     common = dict(skill=skill, action=action, automl_policy=policy, policy_source=source,
                   skill_dir=folder.relative_to(bank_root()).as_posix(), automl_enabled=enabled, action_source=action_source,
                   data_step=data_step(model) if data_import_from_request(request) else "", nodes=nodes, nodes_source=nodes_source,
-                  model=model, model_source=model_source)
+                  model=model, model_source=model_source, fixed=fixed)
     what = "RL (GRPO) training" if action == "rl" else "model training"
     if action_source == "request":
         what += " (the request asks for RL: the rl action)"
@@ -141,11 +150,12 @@ def route(*, skill: str, action: str, request: str | None = None, automl_policy:
                              reason=f"{action} is not a train action: it stays with the model skill")
     if plan_from_request(request):
         then = _train_route(common, info, request, what)
-        return RouteDecision(**{**common, "plan_step": plan_step(model, nodes), "after_plan": {"route": then.route, "target": then.target, "reason": then.reason}},
+        return RouteDecision(**{**common, "plan_step": plan_step(model, nodes, fixed), "after_plan": {"route": then.route, "target": then.target, "reason": then.reason}},
                              route="plan", target=skill, runnable=True,
-                             reason="the request asks how many GPUs, how long or whether it fits: `skillbank plan` answers it (parameters, "
+                             reason="the request asks for a plan (how many GPUs, how long, whether it fits): `skillbank plan` answers it (parameters, "
                                     f"memory per GPU by part, hours, disk, layouts) before anything is launched; then {then.route} "
-                                    "(after_plan: where the training itself goes)")
+                                    "(after_plan: where the training itself goes)" + _fixed_said(fixed)
+                                    + (f"; {DIRECT_RUN}" if then.route == "automl" else ""))
     return _train_route(common, info, request, what)
 
 
@@ -187,4 +197,13 @@ def _train_route(common: dict[str, Any], info: dict[str, Any], request: str | No
                                     "hyperparameters, run the study on one node (policy.parallelism.dp_replicate_size=1), then train its best "
                                     f"spec on {nodes} nodes")
     return RouteDecision(**common, route="automl", target=info.get("automl_target", "tao-skill-bank:tao-run-automl"),
-                         runnable=True, reason=f"automl_policy auto ({source}), automl_enabled, {action} schema and template packaged")
+                         runnable=True, reason=f"automl_policy auto ({source}), automl_enabled, {action} schema and template packaged: a study of "
+                                               f"several trials" + _fixed_said(common["fixed"]) + f"; {DIRECT_RUN}")
+
+
+def _fixed_said(fixed: list[dict[str, Any]]) -> str:
+    """The request's fixed values, said in the reason: how they stay fixed."""
+    if not fixed:
+        return ""
+    sets = " ".join(f"--set {f['set']}" for f in fixed)
+    return f"; the request fixes {', '.join(f['set'] for f in fixed)}: write them into the spec (skillbank spec ... {sets}) and AutoML leaves them out of its search"

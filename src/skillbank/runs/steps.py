@@ -1,4 +1,4 @@
-"""The run's arithmetic, once: records per rank, global batch, optimizer steps, checkpoints, disk.
+"""The run's arithmetic, once: records per rank, global batch, optimizer steps, checkpoints (their sizes: runs.disk).
 
 cosmos-rl 0.4.7 (policy/worker/sft_worker.py) shards the train records with a DistributedSampler
 that pads every data-parallel rank to ceil(records / ranks) by wrapping around to the first records
@@ -26,12 +26,6 @@ from skillbank.errors import InputError
 DATALOADER_DROP_LAST = True  # what the TOML writes as train.train_policy.dataloader_drop_last
 FEW_STEPS_PER_EPOCH = 4  # fewer optimizer steps per epoch than this: the run barely trains (a preflight warning)
 GB = 1024**3  # GiB: every disk figure (JSON keys *_gb included) is in GiB, as `skillbank plan` shows them
-MASTER_BYTES = 4  # cosmos-rl keeps fp32 master weights (train.master_dtype): what a checkpoint's model state holds
-ADAM_BYTES = 8  # two fp32 moments per trained parameter
-DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
-# LoRA parameters per model parameter and unit of rank: r x (in + out) / (in x out) at hidden 4096,
-# an upper bound for the 7B/8B models (Qwen3-VL-8B with the 7 default target modules: ~65% of it).
-ADAPTER_SHARE_PER_RANK = 2 / 4096
 
 
 # ---- steps -----------------------------------------------------------------------------------------
@@ -375,76 +369,15 @@ def checkpoint_plan(spec: Any, plan: StepPlan | None = None) -> CheckpointPlan |
     return CheckpointPlan(every, saved, kept, f"{rule} and at the last step; {keep}", exact)
 
 
-@dataclass(frozen=True)
-class DiskNeed:
-    params: float
-    params_from: str
-    checkpoint_bytes: float  # one checkpoint with its export
-    kept: int  # checkpoints on disk at once, per run
-    trials: int  # runs (an AutoML study's trials)
-    what: str  # what a checkpoint holds
-    detail: str  # one sentence for a finding
-
-    @property
-    def total_bytes(self) -> float:
-        return self.checkpoint_bytes * self.kept * self.trials
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "params": self.params,
-            "params_from": self.params_from,
-            "checkpoint_gb": round(self.checkpoint_bytes / GB, 2),
-            "kept": self.kept,
-            "trials": self.trials,
-            "total_gb": round(self.total_bytes / GB, 2),
-            "what": self.what,
-            "detail": self.detail,
-        }
-
-
-def disk_need(spec: Any, params: float, *, params_from: str = "", trials: int = 1, plan: StepPlan | None = None,
-              backend: str | None = None, trained: float | None = None) -> DiskNeed | None:
-    """Disk the run's checkpoints need at once (None when checkpoints are off); `trials` runs of this
-    spec for an AutoML study (pass the trial spec: it saves every epoch and keeps all, and its
-    largest epoch count).
-
-    A checkpoint holds the model state at fp32 master precision (LoRA: the frozen base too) and Adam's
-    two moments of the trained parameters; its export holds the weights at param_dtype: with LoRA,
-    cosmos-rl exports the adapter only, the local backend the merged model. `trained`: the counted
-    trainable parameters (skillbank plan counts the adapters); else LoRA's are bounded by rank."""
-    ckpts = checkpoint_plan(spec, plan)
-    if ckpts is None:
-        return None
-    lora = spec.policy.lora
-    if trained is None:
-        trained = min(params, params * ADAPTER_SHARE_PER_RANK * lora.r) if lora.enable else params
-    state = params * MASTER_BYTES + trained * ADAM_BYTES
-    dtype = DTYPE_BYTES.get(spec.train.param_dtype, 2)
-    exported = params if not lora.enable or backend == "local" else trained
-    exports = 1.0 if spec.train.ckpt.export_safetensors else 1.0 / max(1, ckpts.kept)  # the last step always exports
-    one = state + exported * dtype * exports
-    if lora.enable:
-        what = "LoRA: the frozen base and the adapters, " + ("plus the merged model the local backend exports" if backend == "local" else "plus the adapter cosmos-rl exports")
-    else:
-        what = f"full fine-tuning: fp32 weights, Adam moments, plus the {spec.train.param_dtype} export"
-    study = f" x {trials} trials" if trials > 1 else ""
-    detail = (
-        f"{what}: a checkpoint needs ~{one / GB:,.1f} GiB ({params / 1e9:.2f}B parameters from {params_from or 'the model'}), "
-        f"{ckpts.kept} kept ({ckpts.rule}){study}: ~{one * ckpts.kept * trials / GB:,.1f} GiB"
-    )
-    return DiskNeed(params, params_from, one, ckpts.kept, trials, what, detail)
-
-
 # ---- the plan shown -------------------------------------------------------------------------------
 
 
-def run_plan(spec: Any, count: TrainCount, *, val_records: int | None = None, params: float | None = None,
-             params_from: str = "", backend: str | None = None) -> dict[str, Any]:
+def run_plan(spec: Any, count: TrainCount, *, val_records: int | None = None, disk: Any = None) -> dict[str, Any]:
     """The plan `skillbank spec` and `skillbank preflight` state (JSON-ready; `plan_lines` renders it).
-    `val_records`: custom.val_dataset's records when counted (a split of train is known here)."""
+    `val_records`: custom.val_dataset's records when counted (a split of train is known here); `disk`: the
+    run's runs.disk.DiskNeed, when the caller sized it (runs.disk.run_disk)."""
     plan = step_plan(spec, count.train)
     ckpts = checkpoint_plan(spec, plan)
-    disk = disk_need(spec, params, params_from=params_from, plan=plan, backend=backend) if params else None
     val = count.split or val_records
     validation = None
     if spec.validation.enable and val:

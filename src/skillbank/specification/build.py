@@ -20,13 +20,15 @@ from skillbank.specification.learning_rate import apply_lora_default
 from skillbank.specification.registry import spec_model, spec_models
 from skillbank.specification.validation import validate
 
+USER_SET = "user_set"  # the spec's list of the dotted keys the user set (--set, a shorthand), kept by spec --from
+
 
 @dataclass
 class BuiltSpec:
     spec: BaseModel
     applied: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    explicit: set[str] = field(default_factory=set)  # dotted keys the user set (--set, a shorthand, or the --from file)
+    explicit: set[str] = field(default_factory=set)  # dotted keys the user set (--set, a shorthand, or the --from file): never fitted
 
 
 def load_template(skill: str, action: str) -> dict[str, Any]:
@@ -195,10 +197,14 @@ def build_spec(
     if dataset_root is not None or annotations is not None:
         mapped, root_notes = dataset_root_overrides(skill, action, dataset_root, annotations)
         overrides.update(mapped)
-    overrides.update(resolve_assignments(skill, action, assignments))
+    resolved = resolve_assignments(skill, action, assignments)
+    assigned = list(resolved)
+    overrides.update(resolved)
     notes = root_notes + apply_overrides(model, data, overrides)
     if action == "train":
         notes += apply_lora_default(data, set_now=set(overrides), base=base)
+    if USER_SET in model.model_fields:  # what the user chose, recorded in the spec: AutoML leaves it out of its search
+        data[USER_SET] = sorted({*(data.get(USER_SET) or []), *assigned} - {USER_SET})
     spec = validate(model, data, source=source or f"{skill}/{action} spec")
     explicit = set(overrides) | (set(_paths(base)) if base is not None else set())
     return BuiltSpec(spec=spec, applied=overrides, notes=notes, explicit=explicit)

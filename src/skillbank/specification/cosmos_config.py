@@ -119,6 +119,12 @@ def from_cosmos(model: type[BaseModel], config: dict[str, Any], template: dict[s
         set_dotted(data, key, value)
         if value != template_value and not (isinstance(value, list) and list(template_value or []) == value):
             out.defaults_kept.append({"key": key, "cosmos_rl": value, "template": template_value})
+    if (get_dotted(data, "train.ckpt.save_freq_in_epoch") or 0) > 0 and get_dotted(data, "train.ckpt.save_freq") is not None:
+        if get_dotted(config, "train.ckpt.save_freq") is not None:  # the config's own value; cosmos-rl's default is dropped unsaid
+            out.notes.append(f"train.ckpt.save_freq {get_dotted(data, 'train.ckpt.save_freq')} is not carried: cosmos-rl ignores it while "
+                             f"save_freq_in_epoch is {get_dotted(data, 'train.ckpt.save_freq_in_epoch')} (policy/worker/sft_worker.py)")
+        out.defaults_kept = [d for d in out.defaults_kept if d["key"] != "train.ckpt.save_freq"]
+        set_dotted(data, "train.ckpt.save_freq", None)
     vf = get_dotted(config, "validation.freq")
     if vf is not None:
         out.notes.append(f"validation.freq {vf} (steps) is not carried: the skill validates every validation.freq_in_epoch epochs "

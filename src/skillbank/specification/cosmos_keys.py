@@ -70,6 +70,7 @@ TRAIN_KEYS: dict[str, Route] = {
     "redis": Route(SAME, "redis"),
     "results_dir": Route(SKILL, None, "job records and reports of skillbank"),
     "paths.map": Route(SKILL, None, "the --path-map the spec was written with: commands on this machine apply it, jobs and TOMLs name REMOTE only"),
+    "user_set": Route(SKILL, None, "the keys the user chose (spec --set): AutoML leaves them out of its search"),
 }
 
 # How published cosmos-rl recipes spell our dataset script's keys (cosmos-reason2's examples): read by `spec --from`.

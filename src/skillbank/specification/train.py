@@ -22,8 +22,10 @@ DEFAULT_TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "
 
 class CheckpointSpec(Section):
     enable_checkpoint: bool = param(True, "Save checkpoints. cosmos-rl defaults to false, which saves nothing and exports no safetensors.")
-    save_freq: int = param(100, "Save every N optimizer steps (used when save_freq_in_epoch is 0).", ge=1)
-    save_freq_in_epoch: int = param(1, "Save every N epochs; 0 saves by save_freq steps instead.", ge=0, depends_on="train.epoch")
+    save_freq: int | None = param(None, "Save every N optimizer steps; needs save_freq_in_epoch 0 (cosmos-rl and the local backend ignore save_freq while "
+                                  "save_freq_in_epoch > 0). null: saves by save_freq_in_epoch. `skillbank plan --time-limit H` suggests N for a job "
+                                  "that outlives its time limit.", ge=1)
+    save_freq_in_epoch: int = param(1, "Save every N epochs; 0 saves every save_freq steps instead (set save_freq then).", ge=0, depends_on="train.epoch")
     save_mode: Literal["async", "sync"] = param("async", "Write checkpoints in the background (async) or block training (sync).")
     max_keep: int = param(5, "Keep the newest N checkpoints (and safetensors exports); -1 keeps all.", ge=-1)
     export_safetensors: bool = param(True, "Export a Hugging Face safetensors folder with each checkpoint (what evaluate reads).")
@@ -37,6 +39,20 @@ class CheckpointSpec(Section):
     @classmethod
     def _upload_s3_true_is_final(cls, value: bool | str) -> bool | str:
         return "final" if value is True else value  # cosmos-rl accepts only false, "final" or "all"
+
+    @model_validator(mode="after")
+    def _steps_need_save_freq(self) -> "CheckpointSpec":
+        if self.save_freq_in_epoch == 0 and self.save_freq is None:
+            raise rule_error("save_freq", "save_freq_in_epoch 0 saves every save_freq steps, but save_freq is null; set save_freq=N (steps) or save_freq_in_epoch=N (epochs)")
+        return self
+
+    def ignored_save_freq(self) -> str | None:
+        """Why save_freq does nothing here (cosmos-rl's SFTPolicyWorker and the local backend both take
+        save_freq_in_epoch x steps per epoch while it is > 0), or None: a warning of `spec` and preflight."""
+        if self.save_freq is None or self.save_freq_in_epoch == 0 or not self.enable_checkpoint:
+            return None
+        return (f"train.ckpt.save_freq {self.save_freq} is ignored: save_freq_in_epoch {self.save_freq_in_epoch} saves every "
+                f"{self.save_freq_in_epoch} epoch(s) instead (cosmos-rl and the local backend alike)")
 
     @model_validator(mode="after")
     def _max_keep_not_zero(self) -> "CheckpointSpec":
@@ -209,3 +225,19 @@ class TrainSpec(Section):
     redis: str = param("12800", "Port of the redis-server cosmos-rl's controller starts.")
     results_dir: PathStr = param("./results", "Folder for job records and reports.")
     paths: PathsSpec = param(default_factory=PathsSpec, description="The path map this spec was written with (`skillbank spec --path-map`); applied where its LOCAL folders exist.")
+    user_set: list[str] = param(
+        default_factory=list,
+        description="Dotted keys whose values you chose (`skillbank spec --set`, a shorthand such as epochs=3 or lora=true; kept by `spec --from`): "
+        "AutoML leaves them out of its search (`skillbank automl --search KEY` searches one anyway) and the dry run lists them as fixed. "
+        "Batches you did not set here are fitted to the data.",
+    )
+
+    @field_validator("user_set")
+    @classmethod
+    def _user_set_names_fields(cls, value: list[str]) -> list[str]:
+        from skillbank.specification.keys import find_field
+
+        unknown = [key for key in value if find_field(cls, key) is None]
+        if unknown:
+            raise ValueError(f"user_set names no spec key: {', '.join(unknown)} (dotted keys such as train.epoch)")
+        return sorted(set(value))

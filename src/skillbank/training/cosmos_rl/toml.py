@@ -63,7 +63,7 @@ def build_toml(spec: TrainSpec, *, model: str, family: ModelFamily, run_dir: Pat
     }
     par = spec.policy.parallelism
     gpus = par.tp_size * par.cp_size * par.pp_size * par.dp_shard_size * par.dp_replicate_size
-    return CosmosToml(_drop_none(data), count.train, plan.steps_per_epoch, gpus, notes, steps.run_plan(spec, count, backend="cosmos-rl"))
+    return CosmosToml(_drop_none(data), count.train, plan.steps_per_epoch, gpus, notes, steps.run_plan(spec, count))
 
 
 def write_toml(path: str | Path, data: dict[str, Any]) -> Path:

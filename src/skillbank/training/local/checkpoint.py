@@ -1,7 +1,8 @@
 """Per-rank checkpoints in cosmos-rl's layout, and Hugging Face safetensors exports.
 
 Each rank writes {model,optimizer,scheduler,extra_info}_rank_R.pth (its FSDP2 shards as DTensors,
-like cosmos-rl) through temp-file renames, then its `.rank_R_complete` marker; rank 0 also writes
+like cosmos-rl; a LoRA run's model file holds the trained parameters alone, not the frozen base cosmos-rl keeps
+too: runs.disk) through temp-file renames, then its `.rank_R_complete` marker; rank 0 also writes
 cosmos_config (the spec, plus how many ranks must mark the checkpoint). The export gathers the full
 state dict and writes a temporary folder renamed to safetensors/step_N: the whole model + processor,
 or for a LoRA run the adapter as cosmos-rl 0.4.7 exports it (LLMTrainer.export_safetensors with
@@ -63,30 +64,52 @@ def save_checkpoint(
     rank: int,
     world: int,
     config: dict[str, Any],
+    trainable_only: bool = False,
 ) -> Path:
-    """Write this rank's part of step_N; the checkpoint is complete once every rank has marked it."""
+    """Write this rank's part of step_N; the checkpoint is complete once every rank has marked it.
+    `trainable_only` (a LoRA run: runs.disk.trainable_only): the model state holds the trained parameters alone,
+    the frozen base is read from the model folder again on resume (load_checkpoint)."""
     policy = layout.checkpoint_dir(run_dir, step)
     policy.mkdir(parents=True, exist_ok=True)
-    _save(model.state_dict(), policy / f"model_rank_{rank}.pth")
+    _save(model_state(model, trainable_only), policy / f"model_rank_{rank}.pth")
     _save(optimizer.state_dict(), policy / f"optimizer_rank_{rank}.pth")
     _save(scheduler.state_dict(), policy / f"scheduler_rank_{rank}.pth")
-    _save({**extra, "rng_state": rng_state(), "step": step}, policy / f"extra_info_rank_{rank}.pth")
+    _save({**extra, "rng_state": rng_state(), "step": step, "trainable_only": trainable_only}, policy / f"extra_info_rank_{rank}.pth")
     if rank == 0:
-        doc = {**config, "skillbank_local": {"saving_ranks": world, "step": step}}
+        doc = {**config, "skillbank_local": {"saving_ranks": world, "step": step, "trainable_only": trainable_only}}
         atomic.write_json(policy / layout.CONFIG_FILE, doc)
     atomic.write_text(policy / f".rank_{rank}_complete", "")
     return policy
 
 
+def model_state(model, trainable_only: bool) -> dict[str, Any]:
+    """The model's state dict, or its trained parameters alone (the adapters, and modules_to_save)."""
+    state = model.state_dict()
+    if not trainable_only:
+        return state
+    trained = {name for name, p in model.named_parameters() if p.requires_grad}
+    return {k: v for k, v in state.items() if k in trained}
+
+
 def load_checkpoint(policy_dir: str | os.PathLike[str], *, model, optimizer, scheduler, rank: int) -> dict[str, Any]:
-    """Restore this rank's model, optimizer, scheduler and RNG; returns extra_info (step, ...)."""
+    """Restore this rank's model, optimizer, scheduler and RNG; returns extra_info (step, ...). A trainable-only
+    checkpoint loads into the model built from the model folder (its frozen base): every key it lacks must be frozen."""
     import torch
 
     policy = Path(policy_dir)
-    model.load_state_dict(torch.load(policy / f"model_rank_{rank}.pth", map_location="cpu", weights_only=False))
+    extra = torch.load(policy / f"extra_info_rank_{rank}.pth", map_location="cpu", weights_only=False)
+    state = torch.load(policy / f"model_rank_{rank}.pth", map_location="cpu", weights_only=False)
+    if extra.get("trainable_only"):
+        trained = {name for name, p in model.named_parameters() if p.requires_grad}
+        missing, unexpected = model.load_state_dict(state, strict=False)
+        lost = sorted(set(missing) & trained)
+        if lost or unexpected:
+            raise ValueError(f"{policy}: a trainable-only checkpoint that does not fit this model: trained parameters missing "
+                             f"{lost[:3]}, unexpected {sorted(unexpected)[:3]} (another policy.lora?)")
+    else:
+        model.load_state_dict(state)
     optimizer.load_state_dict(torch.load(policy / f"optimizer_rank_{rank}.pth", map_location="cpu", weights_only=False))
     scheduler.load_state_dict(torch.load(policy / f"scheduler_rank_{rank}.pth", map_location="cpu", weights_only=False))
-    extra = torch.load(policy / f"extra_info_rank_{rank}.pth", map_location="cpu", weights_only=False)
     if "rng_state" in extra:
         set_rng_state(extra["rng_state"])
     return extra

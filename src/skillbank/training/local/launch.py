@@ -141,7 +141,7 @@ def plan_local(spec, *, resume: bool = False, dry_run: bool = False, resume_from
     argv = [sys.executable, "-m", "skillbank.training.local.torchrun", "--standalone", f"--nproc_per_node={world}",
             *process_args(WORKER, run_dir, model_path, resume_from)]
     return LocalPlan(argv, world, run_dir, model_path, resume_from, count.train, plan.steps_per_epoch, plan.total_steps, notes,
-                     steps.run_plan(spec, count, backend="local"))
+                     steps.run_plan(spec, count))
 
 
 def _error_summary(run_dir: Path) -> str:

@@ -29,6 +29,7 @@ from typing import Any
 from skillbank.training import upload
 from skillbank.runs import layout
 from skillbank.runs import steps
+from skillbank.runs.disk import trainable_only
 from skillbank.training.local import checkpoint as ckpt
 from skillbank.training.local import schedule
 from skillbank.training.local.model import compute_dtype, load_policy, make_mesh, shard_model
@@ -240,7 +241,7 @@ class Trainer:
         extra = {"epoch": self.plan.epoch_of(step), "total_steps": self.plan.total_steps, "world_size": self.d.world}
         policy = ckpt.save_checkpoint(
             self.run_dir, step, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler,
-            extra=extra, rank=self.d.rank, world=self.d.world, config=config,
+            extra=extra, rank=self.d.rank, world=self.d.world, config=config, trainable_only=trainable_only(self.spec, "local"),
         )
         dist.barrier()
         self.log(f"checkpoint saved successfully at {policy}", echo=True)
