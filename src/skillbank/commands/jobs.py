@@ -33,9 +33,37 @@ Read a training run's folder and logs (nothing is written) and say:
                             did not launch (cosmos-rl's own defaults kept for keys the config does not set)
 A run is "running" while its logs moved in the last --stale-after seconds. Works on runs skillbank did
 not launch (cosmos-rl 0.4.x output and --log-dir layouts) and on both skillbank backends.
+DIR|JOB may be a job id, a job folder or its record: the job record is read first and its platform asked
+(job_id, record_status; scheduler: Slurm's own state from squeue / scontrol / sacct where they answer);
+a cancelled job is "cancelled" whatever its logs say (--stale-after never blames a time limit or the OOM
+killer for it), and a job the platform ended as failed is "failed". A run folder named after its job
+(<output_dir>/<job id>, what submit fixes) finds its record too. A Slurm run's logs: <run>/cosmos-rl-logs/
+node_<i>/logs_latest/ (every node's read together), its batch output in the job folder (slurm-<id>.out).
+exit codes (for CI):
+  0  finished, or running fine
+  1  the run failed (cause and fix above)
+  2  bad input: no such job, folder or logs
+  3  the job was cancelled
+  4  nothing to judge yet (queued, nothing logged) or its end is unknown
 examples:
+  skillbank jobs diagnose train-20260101-120000-ab12cd --json    # a job: its record, Slurm's state, its run's logs
   skillbank jobs diagnose /lustre/me/outputs/sft/20250601120000 --json
   skillbank jobs diagnose /lustre/me/logs            # a cosmos-rl --log-dir folder
+  skillbank jobs diagnose results/train/<job id>/cosmos-rl-logs   # a Slurm run's logs, every node's
+"""
+STATUS_HELP = """\
+Refresh and print the job's status document: its record as the platform answers (local: the runner's
+state.json; docker: docker inspect; slurm: squeue, then scontrol show job, then sacct once it left the
+queue; a final state with exit code and times is kept in the record; a foreground `skillbank train`: its
+pid), what the job wrote where it ran (the job folder's node.json: attempts, values re-fitted on the
+node), and the run's progress read from its run folder (outputs.run_dir):
+  progress: state, run_dir, last_step, total_steps, last_loss, last_val_loss, last_val_step,
+            val_at_final_step (once ended), last_complete_checkpoint, export, attempts, cause, updated
+--json prints {ok, record_path, progress, record}; --watch prints it again each time the status or the
+progress changes until the job ends (--json: one JSON line each, with "time"): a dashboard tails it.
+examples:
+  skillbank jobs status train-20260101-120000-ab12cd --json
+  skillbank jobs status train-20260101-120000-ab12cd --watch --json --interval 30
 """
 ACTIONS = ("train", "automl", "rl")
 WAIT_HELP = """\
@@ -51,7 +79,8 @@ exit codes:
   4  its end is unknown: the local runner vanished (SIGKILL, a restart), the container is gone, or Slurm
      forgot the job (no accounting): read `skillbank jobs logs JOB`
 --json prints {ok (succeeded), outcome (succeeded|failed|cancelled|unknown|timeout), exit, waited_s,
-record_path, record}.
+record_path, progress (as `jobs status`: last step of total, losses, the last validation and whether it was
+at the final step, checkpoint, export, attempts, cause), record}.
 examples:
   skillbank jobs wait train-20260101-120000-ab12cd --timeout 3600 --json
 """
@@ -127,9 +156,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     jobs = command_parser(sub, "jobs", raw=False)
     verbs = jobs.add_subparsers(dest="verb", metavar="VERB", required=True)
+    v = verbs.add_parser("status", help="refresh and print the job's status document: its record and its run's progress",
+                         description=STATUS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    v.add_argument("job", metavar="JOB", help="job id (printed by submit, attach or a foreground train) or path of <results_dir>/jobs/<id>.json")
+    v.add_argument("--results-dir", default=None, help="where to look for jobs/<id>.json besides the job index")
+    v.add_argument("--watch", action="store_true", help="print the document again each time it changes, until the job ends (JSON lines with --json)")
+    v.add_argument("--interval", type=float, default=10.0, metavar="S", help="--watch: seconds between two looks (default 10)")
+    add_json(v, "print the document as one JSON document (with --watch: one per line, each time it changes)")
+    v.set_defaults(run=run_status)
     for name, fn, text in (
-        ("status", run_status, "refresh and print the job record (slurm: squeue, then scontrol show job, then sacct once it left the "
-                               "queue; a final state - succeeded, failed, cancelled - with exit code and times is kept in the record)"),
         ("logs", run_logs, "print the last lines of the job's log (slurm: slurm-<id>.out, every requeued attempt appended)"),
         ("cancel", run_cancel, "stop the job and wait until nothing of it runs (SIGTERM to the process tree / docker stop / scancel, "
                                "then Slurm's end of the job; its processes left on this machine are stopped too)"),
@@ -162,8 +197,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=DIAGNOSE_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    v.add_argument("dir", metavar="DIR", help="a cosmos-rl run folder (<output_dir>/<timestamp>), an output_dir, a --log-dir folder "
-                   "(logs_latest/), one logs_<time> folder, or a skillbank run folder")
+    v.add_argument("dir", metavar="DIR|JOB", help="a job id, a job folder or its record (<results_dir>/jobs/<id>[.json]), a run folder "
+                   "(skillbank's or cosmos-rl's <output_dir>/<timestamp>), an output_dir, a --log-dir folder (a Slurm run's cosmos-rl-logs, "
+                   "one node_<i>, logs_latest/, one logs_<time>)")
+    v.add_argument("--results-dir", default=None, help="where to look for a job id's jobs/<id>.json besides the job index")
     v.add_argument("--stale-after", type=float, default=None, metavar="S",
                    help="logs unchanged for S seconds mean the run is not running (default 600)")
     add_json(v, "print one JSON document (keys below)")
@@ -180,8 +217,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _print_record(record: Any, path: Any, as_json: bool, headline: str, study: dict | None = None) -> None:
     """The record (an AutoML job's: with its study's trials, `skillbank automl --status`'s summary)."""
     if as_json:
-        print(json.dumps({"ok": True, "record_path": str(path), "record": record.model_dump(mode="json"),
-                          **({"study": study} if study is not None else {})}, indent=2, default=str))
+        print(json.dumps({"ok": True, "record_path": str(path), "progress": record.progress.model_dump(mode="json") if record.progress else None,
+                          "record": record.model_dump(mode="json"), **({"study": study} if study is not None else {})}, indent=2, default=str))
         return
     print(headline)
     print(f"  record:  {path}")
@@ -193,6 +230,8 @@ def _print_record(record: Any, path: Any, as_json: bool, headline: str, study: d
         print(f"  run:     {record.outputs.run_dir}")
     if record.outputs.study_dir:
         print(f"  study:   {record.outputs.study_dir}  (best_rec.json, trials.parquet when it ends; re-submit the spec to resume)")
+    for fit in record.fitted:
+        print(f"  fitted:  {fit.get('key')} {fit.get('from')} -> {fit.get('to')} ({fit.get('where')}, {fit.get('records')} records)")
     for note in record.notes:
         print(f"  note:    {note}")
     for line in record.preflight.get("check_on_node", []):
@@ -278,12 +317,47 @@ def automl_job(args: argparse.Namespace) -> Any:
 def run_status(args: argparse.Namespace) -> int:
     from skillbank.platform.submit import status
 
+    if args.watch:
+        return _watch(args)
     record, path = status(args.job, args.results_dir)
+    _print_record(record, path, args.json, _headline(record), study=study_of(record))
+    return 0
+
+
+def _headline(record: Any) -> str:
+    from skillbank.runs.progress import line
+
     when = f", ended {record.ended}" if record.ended else (f", started {record.started}" if record.started else "")
     code = f", exit {record.exit_code}" if record.exit_code is not None else ""
-    _print_record(record, path, args.json, f"job {record.id}: {record.status} on {record.platform} ({record.backend}){when}{code}",
-                  study=study_of(record))
-    return 0
+    where = "foreground" if record.kind == "foreground" else record.platform
+    said = f"job {record.id}: {record.status} on {where} ({record.backend}){when}{code}"
+    return said + (f"\n  progress: {line(record.progress)}" if record.progress is not None and record.outputs.run_dir else "")
+
+
+def _watch(args: argparse.Namespace) -> int:
+    """`jobs status --watch`: the document each time it changes (status or progress), until the job ends."""
+    import time
+
+    from skillbank.errors import InputError
+    from skillbank.platform.submit import status
+    from skillbank.runs.record import FINAL
+
+    if args.interval <= 0:
+        raise InputError("--interval must be positive", where="--interval")
+    last = None
+    while True:
+        record, path = status(args.job, args.results_dir)
+        doc = {"ok": True, "record_path": str(path), "status": record.status, "progress": record.progress.model_dump(mode="json") if record.progress else None}
+        shown = json.dumps({k: v for k, v in doc.items()}, sort_keys=True, default=str)
+        if shown != last:
+            last = shown
+            if args.json:
+                print(json.dumps({**doc, "time": time.time()}, default=str), flush=True)
+            else:
+                print(f"{time.strftime('%H:%M:%S')} {_headline(record)}", flush=True)
+        if record.status in FINAL or record.dry_run:
+            return 0
+        time.sleep(args.interval)
 
 
 def run_logs(args: argparse.Namespace) -> int:
@@ -330,13 +404,13 @@ def run_wait(args: argparse.Namespace) -> int:
     code = WAIT_EXIT[outcome]
     if args.json:
         print(json.dumps({"ok": outcome == "succeeded", "outcome": outcome, "exit": code, "waited_s": round(time.monotonic() - t0, 1),
-                          "record_path": str(path), "record": record.model_dump(mode="json")}, indent=2))
+                          "record_path": str(path), "progress": record.progress.model_dump(mode="json") if record.progress else None,
+                          "record": record.model_dump(mode="json")}, indent=2))
         return code
     if outcome == "timeout":
         headline = f"job {record.id}: still {record.status} after {args.timeout:g} s (not waited for longer; it goes on)"
     else:
-        exit_code = f", exit {record.exit_code}" if record.exit_code is not None else ""
-        headline = f"job {record.id}: {record.status} on {record.platform} ({record.backend}){exit_code}"
+        headline = _headline(record)
         if outcome != "succeeded":
             headline += f"\n  next:    skillbank jobs logs {record.id}"
     _print_record(record, path, False, headline)
@@ -377,18 +451,15 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_diagnose(args: argparse.Namespace) -> int:
-    from skillbank.errors import InputError
-    from skillbank.platform.diagnose import STALE_AFTER_S, diagnose
+    from skillbank.platform.diagnose import STALE_AFTER_S
+    from skillbank.platform.diagnose_job import diagnose_any
 
-    try:
-        diag = diagnose(args.dir, stale_after_s=STALE_AFTER_S if args.stale_after is None else args.stale_after)
-    except ValueError as exc:
-        raise InputError(str(exc), where=args.dir, fix="pass the run folder (<output_dir>/<timestamp>, with checkpoints/) or the --log-dir folder cosmos-rl wrote") from None
+    diag = diagnose_any(args.dir, results_dir=args.results_dir, stale_after_s=STALE_AFTER_S if args.stale_after is None else args.stale_after)
     if args.json:
         print(json.dumps({"ok": True, **diag.to_dict()}, indent=2))
     else:
         print("\n".join(diag.lines()))
-    return 0
+    return diag.exit_code
 
 
 def run_schema(args: argparse.Namespace) -> int:

@@ -20,6 +20,7 @@ the TOMLs rendered into the job folder (skillbank.platform.grpo), or `skillbank 
 from __future__ import annotations
 
 import importlib
+import socket
 import sys
 import time
 from pathlib import Path
@@ -277,11 +278,47 @@ def submit(
 # --- status / logs / cancel ------------------------------------------------------------------------
 
 
+def refresh(record: rec.JobRecord) -> rec.JobRecord:
+    """The platform's answer (a foreground run: its pid), then node.json and the run's progress (platform.follow)."""
+    from skillbank.platform.follow import follow
+
+    record = foreground_refresh(record) if record.kind == "foreground" else platform_module(record.platform).refresh(record)
+    return follow(record)
+
+
+def foreground_refresh(record: rec.JobRecord) -> rec.JobRecord:
+    """A foreground `skillbank train` finishes its own record; one still "running" whose process is gone was killed."""
+    if record.status in rec.TERMINAL or not record.external_id or not record.external_id.isdigit():
+        return record
+    import psutil
+
+    try:
+        alive = psutil.Process(int(record.external_id)).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        alive = False
+    if not alive and record.host in (None, socket.gethostname()):
+        record.status = "unknown"
+        note = f"process {record.external_id} is gone without finishing the record (killed with SIGKILL, or the machine restarted)"
+        if note not in record.notes:
+            record.notes.append(note)
+    return record
+
+
 def status(job: str, results_dir: str | None = None) -> tuple[rec.JobRecord, Path]:
     record, path = rec.find(job, results_dir)
-    record = platform_module(record.platform).refresh(record)
-    rec.save(record)
+    record = refresh(record)
+    _save(record, path)
     return record, path
+
+
+def _save(record: rec.JobRecord, path: Path) -> None:
+    """Write the record back where it was found (a foreground record's id has no job folder beside it)."""
+    from skillbank import atomic
+
+    if record.kind == "foreground":
+        atomic.write_json(path, record.model_dump(mode="json"))
+    else:
+        rec.save(record)
 
 
 def logs(job: str, *, tail: int = 100, results_dir: str | None = None) -> tuple[rec.JobRecord, str]:
@@ -295,9 +332,15 @@ def cancel(job: str, results_dir: str | None = None) -> tuple[rec.JobRecord, Pat
     record, path = rec.find(job, results_dir)
     if record.dry_run:
         raise InputError(f"job {record.id} was only rendered (--dry-run): nothing runs", where="JOB")
+    if record.kind == "foreground":
+        raise InputError(f"{record.id} is a foreground `skillbank {record.action}` run (pid {record.external_id} on {record.host})", where="JOB",
+                         fix=f"stop it with Ctrl-C in its terminal, or `kill {record.external_id}` (SIGTERM: it stops its whole process tree and records cancelled)")
     record = platform_module(record.platform).cancel(record)
     if record.status == "cancelled" and not record.ended:
         record.ended = rec.now()
+    from skillbank.platform.follow import follow
+
+    record = follow(record)
     rec.save(record)
     return record, path
 
@@ -319,22 +362,22 @@ def wait(
     if record.dry_run:
         raise InputError(f"job {record.id} was only rendered (--dry-run): nothing runs to wait for", where="JOB",
                          fix=f"run {record.script} (or sbatch it, then `skillbank jobs attach`), or submit without --dry-run")
-    module = platform_module(record.platform)
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     pause, seen, looked = POLL_S[0], None, False
     while True:
         try:
-            record = module.refresh(record)
+            record = refresh(record)
             looked = True
         except RunError:
             if not looked:
                 raise
         if record.status != seen:
             seen = record.status
-            rec.save(record)
+            _save(record, path)
             if on_change is not None:
                 on_change(record)
         if record.status in rec.FINAL:
+            _save(record, path)  # with the run's last progress
             return record, path, record.status
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:

@@ -49,6 +49,12 @@ def resolve(key: str, value: str, kind: Kind = "model") -> ModelRef:
     if ref.kind == "invalid":
         return ModelRef(key, ref.value, "missing", path=ref.path, problem=ref.problem)
     problem = modelref.folder_problem(ref.path, MARKERS[kind])
+    if not problem and kind == "model" and ref.path is not None:
+        from skillbank.models.params import safetensors_problems
+
+        cut = safetensors_problems(ref.path)
+        if cut:
+            return ModelRef(key, ref.value, "local", path=ref.path, problem="; ".join(cut))
     return ModelRef(key, ref.value, "missing" if problem else "local", path=ref.path, problem=problem)
 
 
@@ -56,6 +62,9 @@ def check_models(refs: list[ModelRef], findings: Findings) -> None:
     """A path that is no model folder here is env.model (the node may have it); a value that names
     neither a path nor a hub repo is spec.model (wrong everywhere)."""
     for ref in refs:
+        if ref.where == "local" and ref.problem:  # a model folder whose weights are cut short: it would fail at load
+            findings.error("env.model", f"{ref.key} {ref.value}: {ref.problem}",
+                           "download or copy the model again (huggingface-cli download, or rsync the folder)", ref.key)
         if ref.where == "missing":
             findings.error(
                 "env.model" if ref.path is not None else "spec.model",
@@ -230,6 +239,14 @@ def nearest_existing(path: str) -> Path:
 
 
 def check_disk(key: str, output_dir: str, need_one: float, need_all: float, what: str, findings: Findings) -> dict[str, float]:
+    """Free space at the output folder against the checkpoints the run keeps. For a job that runs elsewhere
+    (runs_on "node") this machine's disk says nothing: the finding names what the node needs, measured there
+    by the job's first step."""
+    if findings.runs_on == "node":
+        findings.add("env.disk", "node", f"needs {need_all / GB:,.1f} GiB free at {output_dir or '.'} where the job runs "
+                     f"(at least {need_one / GB:,.1f} GiB for one checkpoint); {what}",
+                     "the job's first step measures the node's disk and stops the job when it is short", key)
+        return {"need_gb": round(need_all / GB, 1), "measured": "on the node"}  # type: ignore[dict-item]
     folder = nearest_existing(output_dir or ".")
     free = shutil.disk_usage(folder).free
     stats = {"free_gb": round(free / GB, 1), "need_gb": round(need_all / GB, 1)}

@@ -165,12 +165,19 @@ def _tokens_per_sample(datasets: list[Dataset]) -> dict[str, Any] | None:
 
 
 CPU_ACTIONS = ("evaluate", "inference", "export", "quantize")  # --gpus-per-node 0 is a CPU machine, which these run on
+CPU_JOB_ACTIONS = ("train", "rl")  # --gpus-per-node 0: a CPU job of the local backend (the spec's ranks on CPUs; cosmos-rl refused)
 
 
 def _arguments(ctx: Context, action: str) -> None:
     f = ctx.findings
     if ctx.backend is not None and ctx.backend not in BACKENDS:
         f.error("spec.schema", f"unknown backend {ctx.backend!r}", f"use one of: {', '.join(BACKENDS)}", "--backend")
+    if ctx.gpus_per_node == 0 and action in CPU_JOB_ACTIONS:  # a CPU job, as `skillbank submit --gpus-per-node 0` takes it
+        if ctx.backend == "cosmos-rl":
+            f.error("spec.parallelism", "--gpus-per-node 0 asks for a CPU job, but the cosmos-rl backend trains on GPUs only",
+                    "add --backend local (torchrun + FSDP2 on CPU ranks: the spec's dp_shard_size*tp*cp*pp), or pass the GPUs the node has", "--gpus-per-node")
+        ctx.gpus_per_node = None  # its ranks are the spec's shape on CPUs: no GPU count to compare with
+        ctx.stats["cpu_job"] = True
     for name, value in (("--gpus-per-node", ctx.gpus_per_node), ("--nodes", ctx.nodes)):
         least = 0 if name == "--gpus-per-node" and action in CPU_ACTIONS else 1
         if value is not None and value < least:

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from skillbank.runs import layout
 
 RESULT_FILE = "result.json"
-State = Literal["not started", "running", "succeeded", "failed", "cancelled", "unknown"]
 
 
 class Progress(BaseModel):
@@ -27,8 +26,9 @@ class Progress(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    state: State = Field("not started", description="The job's state (its record's status) once known; else what the run folder says: "
-                         "not started (no metrics yet), running, succeeded / failed (result.json).")
+    state: str = Field("not started", description="The job's state: its record's status (submitted: queued, running, succeeded, failed, "
+                       "cancelled, unknown) once it has one; for a run folder alone, what it says: not started (no metrics yet), running, "
+                       "succeeded / failed (result.json).")
     run_dir: str | None = Field(None, description="The run folder read (this machine's path).")
     last_step: int | None = Field(None, description="The last training step logged (metrics.jsonl).")
     total_steps: int | None = Field(None, description="The run's total steps (every metrics row carries it).")
@@ -72,7 +72,7 @@ def read(run_dir: str | Path | None) -> Progress:
     ended = status in ("succeeded", "failed")
     mtimes = [p.stat().st_mtime for p in (folder / layout.METRICS_FILE, folder / RESULT_FILE) if p.is_file()]
     return Progress(
-        state=state,  # type: ignore[arg-type]
+        state=state,
         run_dir=str(folder),
         last_step=last_step,
         total_steps=total,

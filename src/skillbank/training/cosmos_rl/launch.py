@@ -248,7 +248,7 @@ def prepare(spec: TrainSpec, *, layout: RunLayout, resume: bool | str, dry_run: 
     family = family_of(str(local_model) if local_model is not None and local_model.exists() else model)
     built = build_toml(spec, model=model, family=family, run_dir=layout.run_dir, run_id=layout.run_id, resume=resume, counts=counts)
     write_toml(layout.toml_path, built.data)
-    argv = ["cosmos-rl", "--config", str(layout.toml_path), "--log-dir", str(layout.log_dir), *(launcher_args or []), str(SCRIPT)]
+    argv = [launcher(env), "--config", str(layout.toml_path), "--log-dir", str(layout.log_dir), *(launcher_args or []), str(SCRIPT)]
     return LaunchPlan(
         layout=layout,
         argv=argv,
@@ -301,6 +301,12 @@ TOOLS = {
         "install redis (apt-get install redis-server, or conda install -c conda-forge redis) so redis-server is on PATH",
     ),
 }
+
+
+def launcher(env: dict[str, str]) -> str:
+    """The cosmos-rl launcher to run: the first on the caller's PATH (a job's environment puts its own first), else the
+    one beside this interpreter (a venv run without activating it); its name alone when neither has one (a dry run)."""
+    return shutil.which("cosmos-rl") or shutil.which("cosmos-rl", path=env.get("PATH", "")) or "cosmos-rl"
 
 
 def missing_tools(env: dict[str, str]) -> list[str]:
