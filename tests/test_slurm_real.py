@@ -12,6 +12,7 @@ Without Slurm or root these tests skip with the reason; under CI=true they fail 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sqlite3
@@ -243,3 +244,107 @@ def test_a_hand_submitted_job_is_attached_waited_for_and_a_folder_copied_alone_i
     assert proc.returncode == 1 and json_out(proc)["outcome"] == "cancelled"
     assert not slurm.job_pids(other) and not slurm_platform.leftovers(rendered["id"])
     print(f"\nslurm attach: sbatch by hand -> attach -> wait succeeded {t_first:.1f} s")
+
+
+def standin_venv(tmp_path: Path) -> Path:
+    """A Python environment for the job whose bin/ holds the cosmos-rl stand-in (tests/cosmos_rl_standin.py: cosmos-rl's
+    SFT trainer is CUDA-only, so it cannot run here; the stand-in replays cosmos-rl 0.4.7's log text and outputs),
+    nvidia-smi and redis-server stand-ins, and `python`: this interpreter (skillbank, torch: evaluate runs for real)."""
+    import sys
+
+    import cosmos_rl_standin
+
+    venv = tmp_path / "job-venv"
+    cosmos_rl_standin.install(venv / "bin")
+    (venv / "bin" / "python").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    (venv / "bin" / "python").chmod(0o755)
+    return venv
+
+
+def cosmos_site(tmp_path: Path, tiny_model_dir: Path, demo_dataset_dir: Path, steps: int, save_freq: int) -> Path:
+    """A site folder with a spec whose output_dir is relative (./out): the job folder keeps it relative."""
+    site = tmp_path / "site"
+    site.mkdir()
+    spec = local_train_spec(tiny_model_dir, demo_dataset_dir, site / "out", {
+        "train.max_num_steps": steps, "train.ckpt.save_freq": save_freq, "train.ckpt.enable_checkpoint": True, "train.output_dir": "./out",
+    })
+    spec.pop("results_dir")
+    (site / "train.yaml").write_text(yaml.safe_dump(spec))
+    return site / "train.yaml"
+
+
+def submit_cosmos(spec: Path, env: dict) -> dict:
+    proc = skillbank("submit", "--platform", "slurm", "--backend", "cosmos-rl", "--gpus-per-node", "2", "--spec", str(spec), "--json",
+                     cwd=spec.parent, env=env, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
+    return json_out(proc)["record"]
+
+
+def test_a_cosmos_rl_job_is_watched_like_skillbank_train_then_evaluated_and_reported(slurm, env, tiny_model_dir, demo_dataset_dir, tmp_path):
+    """A cosmos-rl job on the real one-node Slurm (GPUs as generic resources, no device behind them): its launcher is
+    the stand-in named cosmos-rl first on the job's PATH, replaying real cosmos-rl 0.4.7 log text (the GPU-only engine
+    cannot run here). Node 0's `skillbank train` watches it: the run folder the record names holds metrics.jsonl, tensorboard/,
+    result.json (the final validation at the final step) and the recipe in its export; `jobs wait --json` carries the
+    progress; `evaluate --run` reads the recipe and really evaluates the export (the tiny model's weights); `report --run`
+    draws the curves."""
+    spec = cosmos_site(tmp_path, tiny_model_dir, demo_dataset_dir, steps=4, save_freq=4)
+    env = {**env, "SKILLBANK_VENV": str(standin_venv(tmp_path)), "STANDIN_STEP_S": "0.5"}
+    t0 = time.monotonic()
+    record = submit_cosmos(spec, env)
+    run = Path(record["outputs"]["run_dir"])
+    assert run == spec.parent / "out" / record["id"] and record["outputs"]["cosmos_log_dir"] == str(run / "cosmos-rl-logs")
+    assert "output_dir: ./out" in (Path(record["outputs"]["job_dir"]) / "spec.yaml").read_text()  # kept relative: the site moves with it
+    proc = skillbank("jobs", "wait", record["id"], "--timeout", "240", "--json", env=env, timeout=300)
+    done = json_out(proc)
+    log = Path(done["record"]["outputs"]["log"])
+    assert proc.returncode == 0 and done["outcome"] == "succeeded", (done["progress"], log.read_text()[-4000:])
+    progress = done["progress"]
+    assert (progress["state"], progress["last_step"], progress["total_steps"], progress["last_val_step"], progress["val_at_final_step"]) == (
+        "succeeded", 4, 4, 4, True)
+    assert progress["last_complete_checkpoint"] == str(layout.checkpoint_dir(run, 4)) and progress["export"] == str(layout.safetensors_dir(run, 4))
+    assert [a["attempt"] for a in progress["attempts"]] == [0] and progress["attempts"][0]["status"] == "succeeded"
+    t_job = time.monotonic() - t0
+    rows = layout.read_metrics(run)
+    assert [r["step"] for r in rows if "loss" in r] == [1, 2, 3, 4] and all(r["total_steps"] == 4 and "time" in r for r in rows)
+    result = json.loads((run / "result.json").read_text())
+    assert result["status"] == "succeeded" and result["val_at_final_step"] and result["last_val_loss"] == rows[-1]["val_loss"]
+    assert any((run / "tensorboard").iterdir())
+    recipe = json.loads((layout.safetensors_dir(run, 4) / "skillbank_recipe.json").read_text())
+    assert recipe["steps_trained"] == 4 and recipe["base_model"] == str(tiny_model_dir)
+    assert "final validation loss" in log.read_text() and "at the final step" in log.read_text()
+
+    proc = skillbank("evaluate", "--run", str(run), "--quiet", "--json", cwd=spec.parent, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    evaluated = json_out(proc)
+    metrics = json.loads(Path(evaluated["metrics_json"]).read_text())
+    assert evaluated["step"] == 4 and metrics["recipe"] == str(layout.safetensors_dir(run, 4) / "skillbank_recipe.json")
+    assert metrics["settings_from"]["vision.fps"] == "recipe" and metrics["total"] == 9  # the export really evaluated, read as trained
+    proc = skillbank("report", "--run", str(run), "--out", str(tmp_path / "report"), "--json", env=env)
+    shown = json_out(proc)["sections"]
+    assert proc.returncode == 0 and shown["training"]["shown"] and shown["recipe"]["shown"]
+    assert (tmp_path / "report" / "training.png").stat().st_size > 1000
+    print(f"\nslurm cosmos-rl job (stand-in launcher): submit -> succeeded {t_job:.1f} s")
+
+
+def test_a_cancelled_cosmos_rl_job_is_diagnosed_as_cancelled(slurm, env, tiny_model_dir, demo_dataset_dir, tmp_path):
+    """`jobs cancel` mid-run, then `jobs diagnose` on the job id, its job folder, its run folder and a node's log folder:
+    cancelled (exit 3) from the record, whatever the logs say, and --stale-after 0 blames no time limit or OOM killer."""
+    spec = cosmos_site(tmp_path, tiny_model_dir, demo_dataset_dir, steps=40, save_freq=2)
+    env = {**env, "SKILLBANK_VENV": str(standin_venv(tmp_path)), "STANDIN_STEP_S": "1.0"}
+    record = submit_cosmos(spec, env)
+    run = Path(record["outputs"]["run_dir"])
+    wait_for("first checkpoint", lambda: layout.newest_complete_checkpoint(run) if run.is_dir() else None, 120, slurm, record["external_id"],
+             log=str(Path(record["outputs"]["job_dir"]) / f"slurm-{record['external_id']}.out"))
+    proc = skillbank("jobs", "diagnose", record["id"], "--json", env=env)
+    assert proc.returncode == 0 and json_out(proc)["state"] == "running", proc.stdout[-2000:]
+    proc = skillbank("jobs", "cancel", record["id"], "--json", env=env)
+    assert proc.returncode == 0 and json_out(proc)["record"]["status"] == "cancelled", proc.stderr[-2000:]
+    for target in (record["id"], record["outputs"]["job_dir"], str(run), str(run / "cosmos-rl-logs" / "node_0")):
+        proc = skillbank("jobs", "diagnose", target, "--stale-after", "0", "--json", env=env)
+        diag = json_out(proc)
+        assert proc.returncode == 3 and diag["state"] == "cancelled", (target, diag)
+        assert diag["job_id"] == record["id"] and "time limit" not in (diag["cause"] or "") and diag["last_complete_checkpoint"]
+        assert diag["scheduler"]["state"] == "CANCELLED" and diag["last_step"] >= 2
+    text = skillbank("jobs", "diagnose", str(run / "cosmos-rl-logs"), env=env).stdout
+    assert "state      : cancelled" in text and "scheduler  : CANCELLED (scontrol)" in text
+    assert not slurm.job_pids(record["external_id"])

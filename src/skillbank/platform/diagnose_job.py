@@ -15,6 +15,7 @@ nothing logged) or its end is unknown.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from skillbank.errors import InputError, RunError
 from skillbank.platform.diagnose import STALE_AFTER_S, Diagnosis, diagnose
 from skillbank.runs import record as rec
 
+JOB_ID = re.compile(r"^(train|automl|rl)-\d{8}-\d{6}-[0-9a-f]{6}$")  # runs.record.new_job_id's shape
 EXIT_CODES = {"finished": 0, "running": 0, "failed": 1, "cancelled": 3, "unknown": 4, "queued": 4}
 FIX = "pass a job id, a job folder, a run folder (<output_dir>/<timestamp> or <output_dir>/<job id>), or a cosmos-rl --log-dir folder"
 
@@ -47,8 +49,8 @@ def _record_of(target: str, results_dir: str | None) -> tuple[rec.JobRecord | No
         candidates.append(str(path))
     elif path.is_dir() and (path / rec.FOLDER_FACTS).is_file():
         candidates += [str(path.parent / f"{path.name}.json"), path.name]  # a job folder: the record beside it, or by id
-    elif path.is_dir():
-        candidates.append(path.resolve().name)  # a run folder named after its job
+    elif path.is_dir():  # a run folder named after its job, or a log folder inside one
+        candidates += [p.name for p in [path.resolve(), *path.resolve().parents][:5] if JOB_ID.match(p.name)]
     elif os.sep not in target:
         candidates.append(target)  # a job id
     for candidate in candidates:
