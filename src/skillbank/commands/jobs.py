@@ -147,6 +147,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     from skillbank.commands.flags import add_path_map
 
     add_path_map(p)
+    from skillbank.commands.flags import add_described
+
+    add_described(p, "the real dataset, described (--action train): the spec's fitted values are fitted to --records and "
+                  "--time is planned from it, not from the files here (a sample under --path-map)")
     add_json(p, "print the job record as one JSON document")
     search = p.add_argument_group("--action automl", "what the study searches (as `skillbank automl`; the job always passes --resume)")
     add_search_arguments(search)
@@ -266,12 +270,16 @@ def run_submit(args: argparse.Namespace) -> int:
     from skillbank.platform.submit import submit
     from skillbank.specification.pathmap import PathMap
 
+    from skillbank.commands.flags import check_described, described
+
+    check_described(args)
     options = Options(image=args.image, partition=args.partition, account=args.account, time=args.time, shm_size=args.shm_size)
     record, path = submit(
         platform=args.platform, spec_path=args.spec, backend=args.backend, skill=args.skill,
         nodes=args.nodes, gpus_per_node=args.gpus_per_node, options=options, dry_run=args.dry_run, automl=automl_job(args),
         paths=PathMap.parse(args.path_map), recorded_map=args.dry_run or args.platform == "slurm",
         action=args.action if args.action != "automl" else "train", model_family=args.model_family, resume_from=args.resume_from,
+        described=described(args),
     )
     if args.dry_run:
         headline = f"job {record.id}: rendered for {record.platform} ({record.backend}); nothing was submitted\n{record.script}"

@@ -124,6 +124,24 @@ def _resume_from(args: argparse.Namespace, log: Any) -> Path | None:
                          fix="pass a complete checkpoint (`skillbank jobs diagnose RUN_DIR` names the last complete one), or --resume") from None
 
 
+def _refit(spec: Any, job: Any, log: Any) -> Any:
+    """A spec whose batches `skillbank spec` fitted to other records (its fitted block: a sample, often) fitted again to the
+    records here, the keys the user set kept (runs.fitting.refit); each change logged and recorded (a job's node.json, or the
+    foreground record's `fitted`)."""
+    if not spec.fitted.ceilings:
+        return spec
+    from skillbank.runs import fitting, steps
+
+    count, val_records = steps.count_data(spec)
+    inside = type(job).__name__ == "Attempt"
+    spec, changes = fitting.refit(spec, count, val_records, counted=spec.custom.train_dataset.annotation_path, where="node" if inside else "run")
+    for change in changes:
+        log(f"refit: {change['key']} {change['from']} -> {change['to']}: {change['why']}")
+    if changes and job is not None:
+        job.fit(changes)
+    return spec
+
+
 def _handoff_to_automl(args: argparse.Namespace, loaded: Any) -> int:
     from skillbank.commands.automl_run import run_from_train
 
@@ -194,6 +212,8 @@ def run(args: argparse.Namespace) -> int:
     from skillbank import procs
 
     with procs.stop_on_signals(), job.tracking() if job is not None else nullcontext():
+        if not args.dry_run:
+            spec = _refit(spec, job, log)
         if args.backend == "local":
             from skillbank.training.local.launch import train_local
 

@@ -393,7 +393,7 @@ def build_context(
     )
 
 
-def copy_spec(ctx: JobContext) -> str:
+def copy_spec(ctx: JobContext, *, rewrite: bool = False) -> str:
     """Copy the spec into the job folder (the job runs from the copy) and return its sha256. A job that
     works in the submit directory (ctx.site_rel) gets the file byte for byte, its relative paths kept;
     otherwise the copy names every path absolute (`travelling_spec`), and a spec that already does,
@@ -403,7 +403,12 @@ def copy_spec(ctx: JobContext) -> str:
     except OSError as exc:
         raise InputError(f"cannot create the job folder {ctx.job_dir} here ({exc.strerror or exc})", where="results_dir",
                          fix="map results_dir to a folder of this machine with --path-map LOCAL=REMOTE, or set results_dir to one") from None
-    data, changed = travelling_spec(ctx) if not ctx.site_rel else ({}, [])
+    if ctx.site_rel:  # the job works in the submit directory: paths as written
+        data = copy.deepcopy(ctx.spec_data) if ctx.spec_data is not None else {}
+        changed = ["fitted"] if rewrite else []
+    else:
+        data, changed = travelling_spec(ctx)
+        changed = changed or (["fitted"] if rewrite else [])
     if ctx.paths or changed:
         from skillbank.specification.io import write_spec
 

@@ -67,7 +67,7 @@ def runs_on(platform: str, dry_run: bool = False) -> str:
     return "here" if platform == "local" and not dry_run else "node"
 
 
-def preflight_gate(ctx: JobContext, *, gpus_per_node: int | None, dry_run: bool = False, loaded: Any = None) -> dict[str, Any]:
+def preflight_gate(ctx: JobContext, *, gpus_per_node: int | None, dry_run: bool = False, loaded: Any = None, described: Any = None) -> dict[str, Any]:
     """Preflight of the job's spec (`loaded`: the LoadedSpec submit read, else the file at ctx.spec_path)."""
     run = load_run_preflight()
     if run is None:
@@ -79,6 +79,7 @@ def preflight_gate(ctx: JobContext, *, gpus_per_node: int | None, dry_run: bool 
         skill=ctx.skill, action=action, spec_path=str(ctx.spec_path), **({"spec": loaded} if loaded is not None else {}),
         gpus_per_node=gpus_per_node, nodes=ctx.nodes, backend=ctx.backend, runs_on=runs_on(ctx.platform, dry_run),
         **({"paths": ctx.paths} if ctx.paths else {}), **study,
+        **({"records": described.records, "val_records": described.val_records} if described is not None and ctx.action == "train" else {}),
     )
     report.require_ok(skill=ctx.skill, action=action, spec_path=ctx.spec_path, outcome="nothing was submitted")
     ctx.preflight_stats = report.stats
@@ -155,9 +156,42 @@ def _resume_from(ctx: JobContext, path: str | None) -> list[str]:
     return [f"starts from checkpoint {ctx.resume_from}"]
 
 
-def _planned_time(ctx: JobContext) -> str:
+def _spec_fits(spec: Any) -> list[dict[str, Any]]:
+    """The values `skillbank spec` fitted (the spec's fitted block), as the record's `fitted` entries."""
+    block = getattr(spec, "fitted", None)
+    if block is None or not block.ceilings:
+        return []
+    from skillbank.specification.overrides import get_dotted
+
+    data = spec.model_dump(mode="json")
+    return [{"key": key, "from": ceiling, "to": get_dotted(data, key), "where": "spec", "records": block.records,
+             "why": f"`skillbank spec` fitted it to {block.records:,} train records counted at {block.counted}"} for key, ceiling in block.ceilings.items()]
+
+
+def _fit_described(spec: Any, spec_data: dict[str, Any], described: Any) -> tuple[Any, dict[str, Any], list[dict[str, Any]]]:
+    """--records N (the real data described): the spec's fitted values fitted again to N records before the copy is written."""
+    import copy
+
+    from skillbank.runs import fitting, steps
+    from skillbank.specification.overrides import get_dotted, set_dotted
+
+    refit, changes = fitting.refit(spec, steps.train_count(spec, described.records), described.val_records,
+                                   counted=f"described: --records {described.records}", where="submit")
+    if not changes:
+        return spec, spec_data, []
+    data = copy.deepcopy(spec_data)
+    now = refit.model_dump(mode="json")
+    for change in changes:
+        if not change["key"].startswith(("steps.", "validation.every")):
+            set_dotted(data, change["key"], get_dotted(now, change["key"]))
+    data["fitted"] = now["fitted"]
+    return refit, data, changes
+
+
+def _planned_time(ctx: JobContext, described: Any = None) -> str:
     """No --time on Slurm: `skillbank plan`'s suggested time (the total with a margin) from the gate's token tally
-    and record counts; a CPU job or an AutoML study gets none (the partition's default applies). Returns the note."""
+    and record counts, or from the described dataset (--records ...: the node's data, not this machine's copy); a CPU
+    job or an AutoML study gets none (the partition's default applies). Returns the note."""
     if ctx.cpu_only or ctx.automl is not None:
         what = "a CPU job" if ctx.cpu_only else "an AutoML study (its trials' time depends on pruning; a requeued study resumes)"
         return f"no --time given or suggested for {what}: the partition's default time limit applies"
@@ -165,10 +199,30 @@ def _planned_time(ctx: JobContext) -> str:
 
     from skillbank.planning.plan import suggest_slurm_time
 
-    value, why = suggest_slurm_time(ctx.spec_here(), ctx.preflight_stats, action=ctx.action, nodes=ctx.nodes, gpus_per_node=ctx.gpus_per_node)
+    if described is not None and ctx.action == "train":
+        value, why = _described_time(ctx, described)
+    else:
+        value, why = suggest_slurm_time(ctx.spec_here(), ctx.preflight_stats, action=ctx.action, nodes=ctx.nodes, gpus_per_node=ctx.gpus_per_node)
     if value:
         ctx.options = replace(ctx.options, time=value)
     return why
+
+
+def _described_time(ctx: JobContext, described: Any) -> tuple[str | None, str]:
+    """`skillbank plan --records ...`'s Slurm time for the job's layout (the described data, not the files here)."""
+    from skillbank.planning.inputs import Inputs
+    from skillbank.planning.plan import build_plan
+
+    try:
+        plan = build_plan(Inputs(ctx.spec_here(), ctx.skill, "train", ctx.nodes, ctx.gpus_per_node, described=described,
+                                 has_data=bool(ctx.spec.custom.train_dataset.annotation_path)))
+    except InputError as exc:
+        return None, f"no --time suggested from the described data: {exc.message}; pass --time"
+    slurm = plan.get("slurm_time")
+    if not slurm:
+        return None, "no --time suggested: the plan has no step count; pass --time"
+    return slurm["value"], (f"--time {slurm['value']}: `skillbank plan --records {described.records} --clip-seconds {described.clip_seconds:g}`'s estimate "
+                            f"({plan['total_time_h']:.2f} h on h100-80gb, {slurm['margin']}); pass --time to set your own")
 
 
 def submit(
@@ -187,6 +241,7 @@ def submit(
     model_family: str | None = None,
     resume_from: str | None = None,
     recorded_map: bool = False,
+    described: Any = None,
 ) -> tuple[rec.JobRecord, Path]:
     """`paths` (skillbank.specification.pathmap.PathMap): data are checked at LOCAL, every file of the job folder
     and the record's node paths name REMOTE; `recorded_map`: the map the spec file records joins it. The
@@ -209,6 +264,10 @@ def submit(
     if recorded_map:
         paths = loaded.recorded_map().with_flags((paths or PathMap()).items())
     spec, spec_data, path_notes = node_spec(loaded, skill, paths, "rl" if action == "rl" else "train")
+    fitted = _spec_fits(spec)
+    if described is not None and action == "train":
+        spec, spec_data, refitted = _fit_described(spec, spec_data, described)
+        fitted += refitted
     if automl is not None:
         automl = check_study(automl, skill, spec)
     ctx = build_context(
@@ -222,12 +281,13 @@ def submit(
 
         worker = "every job that names this --storage and --study runs one more worker of the study (status, logs, cancel per job)"
         notes += [worker, *([socket_note(automl.storage)] if socket_note(automl.storage) and platform != "local" else [])]
-    pre = preflight_gate(ctx, gpus_per_node=_preflight_gpus(platform, gpus_per_node, ctx, dry_run), dry_run=dry_run, loaded=loaded)
+    pre = preflight_gate(ctx, gpus_per_node=_preflight_gpus(platform, gpus_per_node, ctx, dry_run), dry_run=dry_run,
+                         loaded=ctx.spec.model_dump(mode="json") if described is not None else loaded, described=described)  # refitted: the copy's spec
     if platform == "slurm" and not ctx.options.time:
-        notes.append(_planned_time(ctx))
+        notes.append(_planned_time(ctx, described))
     if not dry_run:
         module.require_engine()
-    sha = copy_spec(ctx)
+    sha = copy_spec(ctx, rewrite=any(f["where"] == "submit" for f in fitted))
     rendered = module.render(ctx)
     record = rec.JobRecord(
         id=ctx.job_id,
@@ -257,6 +317,7 @@ def submit(
             study_storage=automl.storage if automl is not None else None,
         ),
         preflight=pre,
+        fitted=fitted,
         notes=[*notes, *rendered.notes, *path_notes],
     )
     atomic.write_json(ctx.job_dir / rec.FOLDER_FACTS, rec.folder_facts(record))  # the folder describes itself

@@ -153,7 +153,12 @@ def _cached(repo: str) -> bool:
 
 
 def check_redis(backend: str | None, findings: Findings) -> None:
-    if backend == "local" or shutil.which("redis-server"):
+    if backend == "local" or (shutil.which("redis-server") and findings.runs_on != "node"):
+        return
+    if findings.runs_on == "node":
+        if backend == "cosmos-rl":
+            findings.add("env.redis", "node", "the job needs redis-server on the node's PATH (cosmos-rl's controller starts it and exits 127 without it)",
+                         "the job's first step checks it on the node", "PATH")
         return
     message = "redis-server is not on PATH; cosmos-rl's controller starts it and exits 127 without it"
     fix = "install redis (apt-get install redis-server, or conda install -c conda-forge redis) and put redis-server on PATH"
@@ -208,7 +213,12 @@ def visible_gpus() -> tuple[int, str]:
 
 
 def check_gpus(need: int, findings: Findings) -> dict[str, int]:
-    """The cosmos-rl backend: one replica needs `need` GPUs (dp_shard*tp*cp*pp) on every node."""
+    """The cosmos-rl backend: one replica needs `need` GPUs (dp_shard*tp*cp*pp) on every node. For a job that runs
+    elsewhere this machine's GPUs say nothing: the finding names what the node needs (its first step counts them)."""
+    if findings.runs_on == "node":
+        findings.add("env.gpus", "node", f"the job needs {need} GPU(s) per node (policy.parallelism dp_shard_size*tp_size*cp_size*pp_size)",
+                     "the job's first step counts the node's GPUs (nvidia-smi) and stops the job when they are fewer", "policy.parallelism.dp_shard_size")
+        return {"need": need}
     count, how = visible_gpus()
     if count < need:
         findings.error(

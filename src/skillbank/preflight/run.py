@@ -47,6 +47,7 @@ class Context:
     start_check: bool = False  # rl: sample the start model (training.local.grpo_start)
     probe_sample: int = 0  # train records whose clip headers are read for the token tally (PROBE_ALL: every one)
     study: tuple[int, int | None] | None = None  # (trials, most epochs per trial) of an AutoML study on this base spec
+    described: tuple[int, int | None] | None = None  # (train, val) records of the real data described (submit --records): the step checks count these
     datasets: list[Dataset] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
 
@@ -71,6 +72,8 @@ def run_preflight(
     probe_sample: int = PROBE_SAMPLE,
     trials: int | None = None,
     trial_epochs: int | None = None,
+    records: int | None = None,
+    val_records: int | None = None,
 ) -> Report:
     """The spec: `spec` (a dict, or the LoadedSpec the command read: its file is not read again), else the
     file at `spec_path`, read once here (an unreadable one is a spec.schema finding).
@@ -84,7 +87,7 @@ def run_preflight(
     groups = parse_groups(only)
     findings = Findings(runs_on=runs_on, only=groups)  # type: ignore[arg-type]
     ctx = Context(findings, gpus_per_node, nodes, backend, int(decode_sample or 0) if decode_sample == ALL else max(0, int(decode_sample or 0)), start_check,
-                  probe_sample=probe_sample, study=(trials, trial_epochs) if trials else None)
+                  probe_sample=probe_sample, study=(trials, trial_epochs) if trials else None, described=(records, val_records) if records else None)
     _arguments(ctx, action)
     if isinstance(spec, LoadedSpec):
         spec_path, spec = spec.path, spec.raw()
@@ -218,7 +221,12 @@ def _train(spec: Any, ctx: Context) -> None:
     if train_file:
         train = _scan(ctx, "train", train_file, ScanOptions(train_media, overlap_with=val, budget=budget, decode_sample=ctx.decode_sample,
                                                            probe_sample=ctx.probe_sample))
-        if train.complete and train.records:
+        if ctx.described is not None:  # the real data described (a sample here): its steps, not the sample's
+            n, m = ctx.described
+            ctx.stats["steps_from"] = f"--records {n:,} (described), not the {train.records:,} record(s) here"
+            spec_checks.steps_per_rank(spec, n, m, f, backend=ctx.backend)
+            _plan(spec, model, n, None, ctx, val_records=m)
+        elif train.complete and train.records:
             spec_checks.steps_per_rank(spec, train.records, val.records if val else None, f, backend=ctx.backend)
             _plan(spec, model, train.records, val, ctx)
     probed = _probe(ctx, train, budget)
@@ -348,11 +356,11 @@ def _disk_steps(spec: Any, ctx: Context) -> steps.StepPlan | None:
         return None
 
 
-def _plan(spec: Any, model: env_checks.ModelRef, train_records: int, val: Dataset | None, ctx: Context) -> None:
+def _plan(spec: Any, model: env_checks.ModelRef, train_records: int, val: Dataset | None, ctx: Context, *, val_records: int | None = None) -> None:
     """stats["plan"]: the run's arithmetic (records per rank, global batch, steps, checkpoints, disk)."""
     count = steps.train_count(spec, train_records)
     params, how = env_checks.model_params(model)
-    ctx.stats["plan"] = steps.run_plan(spec, count, val_records=val.records if val else None, params=params, params_from=how, backend=ctx.backend)
+    ctx.stats["plan"] = steps.run_plan(spec, count, val_records=val.records if val else val_records, params=params, params_from=how, backend=ctx.backend)
 
 
 def _output_disk(key: str, output_dir: str, model: env_checks.ModelRef, bytes_per_param: float, ctx: Context) -> None:
