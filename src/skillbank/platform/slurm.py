@@ -105,7 +105,8 @@ def container_mounts(ctx: JobContext) -> str:
     from skillbank.platform.docker import spec_mounts
 
     items = [f"{host}:{host}" + (":ro" if ro else "") for host, ro in spec_mounts(ctx)]
-    return ",".join([*items, "$JOB_DIR:$JOB_DIR", "$HF_HOME:$HF_HOME"])  # the job folder wherever it lies, the node's HF_HOME
+    site = ["$SKILLBANK_WORKDIR:$SKILLBANK_WORKDIR"] if ctx.site_rel else []  # the submit directory the relative paths start at
+    return ",".join([*items, *site, "$JOB_DIR:$JOB_DIR", "$HF_HOME:$HF_HOME"])  # the job folder wherever it lies, the node's HF_HOME
 
 
 def environment(ctx: JobContext) -> list[str]:

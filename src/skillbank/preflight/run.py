@@ -167,20 +167,18 @@ def _tokens_per_sample(datasets: list[Dataset]) -> dict[str, Any] | None:
     return tally.to_dict()
 
 
-CPU_ACTIONS = ("evaluate", "inference", "export", "quantize")  # --gpus-per-node 0 is a CPU machine, which these run on
-CPU_JOB_ACTIONS = ("train", "rl")  # --gpus-per-node 0: a CPU job of the local backend (the spec's ranks on CPUs; cosmos-rl refused)
+CPU_ACTIONS, CPU_JOB_ACTIONS = ("evaluate", "inference", "export", "quantize"), ("train", "rl")  # --gpus-per-node 0: a CPU machine; train/rl: a local-backend CPU job
 
 
 def _arguments(ctx: Context, action: str) -> None:
     f = ctx.findings
     if ctx.backend is not None and ctx.backend not in BACKENDS:
         f.error("spec.schema", f"unknown backend {ctx.backend!r}", f"use one of: {', '.join(BACKENDS)}", "--backend")
-    if ctx.gpus_per_node == 0 and action in CPU_JOB_ACTIONS:  # a CPU job, as `skillbank submit --gpus-per-node 0` takes it
+    if ctx.gpus_per_node == 0 and action in CPU_JOB_ACTIONS:  # a CPU job, as `skillbank submit --gpus-per-node 0` takes it: no GPU to compare
         if ctx.backend == "cosmos-rl":
             f.error("spec.parallelism", "--gpus-per-node 0 asks for a CPU job, but the cosmos-rl backend trains on GPUs only",
                     "add --backend local (torchrun + FSDP2 on CPU ranks: the spec's dp_shard_size*tp*cp*pp), or pass the GPUs the node has", "--gpus-per-node")
-        ctx.gpus_per_node = None  # its ranks are the spec's shape on CPUs: no GPU count to compare with
-        ctx.stats["cpu_job"] = True
+        ctx.gpus_per_node, ctx.stats["cpu_job"] = None, True
     for name, value in (("--gpus-per-node", ctx.gpus_per_node), ("--nodes", ctx.nodes)):
         least = 0 if name == "--gpus-per-node" and action in CPU_ACTIONS else 1
         if value is not None and value < least:
@@ -221,14 +219,10 @@ def _train(spec: Any, ctx: Context) -> None:
     if train_file:
         train = _scan(ctx, "train", train_file, ScanOptions(train_media, overlap_with=val, budget=budget, decode_sample=ctx.decode_sample,
                                                            probe_sample=ctx.probe_sample))
-        if ctx.described is not None:  # the real data described (a sample here): its steps, not the sample's
-            n, m = ctx.described
-            ctx.stats["steps_from"] = f"--records {n:,} (described), not the {train.records:,} record(s) here"
+        if ctx.described is not None or (train.complete and train.records):  # described (submit --records): the real data's steps, not the sample's
+            n, m = ctx.described or (train.records, val.records if val else None)
             spec_checks.steps_per_rank(spec, n, m, f, backend=ctx.backend)
             _plan(spec, model, n, None, ctx, val_records=m)
-        elif train.complete and train.records:
-            spec_checks.steps_per_rank(spec, train.records, val.records if val else None, f, backend=ctx.backend)
-            _plan(spec, model, train.records, val, ctx)
     probed = _probe(ctx, train, budget)
     decoded = _decode(ctx, [train, val], budget)
     for data in (train, val):
@@ -357,10 +351,11 @@ def _disk_steps(spec: Any, ctx: Context) -> steps.StepPlan | None:
 
 
 def _plan(spec: Any, model: env_checks.ModelRef, train_records: int, val: Dataset | None, ctx: Context, *, val_records: int | None = None) -> None:
-    """stats["plan"]: the run's arithmetic (records per rank, global batch, steps, checkpoints, disk)."""
+    """stats["plan"]: the run's arithmetic (records per rank, global batch, steps, checkpoints, disk); steps_from names described records."""
     count = steps.train_count(spec, train_records)
     params, how = env_checks.model_params(model)
     ctx.stats["plan"] = steps.run_plan(spec, count, val_records=val.records if val else val_records, params=params, params_from=how, backend=ctx.backend)
+    ctx.stats["steps_from"] = f"--records {train_records:,} (the real data described)" if ctx.described else "the records here"
 
 
 def _output_disk(key: str, output_dir: str, model: env_checks.ModelRef, bytes_per_param: float, ctx: Context) -> None:
