@@ -22,7 +22,7 @@ import yaml
 
 from skillbank import cli
 from skillbank.platform import context as ctxmod
-from skillbank.runs import record as rec
+from skillbank.runs import layout, record as rec
 from skillbank.platform import submit as submod
 from skillbank.preflight.report import Finding, Report
 
@@ -110,6 +110,7 @@ SLURM_GOLDEN_HEADER = """#!/bin/bash
 #SBATCH --output=slurm-%j.out
 #SBATCH --open-mode=append
 #SBATCH --requeue
+#SBATCH --signal=B:USR1@300
 #SBATCH --export=ALL
 #SBATCH --partition=batch
 #SBATCH --account=proj
@@ -144,7 +145,10 @@ def test_slurm_script_matches_golden_and_parses(tmp_path):
     assert text.startswith(SLURM_GOLDEN_HEADER.format(job_dir=ctx.job_dir))  # nodes = dp_replicate, GPUs = shard*tp
     subprocess.run(["bash", "-n", str(rendered.script)], check=True)
     for line in (
-        'srun ${IN_ENV[@]+"${IN_ENV[@]}"} --nodes="$SLURM_NNODES" --ntasks-per-node=1 --kill-on-bad-exit=1 bash "$JOB_DIR/cosmos-node.sh"',
+        'run_step srun ${IN_ENV[@]+"${IN_ENV[@]}"} --nodes="$SLURM_NNODES" --ntasks-per-node=1 --kill-on-bad-exit=1 bash "$JOB_DIR/cosmos-node.sh"',
+        "trap on_usr1 USR1",  # the time limit's signal: the guard, then scontrol requeue of the same id (platform.requeue)
+        'HOOK_ARGS=(--job-dir "$JOB_DIR" --run-dir "$RUN_DIR" --limit-s 14400 --lead-s 300)',
+        '    scontrol requeue "$SLURM_JOB_ID"',
         'mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
         'if compgen -G "$RUN_DIR/checkpoints/step_*" > /dev/null; then',
         "snapshot_download('nvidia/Cosmos-Reason2-8B')",
@@ -167,7 +171,7 @@ def test_slurm_review_toml(tmp_path):
     ctx, rendered = render_slurm(tmp_path, write_spec(tmp_path, replicas=2))
     fresh = tomllib.loads((ctx.job_dir / "cosmos-rl.toml").read_text())
     assert fresh["train"]["resume"] is False and not (ctx.job_dir / "cosmos-rl-resume.toml").exists()
-    assert fresh["train"]["output_dir"] == str(rendered.run_dir) == str(ctx.train_output_dir / ctx.job_id)
+    assert fresh["train"]["output_dir"] == str(rendered.run_dir) == str(ctx.train_output_dir / ctx.job_id / ctx.job_id)  # cosmos-rl scans its parent: this job's alone
     assert fresh["policy"]["parallelism"]["dp_replicate_size"] == 2
     assert fresh["policy"]["model_name_or_path"] == "nvidia/Cosmos-Reason2-8B"  # hf_model:// resolved before launch
 
@@ -279,7 +283,8 @@ def test_docker_dry_run_argv(tmp_path, monkeypatch, capsys):
     assert not any(e.startswith(("HF_TOKEN=", "WANDB_API_KEY=")) for e in envs)
     assert record["image"] == "skillbank/cosmos-rl:0.4.7-torch2.10-cu128" and record["image"] in argv  # skill_info's pinned tag
     assert argv[argv.index("-w") + 1] == str(tmp_path)  # the job works in the submit directory: the spec copy keeps its relative paths
-    assert record["outputs"]["run_dir"] == str(tmp_path / "results" / "train" / record["id"])  # fixed at submit, every platform
+    assert record["outputs"]["run_dir"] == str(layout.job_run_dir(tmp_path / "results" / "train", record["id"]))  # fixed at submit, every platform
+    assert Path(record["outputs"]["run_dir"]).parent.name == record["id"]  # nested in the job's own run root
     container = Path(argv[-1]).read_text()
     assert "--backend cosmos-rl --automl-policy off" in container and '--spec "$JOB_DIR/spec.yaml"' in container
     job_dir = Path(record["outputs"]["job_dir"])

@@ -119,7 +119,7 @@ def test_cpu_job_requeued_mid_run_resumes_from_its_checkpoint_and_completes(slur
     job = record["external_id"]
 
     log = record["outputs"]["log"]
-    first = wait_for("first checkpoint", lambda: layout.newest_complete_checkpoint(tmp_path / "out"), 120, slurm, job, every=0.1, log=log)
+    first = wait_for("first checkpoint", lambda: layout.newest_complete_checkpoint(record["outputs"]["run_dir"]), 120, slurm, job, every=0.1, log=log)
     requeue_now(slurm, job)
     t_requeue = time.monotonic()
     seen = status(record["id"], env)
@@ -130,9 +130,9 @@ def test_cpu_job_requeued_mid_run_resumes_from_its_checkpoint_and_completes(slur
     done = status(record["id"], env)
     assert done["status"] == "succeeded" and done["exit_code"] == 0 and done["ended"] and done["started"]
     assert any("requeued by Slurm 1 time(s)" in n for n in done["notes"])
-    runs = layout.run_dirs(tmp_path / "out")
-    assert len(runs) == 1, runs  # the requeue continued the run, no new one
-    run = runs[0]
+    run = Path(done["outputs"]["run_dir"])
+    runs = layout.run_dirs(run.parent)
+    assert runs == [run] and run.parent.name == record["id"], runs  # the requeue continued the run, no new one; its run root is the job's
     first_step = layout.step_of(first)
     log = (run / "train.log").read_text()
     resumed = re.search(r"Resumed from step (\d+)/12", log)
@@ -227,7 +227,7 @@ def test_a_hand_submitted_job_is_attached_waited_for_and_a_folder_copied_alone_i
     done = json_out(proc)
     assert proc.returncode == 0 and done["outcome"] == "succeeded", (done, Path(attached["outputs"]["log"]).read_text()[-3000:])
     assert done["record"]["exit_code"] == 0 and done["record"]["ended"] and slurm.job(job).get("JobState") == "COMPLETED"
-    assert layout.newest_complete_checkpoint(tmp_path / "out")
+    assert layout.newest_complete_checkpoint(rendered["outputs"]["run_dir"])
     assert f"job {job} attempt 0" in skillbank("jobs", "logs", rendered["id"], "--tail", "400", env=env).stdout
     t_first = time.monotonic() - t0
 
@@ -292,7 +292,7 @@ def test_a_cosmos_rl_job_is_watched_like_skillbank_train_then_evaluated_and_repo
     t0 = time.monotonic()
     record = submit_cosmos(spec, env)
     run = Path(record["outputs"]["run_dir"])
-    assert run == spec.parent / "out" / record["id"] and record["outputs"]["cosmos_log_dir"] == str(run / "cosmos-rl-logs")
+    assert run == layout.job_run_dir(spec.parent / "out", record["id"]) and record["outputs"]["cosmos_log_dir"] == str(run / "cosmos-rl-logs")
     assert "output_dir: ./out" in (Path(record["outputs"]["job_dir"]) / "spec.yaml").read_text()  # kept relative: the site moves with it
     proc = skillbank("jobs", "wait", record["id"], "--timeout", "240", "--json", env=env, timeout=300)
     done = json_out(proc)
@@ -348,3 +348,49 @@ def test_a_cancelled_cosmos_rl_job_is_diagnosed_as_cancelled(slurm, env, tiny_mo
     text = skillbank("jobs", "diagnose", str(run / "cosmos-rl-logs"), env=env).stdout
     assert "state      : cancelled" in text and "scheduler  : CANCELLED (scontrol)" in text
     assert not slurm.job_pids(record["external_id"])
+
+
+def test_a_job_past_its_time_limit_requeues_itself_and_resumes_without_repeating_steps(slurm, env, tiny_model_dir, demo_dataset_dir, tmp_path):
+    """`--time 00:02:00` on a run longer than that: Slurm signals the batch shell 30 s before the limit (--signal=B:USR1@30),
+    the trap requeues the same job id, the next attempt resumes from the run's newest complete checkpoint, and the job
+    completes. Steps run again only after the checkpoint an attempt resumed from; `jobs status` counts the attempts and
+    says why each ended. (Sized to this machine: one CPU rank, ~5-8 s a step under load; each attempt trains ~1 min.)"""
+    spec = tmp_path / "train.yaml"
+    spec.write_text(yaml.safe_dump(local_train_spec(tiny_model_dir, demo_dataset_dir, tmp_path / "out", {
+        "train.epoch": 1, "train.ckpt.save_freq": 1, "train.ckpt.max_keep": 20, "validation.enable": False,
+    }, dp_shard_size=1)))  # 12 steps, a checkpoint each: an attempt that trains a step keeps it, even on a loaded machine
+    t0 = time.monotonic()
+    record = submit(spec, env, "--time", "00:02:00")
+    script = Path(record["script"]).read_text()
+    assert "#SBATCH --signal=B:USR1@30" in script and "#SBATCH --time=00:02:00" in script and "trap on_usr1 USR1" in script
+    job, log = record["external_id"], record["outputs"]["log"]
+    moved: set[str] = set()
+
+    def ended() -> dict | None:
+        info = slurm.job(job)
+        restarts = info.get("Restarts", "0")
+        if info.get("JobState") == "PENDING" and restarts != "0" and restarts not in moved:  # skip the requeue's ~2 min BeginTime
+            moved.add(restarts)
+            slurm.run("scontrol", "update", f"JobId={job}", "StartTime=now", check=False)
+        return settled(slurm, job)
+
+    end = wait_for("end of the job", ended, 900, slurm, job, every=1.0, log=log)
+    wall = time.monotonic() - t0
+    assert end["JobState"] == "COMPLETED", Path(log).read_text()[-3000:]
+    done = status(record["id"], env)
+    attempts = done["attempts"]
+    assert done["status"] == "succeeded" and len(attempts) >= 2 and int(end["Restarts"]) == len(attempts) - 1, attempts
+    assert all(a["why_ended"] == "time_limit" and a["status"] == "requeued" for a in attempts[:-1]), attempts
+    run = Path(done["outputs"]["run_dir"])
+    rows = [r["step"] for r in layout.read_metrics(run) if "loss" in r]
+    assert sorted(set(rows)) == list(range(1, 13)) and layout.list_checkpoint_steps(run)[-1] == 12
+    for before, after in zip(attempts, attempts[1:]):  # each attempt starts where the previous one's last checkpoint stands
+        assert after["checkpoint_at_start"] == before["checkpoint_at_end"] is not None, attempts
+    resumed = [int(s) for s in re.findall(r"Resumed from step (\d+)/12", (run / "train.log").read_text())]
+    assert resumed == [a["checkpoint_at_start"] for a in attempts[1:]], resumed
+    repeated = len(rows) - 12
+    assert all(rows.count(s) == 1 or any(s > a["checkpoint_at_end"] for a in attempts[:-1]) for s in set(rows))  # re-run only past a checkpoint
+    out = skillbank("jobs", "status", record["id"], env=env).stdout
+    assert f"attempts: {len(attempts)}" in out and "0: time_limit" in out
+    print(f"\nslurm time limit: --time 00:02:00, {len(attempts)} attempts, {len(rows)} steps run for 12 ({repeated} repeated after a "
+          f"checkpoint), resumed from steps {resumed}, wall {wall:.0f} s")

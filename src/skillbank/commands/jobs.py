@@ -121,7 +121,7 @@ SUBMIT_DESCRIPTION = (
 def register(sub: argparse._SubParsersAction) -> None:
     p = command_parser(sub, "submit", SUBMIT_DESCRIPTION, raw=False)
     p.add_argument("--platform", required=True, choices=PLATFORMS)
-    add_spec(p, "train spec (YAML) of the model skill (automl: the study's base spec; rl: an rl spec)", required=True, metavar="FILE")
+    add_spec(p, "train spec (YAML) of the model skill (automl: the study's base spec; rl: an rl spec); required unless --retry-of", metavar="FILE")
     p.add_argument("--action", choices=ACTIONS, default="train", help="train (default): one training run; automl: a hyperparameter study on the spec, its trials one after another where the job runs; "
                    "rl: GRPO from an rl spec (policy + rollout GPUs on one node)")
     add_model_family(p, "rl: the family of a start checkpoint this machine cannot read (default: its config.json here, with --path-map at LOCAL, else its name)")
@@ -137,8 +137,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--partition", default=None, help="slurm: partition")
     p.add_argument("--account", default=None, help="slurm: account")
     p.add_argument("--time", default=None, metavar="HH:MM:SS",
-                   help="slurm: time limit (default: `skillbank plan`'s suggested time for a train or rl job: its total + 25%% + 15 min on h100-80gb at MFU 0.3, "
-                        "said in the record's notes; none for a CPU job or an AutoML study)")
+                   help="slurm: time limit of each attempt (default: `skillbank plan`'s suggested time for a train or rl job: its total + 25%% + 15 min on h100-80gb "
+                        "at MFU 0.3, said in the record's notes; none for a CPU job or an AutoML study), capped by --time-limit. Shortly before it the job "
+                        "requeues itself (--signal=B:USR1@300, or a quarter of a limit under 20 min) and resumes from its newest complete checkpoint; an attempt "
+                        "that wrote no new checkpoint ends the job failed")
+    p.add_argument("--time-limit", default=None, metavar="H|HH:MM:SS",
+                   help="slurm: the longest --time the partition allows (hours or a Slurm time; default: the partition's MaxTime from `scontrol show partition` "
+                        "where it answers): a longer planned --time is capped to it and the run takes several attempts")
+    p.add_argument("--exclude", default=None, metavar="NODE,...",
+                   help="slurm: nodes the job must not run on (#SBATCH --exclude), checked against sinfo's node list so an exclusion never leaves fewer nodes "
+                        "than the job needs")
+    p.add_argument("--resume-run", default=None, metavar="RUN_DIR",
+                   help="train: continue this run folder on purpose (another job's outputs.run_dir), from its newest complete checkpoint, instead of a new "
+                        "run under <train.output_dir>/<job id>/. Without it a job whose run root already holds another run's checkpoints is refused")
+    p.add_argument("--retry-of", default=None, metavar="JOB",
+                   help="resubmit a job's run (its spec copy, platform options and run folder: it resumes from that run's newest complete checkpoint) with "
+                        "the nodes its diagnosis blames (NCCL timeout rank -> host, Xid / ECC / CUDA errors: `skillbank jobs diagnose JOB`) added to --exclude")
     add_resume_from(p, "train: the job starts from this checkpoint (`skillbank train --resume-from`: a step_N[/policy] or run folder, "
                    "complete by cosmos-rl's markers; checked here when this machine has it, else on the node); a requeued attempt "
                    "continues its own newest checkpoint instead")
@@ -273,14 +287,22 @@ def run_submit(args: argparse.Namespace) -> int:
     from skillbank.commands.flags import check_described, described
 
     check_described(args)
-    options = Options(image=args.image, partition=args.partition, account=args.account, time=args.time, shm_size=args.shm_size)
+    from skillbank.platform.retry import retry_arguments
+
+    retry = retry_arguments(args)  # --retry-of: the job's spec, options and run, its bad nodes excluded
+    options = Options(image=args.image, partition=args.partition, account=args.account, time=args.time, shm_size=args.shm_size, exclude=args.exclude)
     record, path = submit(
         platform=args.platform, spec_path=args.spec, backend=args.backend, skill=args.skill,
         nodes=args.nodes, gpus_per_node=args.gpus_per_node, options=options, dry_run=args.dry_run, automl=automl_job(args),
         paths=PathMap.parse(args.path_map), recorded_map=args.dry_run or args.platform == "slurm",
         action=args.action if args.action != "automl" else "train", model_family=args.model_family, resume_from=args.resume_from,
-        described=described(args),
+        described=described(args), resume_run=args.resume_run, time_limit=args.time_limit,
     )
+    if retry:
+        record.notes[:0] = retry
+        from skillbank.runs import record as rec
+
+        rec.save(record, index=not record.dry_run)
     if args.dry_run:
         headline = f"job {record.id}: rendered for {record.platform} ({record.backend}); nothing was submitted\n{record.script}"
     else:
@@ -339,7 +361,9 @@ def _headline(record: Any) -> str:
     code = f", exit {record.exit_code}" if record.exit_code is not None else ""
     where = "foreground" if record.kind == "foreground" else record.platform
     said = f"job {record.id}: {record.status} on {where} ({record.backend}){when}{code}"
-    return said + (f"\n  progress: {line(record.progress)}" if record.progress is not None and record.outputs.run_dir else "")
+    ended = [f"{a.get('attempt')}: {a['why_ended']}" for a in record.attempts if a.get("why_ended")]
+    tries = f"\n  attempts: {len(record.attempts)}" + (f" (ended: {', '.join(ended)})" if ended else "") if len(record.attempts) > 1 or ended else ""
+    return said + tries + (f"\n  progress: {line(record.progress)}" if record.progress is not None and record.outputs.run_dir else "")
 
 
 def _watch(args: argparse.Namespace) -> int:

@@ -38,6 +38,7 @@ from pathlib import Path
 from skillbank import modelref
 from skillbank.errors import InputError
 from skillbank.runs import record as rec
+from skillbank.runs.layout import job_run_dir, job_run_root
 from skillbank.runs.steps import parallel_shape
 from skillbank.specification.pathmap import PathMap
 from skillbank.specification.train import TrainSpec
@@ -59,6 +60,7 @@ class Options:
     partition: str | None = None
     account: str | None = None
     time: str | None = None
+    exclude: str | None = None  # slurm: nodes the job must not run on (--exclude; submit --retry-of adds the ones its diagnosis named)
     shm_size: str = "16g"
     rdzv_port: int = 29345
     port: int = 8000
@@ -111,6 +113,7 @@ class JobContext:
     action: str = "train"
     automl: AutomlJob | None = None
     resume_from: str | None = None  # train: a checkpoint the run starts from (`skillbank train --resume-from`)
+    resume_run: str | None = None  # train: a run folder (the node's) the job continues on purpose (--resume-run, --retry-of) instead of a new one
     paths: PathMap = field(default_factory=PathMap)
     model_family: str | None = None  # rl: --model-family, for a checkpoint only the node has
     spec_data: dict | None = None  # the spec file's own keys as submit read them, node's view under a path map (what the copy holds)
@@ -152,9 +155,15 @@ class JobContext:
         return self.train_argv(python, resume=resume, in_script=in_script)
 
     @property
+    def run_root(self) -> Path:
+        """The job's own run root (the node's): <train.output_dir>/<job id>, what cosmos-rl's resume scan lists (runs.layout.job_run_root)."""
+        return Path(self.resume_run).parent if self.resume_run else job_run_root(self.train_output_dir, self.job_id)
+
+    @property
     def run_dir(self) -> Path:
-        """The job's run folder (the node's), fixed at submit for every platform and backend: <train.output_dir>/<job id>."""
-        return self.train_output_dir / self.job_id
+        """The job's run folder (the node's), fixed at submit for every platform and backend: <train.output_dir>/<job id>/<submit
+        time>, the only run under its run root (runs.layout.job_run_dir); --resume-run DIR / --retry-of JOB: that run's folder."""
+        return Path(self.resume_run) if self.resume_run else job_run_dir(self.train_output_dir, self.job_id)
 
     @property
     def site_rel(self) -> str | None:

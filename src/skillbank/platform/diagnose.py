@@ -69,6 +69,7 @@ class Diagnosis:
     record_status: str | None = None  # that record's status after the platform answered
     scheduler: dict[str, Any] | None = None  # Slurm's own view {source: squeue|scontrol|sacct, state, exit_code, restarts}
     exit_code: int = 0  # `jobs diagnose`'s exit code (EXIT_CODES)
+    bad_nodes: list[dict[str, Any]] = field(default_factory=list)  # nodes the logs blame (platform.bad_nodes): {node, why, evidence, log}; submit --retry-of excludes them
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -82,6 +83,7 @@ class Diagnosis:
             *[f"  also seen  : {c['name']}: {c['cause']}" for c in self.known_causes[1:]],
             *([f"  job        : {self.job_id} (record: {self.record_status})"] if self.job_id else []),
             *([f"  scheduler  : {self.scheduler.get('state')} ({self.scheduler.get('source')})"] if self.scheduler else []),
+            *[f"  bad node   : {n['node']} ({n['why']}: {n['evidence'][:120]})" for n in self.bad_nodes],
             f"  launched by: {self.launched_by}",
             f"  run folder : {self.run_dir or '-'}",
             f"  last step  : {step}" + (f", loss {self.last_loss:g} (raw)" if self.last_loss is not None else ""),
@@ -284,12 +286,17 @@ def known_causes(lines: dict[Path, list[str]], config: dict[str, Any]) -> list[c
     return [causes.Found(f.name, f.cause, f.fix, redact(f.evidence)) for f in shown]
 
 
-def diagnose(path: str | Path, *, stale_after_s: float = STALE_AFTER_S, now: float | None = None) -> Diagnosis:
-    """Read a run or log folder and say its state, cause, last step, last complete checkpoint and how to resume."""
+def diagnose(path: str | Path, *, stale_after_s: float = STALE_AFTER_S, now: float | None = None, hosts: list[str] | None = None,
+             gpus_per_node: int | None = None, extra_logs: list[Path] | None = None) -> Diagnosis:
+    """Read a run or log folder and say its state, cause, last step, last complete checkpoint and how to resume.
+    hosts / gpus_per_node / extra_logs (a job's node list, its shape, its batch log): the nodes the logs blame get their names."""
+    from skillbank.platform import bad_nodes
+
     folder = Path(path).expanduser().resolve()
     found = locate(folder)
     run_dir = found.run_dir
     lines = {log: _read_lines(log) for log in found.logs}
+    blamed = bad_nodes.blame({**lines, **{p: _read_lines(p) for p in extra_logs or [] if p.is_file()}}, hosts or [], gpus_per_node)
     watcher = _watch(lines, run_dir)
     result = watcher.finish()
     newest = layout.newest_complete_checkpoint(run_dir) if run_dir is not None else None
@@ -339,6 +346,7 @@ def diagnose(path: str | Path, *, stale_after_s: float = STALE_AFTER_S, now: flo
         final_safetensors=result.final_safetensors if run_dir else None,
         log_age_s=age,
         notes=notes,
+        bad_nodes=blamed,
     )
     diag.resume_command = resume_command(found, newest, state)
     return diag

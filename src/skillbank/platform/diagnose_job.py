@@ -96,12 +96,22 @@ def _read(folder: Path | None, record: rec.JobRecord | None, stale_after_s: floa
                          resume_command=None, run_dir=record.outputs.run_dir, launched_by=f"skillbank-{record.backend}",
                          notes=[f"the run folder {where} is not readable here (not started yet, or on another machine)"])
     try:
-        return diagnose(folder, stale_after_s=stale_after_s)
+        return diagnose(folder, stale_after_s=stale_after_s, **_shape(record))
     except ValueError as exc:
         if record is None:
             raise InputError(str(exc), where=str(folder), fix=FIX) from None
         return Diagnosis(path=str(folder), state="unknown", cause=None, last_step=None, total_steps=None, last_complete_checkpoint=None,
                          resume_command=None, run_dir=str(folder), launched_by=f"skillbank-{record.backend}", notes=[str(exc)])
+
+
+def _shape(record: rec.JobRecord | None) -> dict[str, Any]:
+    """A job's node list (its batch log), GPUs per node and batch log: what maps a blamed rank or node folder to its host."""
+    if record is None or record.platform != "slurm" or not record.external_id:
+        return {}
+    from skillbank.platform.bad_nodes import node_list
+
+    log = Path(record.outputs.job_dir) / f"slurm-{record.external_id}.out"
+    return {"hosts": node_list(log), "gpus_per_node": record.gpus_per_node or 1, "extra_logs": [log]}
 
 
 def _with_record(diag: Diagnosis, record: rec.JobRecord, path: Path | None) -> Diagnosis:
@@ -122,6 +132,8 @@ def _with_record(diag: Diagnosis, record: rec.JobRecord, path: Path | None) -> D
         diag.state, diag.cause = "queued", "the job waits for its allocation (nothing logged yet)"
     elif record.status in ("submitted", "running") and diag.state == "failed" and diag.cause and "without an error in the logs" in diag.cause:
         diag.notes.append(f"the platform still reports the job {record.status}: its logs are quiet, not necessarily dead")
+    if diag.bad_nodes and record.platform == "slurm" and record.action == "train":
+        diag.notes.append(f"retry without {', '.join(n['node'] for n in diag.bad_nodes)}: skillbank submit --platform slurm --retry-of {record.id}")
     if diag.state in ("failed", "cancelled") and diag.resume_command and record.kind == "submit":
         diag.notes.append(f"resubmit the same job folder (a requeue continues its run): cd {record.outputs.job_dir} && sbatch job.sbatch"
                           if record.platform == "slurm" else f"or submit the spec again: skillbank submit --platform {record.platform} --spec {record.spec.path}")

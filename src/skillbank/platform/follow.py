@@ -61,7 +61,8 @@ def _cause(record: JobRecord, seen: progress.Progress) -> str | None:
         return "cancelled (skillbank jobs cancel, scancel, or docker stop)"
     if record.status not in ("failed", "unknown"):
         return None
-    said = seen.cause or record.error
+    guard = next((a["guard"] for a in reversed(record.attempts) if a.get("guard")), None)  # platform.requeue's no-progress guard
+    said = guard or seen.cause or record.error
     if said:
         return said
     code = f" with exit code {record.exit_code}" if record.exit_code is not None else ""

@@ -50,6 +50,7 @@ from pathlib import Path
 
 from skillbank.errors import InputError, RunError
 from skillbank.platform.base import FIRST_STEP, Rendered, call, have, job_dir_lines, quote_argv
+from skillbank.platform import requeue
 from skillbank.platform.context import JobContext
 from skillbank.runs.layout import TOML_FILE as TOML_NAME
 from skillbank.platform.slurm_jobs import cancel, logs, refresh  # noqa: F401 - the platform interface: status / logs / cancel
@@ -85,13 +86,26 @@ def sbatch_header(ctx: JobContext) -> list[str]:
         *resources(ctx),
         "#SBATCH --output=slurm-%j.out",  # relative: the job folder (submit runs sbatch --chdir <job folder>; by hand: cd there first)
         "#SBATCH --open-mode=append",
-        "#SBATCH --requeue",
+        "#SBATCH --requeue",  # a preempted job (or one on a failed node) goes back to the queue under the same id
+        f"#SBATCH --signal=B:USR1@{lead(ctx)}",  # USR1 to the batch shell before the limit: it requeues itself (platform.requeue)
         "#SBATCH --export=ALL",
     ]
-    for flag, value in (("partition", ctx.options.partition), ("account", ctx.options.account), ("time", ctx.options.time)):
+    for flag, value in (("partition", ctx.options.partition), ("account", ctx.options.account), ("time", ctx.options.time),
+                        ("exclude", ctx.options.exclude)):
         if value:
             lines.append(f"#SBATCH --{flag}={value}")
     return lines
+
+
+def lead(ctx: JobContext) -> int:
+    """Seconds before --time that Slurm signals the job (platform.requeue.signal_lead)."""
+    return requeue.signal_lead(requeue.limit_seconds(ctx.options.time))
+
+
+def requeue_lines(ctx: JobContext, run_dir: Path | None) -> list[str]:
+    """RUN_DIR (the run the guard judges; none for a study) and the USR1 trap (platform.requeue.script_lines)."""
+    lines = [f"RUN_DIR={_q(ctx.where(run_dir))}  # the run folder, fixed at submit" + (" (relative: to SKILLBANK_WORKDIR)" if ctx.site_rel else "")] if run_dir else []
+    return [*lines, *requeue.script_lines("$RUN_DIR" if run_dir else None, requeue.limit_seconds(ctx.options.time), lead(ctx)), ""]
 
 
 def venv_dir(ctx: JobContext) -> Path:
@@ -263,7 +277,7 @@ def _cosmos_body(ctx: JobContext) -> tuple[list[str], Path, Path, list[str]]:
     review, notes = render_toml(ctx, run_dir)
     node_script(ctx)
     lines = [
-        f"RUN_DIR={_q(ctx.where(run_dir))}  # the run folder, fixed at submit" + (" (relative: to SKILLBANK_WORKDIR)" if ctx.site_rel else ""),
+        *requeue_lines(ctx, run_dir),
         'LOG_DIR="$RUN_DIR/cosmos-rl-logs"',
         f"PORT={ctx.options.port}",
         f"RDZV_PORT={ctx.options.rdzv_port}",
@@ -288,7 +302,7 @@ def _cosmos_body(ctx: JobContext) -> tuple[list[str], Path, Path, list[str]]:
         f'rm -f "$RUN_DIR/{TOML_NAME}"  # node 0 renders this attempt\'s; the other nodes wait for it',
         "",
         "# Node 0's skillbank train decides the outcome (cosmos-rl's own exit code cannot be trusted): its exit code is the job's.",
-        srun('--nodes="$SLURM_NNODES"', "--ntasks-per-node=1", "--kill-on-bad-exit=1", f'bash "$JOB_DIR/{NODE_SCRIPT}"'),
+        "run_step " + srun('--nodes="$SLURM_NNODES"', "--ntasks-per-node=1", "--kill-on-bad-exit=1", f'bash "$JOB_DIR/{NODE_SCRIPT}"'),
     ]
     notes = [*notes, f"node 0 runs `skillbank train` (cosmos-rl under skillbank's log watcher) in {run_dir}; {review.name} in the job folder "
              "is the TOML as submit counted the data, for review: node 0 renders the run's own from the files where it runs"]
@@ -366,13 +380,14 @@ def _local_body(ctx: JobContext) -> list[str]:
     fresh = quote_argv(ctx.job_argv("python", in_script=True))
     resume = quote_argv(ctx.job_argv("python", resume=True, in_script=True))
     return [
+        *requeue_lines(ctx, ctx.run_dir if ctx.action != "rl" else None),
         "# The local backend (torchrun + FSDP2) on one node"
         + (f", {ctx.ranks} CPU rank(s)" if ctx.cpu_only else "")
         + "; a requeued attempt resumes (train --resume: the newest complete checkpoint of this job's run folder, else a new start in it).",
-        'if [ "$ATTEMPT" -gt 0 ]; then',
-        "  " + srun(*_one_task(ctx), resume),
+        ('if true; then  # --resume-run / --retry-of: every attempt continues that run' if ctx.resume_run else 'if [ "$ATTEMPT" -gt 0 ]; then'),
+        "  run_step " + srun(*_one_task(ctx), resume),
         "else",
-        "  " + srun(*_one_task(ctx), fresh),
+        "  run_step " + srun(*_one_task(ctx), fresh),
         "fi",
     ]
 
@@ -381,8 +396,9 @@ def _automl_body(ctx: JobContext) -> list[str]:
     """`skillbank automl --resume` on one node: the first attempt creates the study, a requeued or
     re-submitted one continues it (finished trials kept, failed or stopped ones run again)."""
     return [
+        *requeue_lines(ctx, None),
         "# The AutoML study: its trials run one after another on this node; every attempt resumes the study.",
-        srun(*_one_task(ctx), quote_argv(ctx.job_argv("python", in_script=True))),
+        "run_step " + srun(*_one_task(ctx), quote_argv(ctx.job_argv("python", in_script=True))),
     ]
 
 

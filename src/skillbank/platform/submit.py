@@ -156,6 +156,38 @@ def _resume_from(ctx: JobContext, path: str | None) -> list[str]:
     return [f"starts from checkpoint {ctx.resume_from}"]
 
 
+def _resume_run(ctx: JobContext, path: str | None) -> list[str]:
+    """--resume-run DIR (or --retry-of's run): the job continues that run folder on purpose, from its newest complete
+    checkpoint (checked here when this machine has it). Without it, a run root that already holds another run's
+    checkpoints is refused: a resume scan of that root (cosmos-rl's train.resume = true) could continue the other run."""
+    from skillbank.runs import layout
+
+    if path:
+        if ctx.automl is not None or ctx.action == "rl":
+            raise InputError("--resume-run continues one training run", where="--resume-run", fix="drop it (a study resumes itself), or submit --action train")
+        if ctx.resume_from:
+            raise InputError("--resume-run continues a run in its own folder; --resume-from starts a new run from a checkpoint: pass one",
+                             where="--resume-run", fix="drop --resume-from")
+        here = Path(ctx.here(path)).expanduser()
+        if not here.is_absolute():
+            here = ctx.cwd / here
+        ctx.resume_run = ctx.node(here if Path(path).is_absolute() or here.exists() else path)
+        if not here.exists():
+            return [f"--resume-run {path} is not on this machine: the job continues it where it runs (its newest complete checkpoint, else a new start in it)"]
+        newest = layout.newest_complete_checkpoint(here) if (here / "checkpoints").is_dir() else None
+        if newest is None:
+            raise InputError(f"--resume-run {path} holds no complete checkpoint (checkpoints/step_N/policy with every rank's marker)", where="--resume-run",
+                             fix="name a run folder with a complete checkpoint (`skillbank jobs diagnose DIR` says), or drop --resume-run for a new run")
+        return [f"continues run {ctx.resume_run} from its newest complete checkpoint (step {layout.step_of(newest)} now; a later one if it has more when the job starts)"]
+    root = Path(ctx.here(ctx.run_root))
+    root = root if root.is_absolute() else ctx.cwd / root
+    others = layout.other_runs(root, Path(ctx.here(ctx.run_dir)))
+    if others:
+        raise InputError(f"the job's run root {root} already holds another run's checkpoints ({others[0]}): a resume scan there could continue it",
+                         where="train.output_dir", fix=f"continue that run on purpose with --resume-run {others[0]}, or give train.output_dir a new folder")
+    return []
+
+
 def _spec_fits(spec: Any) -> list[dict[str, Any]]:
     """The values `skillbank spec` fitted (the spec's fitted block), as the record's `fitted` entries."""
     block = getattr(spec, "fitted", None)
@@ -242,6 +274,8 @@ def submit(
     resume_from: str | None = None,
     recorded_map: bool = False,
     described: Any = None,
+    resume_run: str | None = None,
+    time_limit: str | None = None,
 ) -> tuple[rec.JobRecord, Path]:
     """`paths` (skillbank.specification.pathmap.PathMap): data are checked at LOCAL, every file of the job folder
     and the record's node paths name REMOTE; `recorded_map`: the map the spec file records joins it. The
@@ -276,6 +310,7 @@ def submit(
         action=action, model_family=model_family, spec_data=spec_data, **({"paths": paths} if paths else {}),
     )
     notes = _resume_from(ctx, resume_from)
+    notes += _resume_run(ctx, resume_run)
     if automl is not None and automl.storage:
         from skillbank.automl.storage import socket_note
 
@@ -283,8 +318,14 @@ def submit(
         notes += [worker, *([socket_note(automl.storage)] if socket_note(automl.storage) and platform != "local" else [])]
     pre = preflight_gate(ctx, gpus_per_node=_preflight_gpus(platform, gpus_per_node, ctx, dry_run), dry_run=dry_run,
                          loaded=ctx.spec.model_dump(mode="json") if described is not None else loaded, described=described)  # refitted: the copy's spec
-    if platform == "slurm" and not ctx.options.time:
-        notes.append(_planned_time(ctx, described))
+    if platform == "slurm":
+        from skillbank.platform import slurm_limits
+
+        limit, limit_note = slurm_limits.time_limit(time_limit, ctx.options.partition)
+        if not ctx.options.time:
+            notes.append(_planned_time(ctx, described))
+        notes += slurm_limits.cap_time(ctx, limit, limit_note)
+        notes += slurm_limits.exclusion_notes(ctx)
     if not dry_run:
         module.require_engine()
     sha = copy_spec(ctx, rewrite=any(f["where"] == "submit" for f in fitted))

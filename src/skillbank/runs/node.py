@@ -5,12 +5,15 @@ there; the job itself (on a Slurm node, in a container, in a detached process) m
 writer. So the job writes its own facts into its job folder instead, atomically, and every
 `jobs status` / `jobs wait` merges them into the record:
 
-    {"attempts": [{"attempt", "started", "host", "slurm_job_id", "run_dir", "ended", "status", "error"}],
+    {"attempts": [{"attempt", "started", "host", "slurm_job_id", "run_dir", "ended", "status", "error",
+                   "why_ended", "checkpoint_at_start", "checkpoint_at_end", "guard"}],
      "fitted":   [{"key", "from", "to", "why", "where": "node", "records"}]}
 
 `skillbank train` writes it when it runs inside a submitted job (the rendered scripts export
 SKILLBANK_JOB_DIR and SKILLBANK_JOB_ID; SKILLBANK_ATTEMPT, from Slurm's SLURM_RESTART_COUNT, numbers the
-attempt). An attempt is one start of the job's command: a requeued Slurm job adds one.
+attempt). An attempt is one start of the job's command: a requeued Slurm job adds one. A Slurm job's script
+writes into the same entries (platform.requeue): why each attempt ended (time_limit, preempted,
+requeued_by_hand), the newest complete checkpoint at its start and end, and the no-progress guard's reason.
 """
 
 from __future__ import annotations
@@ -57,18 +60,23 @@ class Attempt:
     def __init__(self, job_dir: Path, job_id: str, *, now: str):
         self.job_dir, self.job_id, self.path = job_dir, job_id, job_dir / NODE_FILE
         self.number = attempt_number()
-        data = read(job_dir)
-        attempts = [a for a in data.get("attempts", []) if a.get("attempt") != self.number]
-        self.entry: dict[str, Any] = {"attempt": self.number, "started": now, "host": socket.gethostname(), "pid": os.getpid(),
+        begun = next((a for a in read(job_dir).get("attempts", []) if a.get("attempt") == self.number), {})  # job.sbatch's hook (platform.requeue)
+        self.entry: dict[str, Any] = {"attempt": self.number, "started": begun.get("started", now), "host": socket.gethostname(), "pid": os.getpid(),
                                       **({"slurm_job_id": os.environ["SLURM_JOB_ID"]} if os.environ.get("SLURM_JOB_ID") else {}),
                                       "status": "running"}
-        self._write(attempts=[*attempts, self.entry])
+        self._write()
 
     def _write(self, **changes: Any) -> None:
+        """node.json with this attempt's entry merged over what is on disk (the job script's hook writes why the attempt
+        ended, the guard's reason and the checkpoint marks into the same entry: they are kept)."""
         data = read(self.job_dir)
         data.update(changes)
-        if "attempts" not in changes:
-            data["attempts"] = [*(a for a in data.get("attempts", []) if a.get("attempt") != self.number), self.entry]
+        others = [a for a in data.get("attempts", []) if a.get("attempt") != self.number]
+        disk = next((a for a in data.get("attempts", []) if a.get("attempt") == self.number), {})
+        merged = {**disk, **self.entry}
+        if disk.get("status") in ("requeued", "failed") and disk.get("why_ended"):
+            merged["status"] = disk["status"]  # the hook decided how this attempt ended: a kill afterwards does not rename it
+        data["attempts"] = sorted([*others, merged], key=lambda a: a.get("attempt", 0))
         atomic.write_json(self.path, data)
 
     def update(self, **fields: Any) -> None:

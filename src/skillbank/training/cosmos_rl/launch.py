@@ -214,11 +214,12 @@ def resume_setting(spec: TrainSpec, resume: bool, resume_from: Path | None, *, r
             return str(newest)
         resume = False
     if resume_from is None:
-        return resume
+        newest = run_layout.newest_complete_checkpoint(spec.train.output_dir) if resume else None
+        return str(newest) if newest is not None else False  # named, never `true` (see below); nothing to resume: a new start
     if resume:
         newest = run_layout.newest_complete_checkpoint(spec.train.output_dir)
         if newest is not None:
-            return True  # cosmos-rl scans the sibling run folders itself
+            return str(newest)  # named, never `true`: cosmos-rl's scan takes the highest step of any run under the root (and prunes there)
     if resume_from.exists():
         par = spec.policy.parallelism
         want, have = par.tp_size * par.cp_size * par.pp_size * par.dp_shard_size, run_layout.saving_ranks(resume_from)
