@@ -187,7 +187,7 @@ def test_jobs_wait_on_slurm_keeps_looking_through_a_controller_hiccup(tmp_path, 
     fake_tools(tmp_path, monkeypatch, {
         "sbatch": "echo 81", "sacct": "exit 1",
         "squeue": f'if [ "$(head -1 {states})" = DOWN ]; then echo "Unable to contact slurm controller" >&2; exit 1; fi',  # a finished job left it
-        "scontrol": pop + '; if [ "$state" = DOWN ]; then echo "Unable to contact slurm controller" >&2; exit 1; fi; '
+        "scontrol": 'case "$*" in *"show partition"*) exit 1;; esac; ' + pop + '; if [ "$state" = DOWN ]; then echo "Unable to contact slurm controller" >&2; exit 1; fi; '
                     'echo "JobId=81 JobName=x JobState=$state Restarts=0 ExitCode=0:0 StartTime=2026-11-26T05:00:01 EndTime=2026-11-26T05:01:00"',
     })
     record = submit_json(capsys, "--platform", "slurm", "--backend", "local", "--gpus-per-node", "0", "--spec", str(write_spec(tmp_path, shard=2)))["record"]

@@ -120,7 +120,7 @@ def test_slurm_container_render(tmp_path):
         'SKILLBANK_WORKDIR="$(cd "${SKILLBANK_WORKDIR:-$JOB_DIR/../../..}" && pwd)"',  # the submit directory, found from the job folder
     ):
         assert line in text, line
-    srun_lines = [ln.strip() for ln in text.splitlines() if re.search(r"(^|\$\()srun ", ln.strip())]
+    srun_lines = [ln.strip() for ln in text.splitlines() if re.search(r"(^|\$\(|^run_step )srun ", ln.strip())]
     assert len(srun_lines) == 4 and all('srun ${IN_ENV[@]+"${IN_ENV[@]}"} ' in ln for ln in srun_lines), srun_lines
     assert "SKILLBANK_VENV" not in text and "export PATH=" not in text  # the image's environment, not a venv
     assert rendered.image == IMAGE
@@ -179,14 +179,14 @@ def test_slurm_container_script_runs_every_step_in_the_image(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     log = calls.read_text().splitlines()
     sruns = [ln for ln in log if ln.startswith("srun ")]
-    assert len(sruns) == 4  # env checks, model download, dataset-script lookup, the node script
+    assert len(sruns) == 5  # env checks, the attempt's bookkeeping (platform.requeue), model download, dataset-script lookup, the node script
     assert all("--container-image=/elsewhere/img.sqsh --container-mounts=/elsewhere:/elsewhere" in ln for ln in sruns)
     assert all(f"--container-workdir={tmp_path}" in ln for ln in sruns)  # the submit directory: the spec's relative paths start there
-    assert "--only env --runs-on here" in sruns[0] and "snapshot_download" in sruns[1] and "cosmos-node.sh" in sruns[3]
+    assert "--only env --runs-on here" in sruns[0] and "jobs attempt begin" in sruns[1] and "snapshot_download" in sruns[2] and "cosmos-node.sh" in sruns[4]
     [train] = [ln for ln in log if " skillbank.cli train " in ln]  # node 0: skillbank train runs the launcher under its watcher
-    assert f"--run-dir results/train/{ctx.job_id} --log-dir results/train/{ctx.job_id}/cosmos-rl-logs/node_0" in train
+    assert f"--run-dir results/train/{ctx.job_id}/{ctx.job_id} --log-dir results/train/{ctx.job_id}/{ctx.job_id}/cosmos-rl-logs/node_0" in train
     assert "--launcher-args --num-workers 2 --worker-idx 0 --node-ip-list node0\\;node1 --port 8000 --rdzv-port 29345" in train
-    run = tmp_path / "results" / "train" / ctx.job_id
+    run = tmp_path / "results" / "train" / ctx.job_id / ctx.job_id  # the job's run folder, alone under its run root
     (run / "cosmos_rl.toml").write_text("")  # node 0's TOML: node 1 waits for it, then launches
     env = {"JOB_DIR": str(ctx.job_dir), "SKILLBANK_JOB_DIR": str(ctx.job_dir), "RUN_DIR": str(run), "LOG_DIR": str(run / "cosmos-rl-logs"),
            "RESUME": "", "SCRIPT": "/opt/skillbank/src/skillbank/training/cosmos_rl/script.py", "HEAD_NODE": "node0", "NODE_LIST": "node0;node1",
@@ -206,7 +206,7 @@ def test_slurm_venv_script_runs_the_python_of_skillbank_venv(tmp_path):
     done = _run(rendered.script, "/usr/bin:/bin", SKILLBANK_VENV=str(venv), SLURM_NNODES="1", SLURM_JOB_NODELIST="node0")
     assert done.returncode == 0, done.stdout + done.stderr
     pythons = [ln for ln in calls.read_text().splitlines() if ln.startswith("python(")]
-    assert len(pythons) == 4 and all(ln.startswith(f"python({bin_dir}/python)") for ln in pythons)  # env checks, download, lookup, node 0's train
+    assert len(pythons) == 5 and all(ln.startswith(f"python({bin_dir}/python)") for ln in pythons)  # env checks, the attempt's bookkeeping, download, lookup, node 0's train
     assert " skillbank.cli train " in pythons[-1]
 
 

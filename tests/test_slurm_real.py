@@ -135,7 +135,7 @@ def test_cpu_job_requeued_mid_run_resumes_from_its_checkpoint_and_completes(slur
     assert runs == [run] and run.parent.name == record["id"], runs  # the requeue continued the run, no new one; its run root is the job's
     first_step = layout.step_of(first)
     log = (run / "train.log").read_text()
-    resumed = re.search(r"Resumed from step (\d+)/12", log)
+    resumed = re.search(r"Resumed from step (\d+)/16", log)
     assert resumed and first_step <= int(resumed.group(1)) < 12, log[-2000:]  # mid-run, from a checkpoint
     assert layout.list_checkpoint_steps(run)[-1] == 12
     assert [r["step"] for r in layout.read_metrics(run) if "loss" in r] == list(range(1, 13))
@@ -354,11 +354,12 @@ def test_a_job_past_its_time_limit_requeues_itself_and_resumes_without_repeating
     """`--time 00:02:00` on a run longer than that: Slurm signals the batch shell 30 s before the limit (--signal=B:USR1@30),
     the trap requeues the same job id, the next attempt resumes from the run's newest complete checkpoint, and the job
     completes. Steps run again only after the checkpoint an attempt resumed from; `jobs status` counts the attempts and
-    says why each ended. (Sized to this machine: one CPU rank, ~5-8 s a step under load; each attempt trains ~1 min.)"""
+    says why each ended. Sized to a 2-core machine: one CPU rank at ~5 s a step, an attempt trains ~1 min of its 2 (a
+    machine far faster finishes in one attempt and fails here; one so loaded that an attempt trains no step ends failed)."""
     spec = tmp_path / "train.yaml"
     spec.write_text(yaml.safe_dump(local_train_spec(tiny_model_dir, demo_dataset_dir, tmp_path / "out", {
-        "train.epoch": 1, "train.ckpt.save_freq": 1, "train.ckpt.max_keep": 20, "validation.enable": False,
-    }, dp_shard_size=1)))  # 12 steps, a checkpoint each: an attempt that trains a step keeps it, even on a loaded machine
+        "train.epoch": 2, "train.max_num_steps": 16, "train.ckpt.save_freq": 1, "train.ckpt.max_keep": 20, "validation.enable": False,
+    }, dp_shard_size=1)))  # 16 steps (~5 s each on a quiet 2-core machine), a checkpoint each: an attempt that trains a step keeps it
     t0 = time.monotonic()
     record = submit(spec, env, "--time", "00:02:00")
     script = Path(record["script"]).read_text()
@@ -383,14 +384,14 @@ def test_a_job_past_its_time_limit_requeues_itself_and_resumes_without_repeating
     assert all(a["why_ended"] == "time_limit" and a["status"] == "requeued" for a in attempts[:-1]), attempts
     run = Path(done["outputs"]["run_dir"])
     rows = [r["step"] for r in layout.read_metrics(run) if "loss" in r]
-    assert sorted(set(rows)) == list(range(1, 13)) and layout.list_checkpoint_steps(run)[-1] == 12
+    assert sorted(set(rows)) == list(range(1, 17)) and layout.list_checkpoint_steps(run)[-1] == 16
     for before, after in zip(attempts, attempts[1:]):  # each attempt starts where the previous one's last checkpoint stands
         assert after["checkpoint_at_start"] == before["checkpoint_at_end"] is not None, attempts
-    resumed = [int(s) for s in re.findall(r"Resumed from step (\d+)/12", (run / "train.log").read_text())]
+    resumed = [int(s) for s in re.findall(r"Resumed from step (\d+)/16", (run / "train.log").read_text())]
     assert resumed == [a["checkpoint_at_start"] for a in attempts[1:]], resumed
-    repeated = len(rows) - 12
+    repeated = len(rows) - 16
     assert all(rows.count(s) == 1 or any(s > a["checkpoint_at_end"] for a in attempts[:-1]) for s in set(rows))  # re-run only past a checkpoint
     out = skillbank("jobs", "status", record["id"], env=env).stdout
     assert f"attempts: {len(attempts)}" in out and "0: time_limit" in out
-    print(f"\nslurm time limit: --time 00:02:00, {len(attempts)} attempts, {len(rows)} steps run for 12 ({repeated} repeated after a "
+    print(f"\nslurm time limit: --time 00:02:00, {len(attempts)} attempts, {len(rows)} steps run for 16 ({repeated} repeated after a "
           f"checkpoint), resumed from steps {resumed}, wall {wall:.0f} s")

@@ -230,6 +230,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     v = verbs.add_parser("schema", help="print the JSON Schema of a job record")
     v.add_argument("-o", "--output", default=None, metavar="FILE", help="write it to FILE instead")
     v.set_defaults(run=run_schema)
+    v = verbs.add_parser("attempt", help="job.sbatch's attempt bookkeeping (platform.requeue): begin at each start; signal on USR1 before --time "
+                         "(exit 0: requeue the job, 1: this attempt wrote no new checkpoint, the job ends failed)")
+    v.add_argument("event", choices=("begin", "signal"))
+    v.add_argument("--job-dir", required=True, metavar="DIR")
+    v.add_argument("--run-dir", default=None, metavar="DIR", help="the run the no-progress guard judges (none for a study)")
+    v.add_argument("--limit-s", type=int, default=None, metavar="S", help="the job's --time in seconds")
+    v.add_argument("--lead-s", type=int, default=300, metavar="S", help="the signal's lead (#SBATCH --signal=B:USR1@S)")
+    v.set_defaults(run=run_attempt)
+
+
+def run_attempt(args: argparse.Namespace) -> int:
+    import sys
+    from pathlib import Path
+
+    from skillbank.platform import requeue
+    from skillbank.runs.record import now
+
+    if args.event == "begin":
+        entry = requeue.begin(Path(args.job_dir), args.run_dir, now=now())
+        print(f"skillbank: attempt {entry['attempt']} begins; newest complete checkpoint: step {entry['checkpoint_at_start']}", flush=True)
+        return 0
+    again, line = requeue.signal(Path(args.job_dir), args.run_dir, limit_s=args.limit_s, lead_s=args.lead_s, now=now())
+    print(f"skillbank: {line}", file=sys.stdout if again else sys.stderr, flush=True)
+    return 0 if again else 1
 
 
 def _print_record(record: Any, path: Any, as_json: bool, headline: str, study: dict | None = None) -> None:

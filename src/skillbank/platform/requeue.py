@@ -18,17 +18,15 @@ Why each attempt ended goes into the job folder's node.json (runs.node; `jobs st
                     SlurmctldParameters=preempt_send_user_signal), or the job's PreemptTime is set
   requeued_by_hand  the next attempt began and the previous one recorded no end (`scontrol requeue`, a
                     preemption without the signal, a node failure)
-Run on the node by job.sbatch: `python -m skillbank.platform.requeue begin|signal --job-dir ...`.
+Run on the node by job.sbatch: `skillbank jobs attempt begin|signal --job-dir ...` (commands.jobs).
 Light: no torch.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -40,7 +38,7 @@ SIGNAL_BEFORE_LIMIT_S = 300  # seconds before --time at which Slurm signals the 
 MIN_LEAD_S = 30  # a short --time: the lead is a quarter of it, never under this (Slurm may signal up to a minute early)
 SLURM_SLACK_S = 90  # Slurm checks time limits about once a minute: a USR1 this much before the lead still counts as the limit's
 WHY = ("time_limit", "preempted", "requeued_by_hand")
-HOOK_MODULE = "skillbank.platform.requeue"
+HOOK = "python -m skillbank.cli jobs attempt"  # commands.jobs.run_attempt: begin / signal below
 
 
 def limit_seconds(text: str | None) -> int | None:
@@ -156,8 +154,8 @@ def script_lines(run_dir_var: str | None, limit_s: int | None, lead_s: int) -> l
         "# (skillbank.platform.requeue). A preemption signals too only where SlurmctldParameters=preempt_send_user_signal;",
         "# elsewhere a preempted job is requeued by Slurm (--requeue) and resumes the same way.",
         "hook() {  # the attempt bookkeeping, in the job's environment",
-        '  if [ ${#IN_ENV[@]} -gt 0 ]; then srun --overlap --nodes=1 --ntasks=1 "${IN_ENV[@]}" python -m ' + HOOK_MODULE + ' "$@"',
-        "  else python -m " + HOOK_MODULE + ' "$@"; fi',
+        '  if [ ${#IN_ENV[@]} -gt 0 ]; then srun "${IN_ENV[@]}" --overlap --nodes=1 --ntasks=1 ' + HOOK + ' "$@"  # in the container',
+        "  else " + HOOK + ' "$@"; fi',
         "}",
         f'HOOK_ARGS=(--job-dir "$JOB_DIR" {run} {limit}--lead-s {lead_s})'.replace("  ", " "),
         'hook begin "${HOOK_ARGS[@]}" || echo "skillbank: the attempt bookkeeping failed; the job goes on" >&2',
@@ -179,27 +177,3 @@ def script_lines(run_dir_var: str | None, limit_s: int | None, lead_s: int) -> l
         '  return "$rc"',
         "}",
     ]
-
-
-def main(argv: list[str] | None = None) -> int:
-    from skillbank.runs.record import now
-
-    parser = argparse.ArgumentParser(prog=f"python -m {HOOK_MODULE}", description="job.sbatch's attempt bookkeeping (begin) and its USR1 decision (signal)")
-    parser.add_argument("verb", choices=("begin", "signal"))
-    parser.add_argument("--job-dir", required=True)
-    parser.add_argument("--run-dir", default=None)
-    parser.add_argument("--limit-s", type=int, default=None)
-    parser.add_argument("--lead-s", type=int, default=SIGNAL_BEFORE_LIMIT_S)
-    args = parser.parse_args(argv)
-    job_dir = Path(args.job_dir)
-    if args.verb == "begin":
-        entry = begin(job_dir, args.run_dir, now=now())
-        print(f"skillbank: attempt {entry['attempt']} begins; newest complete checkpoint: step {entry['checkpoint_at_start']}", flush=True)
-        return 0
-    requeue, line = signal(job_dir, args.run_dir, limit_s=args.limit_s, lead_s=args.lead_s, now=now())
-    print(f"skillbank: {line}", file=sys.stdout if requeue else sys.stderr, flush=True)
-    return 0 if requeue else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -9,7 +9,6 @@ that the partition keeps enough nodes. A flag given on the command line wins ove
 
 from __future__ import annotations
 
-import argparse
 import re
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,7 @@ def _sbatch_options(script: str | None) -> dict[str, str]:
     return {m.group(1): m.group(2) for line in text.splitlines() if (m := SBATCH.match(line))}
 
 
-def retry_arguments(args: argparse.Namespace) -> list[str]:
+def retry_arguments(args: Any) -> list[str]:
     """Fill the submit flags from --retry-of's job (those not given); returns the notes. Without --retry-of: checks --spec."""
     if not getattr(args, "retry_of", None):
         if not args.spec:
