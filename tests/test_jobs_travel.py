@@ -47,8 +47,10 @@ def stand_in(path: Path, log: Path) -> Path:
 
 
 def test_a_moved_local_job_folder_runs_a_real_cpu_training(tiny_model_dir, demo_dataset_dir, tmp_path, monkeypatch, capsys):
-    """submit --dry-run --gpus-per-node 0 with relative paths (and the relative default results_dir), move the
-    job folder, run its command.sh from another directory: it trains on CPU, into the folders the spec meant."""
+    """submit --dry-run --gpus-per-node 0 with relative paths (and the relative default results_dir), move the whole
+    site with its job folder, run its command.sh from another directory: it trains on CPU inside the moved site (the
+    spec copy keeps its paths relative: they start at the submit directory, found from the job folder), into the run
+    folder the record names; an absolute path missing where the job runs is named by the first step, not created."""
     proj = tmp_path / "proj"
     proj.mkdir()
     (proj / "data").symlink_to(demo_dataset_dir)
@@ -65,15 +67,14 @@ def test_a_moved_local_job_folder_runs_a_real_cpu_training(tiny_model_dir, demo_
     record = json.loads(out.out)["record"]
     job_dir = Path(record["outputs"]["job_dir"])
     assert job_dir.parent == proj / "results" / "jobs" and record["gpus_per_node"] == 0
-    copy = yaml.safe_load((job_dir / "spec.yaml").read_text())  # every path absolute, as meant at submit
-    assert copy["results_dir"] == str(proj / "results") and copy["train"]["output_dir"] == str(proj / "out")
-    assert copy["custom"]["train_dataset"]["annotation_path"] == str(proj / "data" / "train" / "annotations.json")
-    assert copy["policy"]["model_name_or_path"] == str(proj / "model")
+    assert record["outputs"]["run_dir"] == str(proj / "out" / record["id"])  # fixed at submit
+    assert (job_dir / "spec.yaml").read_text() == (proj / "train.yaml").read_text()  # relative paths kept, byte for byte
     assert (proj / "train.yaml").read_text() == yaml.safe_dump(spec)  # the input is untouched
 
-    moved = tmp_path / "elsewhere" / "the-job"
-    moved.parent.mkdir()
-    shutil.move(str(job_dir), moved)
+    site = tmp_path / "elsewhere" / "site"
+    site.parent.mkdir()
+    shutil.move(str(proj), site)
+    moved = site / "results" / "jobs" / record["id"]
     nowhere = tmp_path / "nowhere"
     nowhere.mkdir()
     t0 = time.monotonic()
@@ -81,11 +82,23 @@ def test_a_moved_local_job_folder_runs_a_real_cpu_training(tiny_model_dir, demo_
     took = time.monotonic() - t0
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert f"skillbank: using the rendering machine's environment ({sys.executable})" in done.stderr
-    [run] = [p for p in (proj / "out").iterdir() if p.is_dir()]
-    assert (run / "checkpoints" / "step_1").is_dir() and [r["step"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "loss" in r] == [1]
-    assert sorted(p.name for p in moved.iterdir()) == sorted(["command.sh", "spec.yaml", "job.json"])  # nothing written into the job folder
-    assert not any(nowhere.iterdir())  # nor where it was started from
-    print(f"\nmoved local job folder: command.sh (preflight + 1 CPU step of the tiny model) {took:.1f} s")
+    run = site / "out" / record["id"]  # inside the moved site, not the old one
+    assert not proj.exists() and (run / "checkpoints" / "step_1").is_dir()
+    assert [r["step"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "loss" in r] == [1]
+    assert json.loads((run / "result.json").read_text())["status"] == "succeeded"
+    assert sorted(p.name for p in moved.iterdir()) == sorted(["command.sh", "spec.yaml", "job.json", "node.json"])  # + the attempt the run recorded
+    [attempt] = json.loads((moved / "node.json").read_text())["attempts"]
+    assert attempt["status"] == "succeeded" and attempt["run_dir"] == str(run)
+    assert not any(nowhere.iterdir())  # nothing where it was started from
+
+    # An absolute path that does not exist where the job runs: the first step names it, nothing is created.
+    copy = yaml.safe_load((moved / "spec.yaml").read_text())
+    copy["train"]["output_dir"] = str(tmp_path / "gone" / "out")
+    (moved / "spec.yaml").write_text(yaml.safe_dump(copy))
+    done = bash(moved / "command.sh", nowhere, PATH="/usr/bin:/bin")
+    assert done.returncode == 2 and "env.paths" in done.stdout + done.stderr and "train.output_dir" in done.stdout + done.stderr, done.stdout[-2000:]
+    assert not (tmp_path / "gone").exists()
+    print(f"\nmoved local site: command.sh (preflight + 1 CPU step of the tiny model) {took:.1f} s")
 
 
 def test_command_sh_finds_skillbank_in_order_and_says_which(tmp_path, monkeypatch, capsys):
@@ -112,7 +125,7 @@ def test_command_sh_finds_skillbank_in_order_and_says_which(tmp_path, monkeypatc
     done = bash(moved / "command.sh", tmp_path, PATH="/usr/bin:/bin", SKILLBANK_VENV=str(tmp_path / "nope"))
     assert done.returncode == 2 and "has no bin/python" in done.stderr
     text = (moved / "command.sh").read_text()
-    assert 'cd "$JOB_DIR"' in text and 'export CUDA_VISIBLE_DEVICES=""' in text and str(tmp_path / "data") not in text
+    assert 'cd "$JOB_DIR/../../.."' in text and 'export CUDA_VISIBLE_DEVICES=""' in text  # the submit directory: relative paths start there and str(tmp_path / "data") not in text
 
 
 def test_a_spec_with_absolute_paths_is_copied_byte_for_byte(tmp_path, capsys, monkeypatch):

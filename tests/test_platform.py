@@ -329,7 +329,7 @@ esac"""})
 
 def _fake_train(monkeypatch, code: str) -> None:
     """Replace the train command the local platform runs with a small python program."""
-    monkeypatch.setattr(ctxmod.JobContext, "train_argv", lambda self, python=None, resume=False, in_script=False: [sys.executable, "-c", code])
+    monkeypatch.setattr(ctxmod.JobContext, "train_argv", lambda self, python=None, resume=False, in_script=False, **_: [sys.executable, "-c", code])
 
 
 def _wait_status(job_id: str, want: set[str], capsys, timeout: float = 20.0) -> dict:
