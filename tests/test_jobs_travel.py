@@ -154,6 +154,40 @@ def wait_cli(capsys, *argv: str) -> tuple[int, dict, str]:
     return code, json.loads(out.out), out.err
 
 
+WRITES_METRICS = """
+import json, os, time
+from pathlib import Path
+run = Path("results/train") / os.environ["SKILLBANK_JOB_ID"]  # the run folder fixed at submit, relative to the submit directory
+run.mkdir(parents=True, exist_ok=True)
+for step in (1, 2, 3):
+    time.sleep(0.6)
+    with open(run / "metrics.jsonl", "a") as f:
+        f.write(json.dumps({"step": step, "total_steps": 3, "epoch": 1, "loss": 1.0 / step, "time": time.time()}) + "\\n")
+with open(run / "metrics.jsonl", "a") as f:
+    f.write(json.dumps({"step": 3, "total_steps": 3, "epoch": 1, "val_loss": 0.4, "time": time.time()}) + "\\n")
+(run / "result.json").write_text(json.dumps({"status": "succeeded", "reason": "trained 3/3 steps"}))
+"""
+
+
+def test_jobs_status_watch_prints_the_progress_as_it_changes_until_the_end(tmp_path, monkeypatch, capsys):
+    """`jobs status --watch --json`: one JSON line each time the status or the run's progress changes, ending with the
+    job; `jobs wait --json` carries the same progress (last step of total, losses, the final validation and whether it
+    was at the final step, the attempt)."""
+    spec = str(write_spec(tmp_path))
+    _fake_train(monkeypatch, WRITES_METRICS)
+    job = submit_json(capsys, "--platform", "local", "--spec", spec)["record"]
+    assert job["outputs"]["run_dir"] == str(tmp_path / "results" / "train" / job["id"])
+    assert cli.main(["jobs", "status", job["id"], "--watch", "--json", "--interval", "0.2"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    steps = [d["progress"]["last_step"] for d in lines]
+    assert len(lines) >= 3 and lines[-1]["status"] == "succeeded" and steps == sorted(steps, key=lambda s: s or 0), steps
+    assert all(set(d) == {"ok", "record_path", "status", "progress", "time"} for d in lines)
+    code, doc, _ = wait_cli(capsys, job["id"])
+    p = doc["progress"]
+    assert code == 0 and (p["state"], p["last_step"], p["total_steps"], p["last_loss"]) == ("succeeded", 3, 3, pytest.approx(1 / 3))
+    assert (p["last_val_loss"], p["last_val_step"], p["val_at_final_step"]) == (0.4, 3, True) and len(p["attempts"]) == 1
+
+
 def test_jobs_wait_returns_with_the_jobs_end_and_its_exit_code(tmp_path, monkeypatch, capsys):
     spec = str(write_spec(tmp_path))
     _fake_train(monkeypatch, "import time; time.sleep(1.0); print('done', flush=True)")
