@@ -334,7 +334,7 @@ esac"""})
 
 def _fake_train(monkeypatch, code: str) -> None:
     """Replace the train command the local platform runs with a small python program."""
-    monkeypatch.setattr(ctxmod.JobContext, "train_argv", lambda self, python=None, resume=False, in_script=False: [sys.executable, "-c", code])
+    monkeypatch.setattr(ctxmod.JobContext, "train_argv", lambda self, python=None, resume=False, in_script=False, **_: [sys.executable, "-c", code])
 
 
 def _wait_status(job_id: str, want: set[str], capsys, timeout: float = 20.0) -> dict:
@@ -474,3 +474,36 @@ def test_jobs_on_a_foreground_run_record_and_its_old_shape(tmp_path, capsys):
     assert cli.main(["jobs", "status", str(other)]) == 2
     err = capsys.readouterr().err
     assert "not a skillbank job record (id: Field required)" in err and "validation error" not in err
+
+
+# --- fitted to the cluster's data --------------------------------------------------------------------------------
+
+
+def test_submit_fits_a_sample_fitted_spec_to_the_described_data_and_merges_what_the_node_refitted(tmp_path, capsys, monkeypatch):
+    """A spec whose batch `skillbank spec` fitted to a sample (its fitted block): `submit --records N --clip-seconds S`
+    fits the copy to N records (record `fitted`, where submit) and plans --time from N; what the job's first step
+    re-fits on the node (runs.node.Attempt.fit -> node.json) joins the record (where node) at the next look."""
+    from skillbank.platform.follow import follow
+    from skillbank.runs import node
+
+    spec = write_spec(tmp_path)
+    data = yaml.safe_load(spec.read_text())
+    data["train"]["train_batch_per_replica"] = 2
+    data["fitted"] = {"records": 24, "counted": "/laptop/sample/annotations.json", "ceilings": {"train.train_batch_per_replica": 32}}
+    spec.write_text(yaml.safe_dump(data))
+    record = submit_json(capsys, "--platform", "slurm", "--spec", str(spec), "--dry-run", "--records", "20000", "--clip-seconds", "4")["record"]
+    fits = [(f["key"], f["from"], f["to"], f["where"]) for f in record["fitted"]]
+    assert fits[0] == ("train.train_batch_per_replica", 32, 2, "spec") and ("train.train_batch_per_replica", 2, 32, "submit") in fits
+    assert any(f[0] == "steps.total" and f[3] == "submit" for f in fits)
+    copy = yaml.safe_load((Path(record["outputs"]["job_dir"]) / "spec.yaml").read_text())
+    assert copy["train"]["train_batch_per_replica"] == 32 and copy["fitted"]["records"] == 20000
+    assert any("--records 20000" in n and "--time" in n for n in record["notes"]), record["notes"]
+    assert data == yaml.safe_load(spec.read_text())  # the input untouched
+
+    monkeypatch.setenv(node.JOB_DIR_ENV, record["outputs"]["job_dir"])
+    monkeypatch.setenv(node.JOB_ID_ENV, record["id"])
+    attempt = node.Attempt(*node.current_job(), now="2026-01-01T00:00:00Z")
+    attempt.fit([{"key": "train.train_batch_per_replica", "from": 32, "to": 16, "where": "node", "records": 300, "why": "300 records here"}])
+    followed = follow(rec.load(Path(record["outputs"]["job_dir"]).parent / f"{record['id']}.json"))
+    assert [(f["key"], f["to"], f["where"]) for f in followed.fitted if f["where"] == "node"] == [("train.train_batch_per_replica", 16, "node")]
+    assert [a["attempt"] for a in followed.attempts] == [0] and followed.progress.attempts[0]["status"] == "running"

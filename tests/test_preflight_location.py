@@ -264,7 +264,7 @@ def test_rendered_job_runs_the_env_checks_first(tmp_path, demo_dataset_dir, plat
     if platform == "local":  # `"${SKILLBANK[@]}" preflight ...`: the skillbank command.sh found
         step = '"${SKILLBANK[@]}" ' + step.removeprefix("-m skillbank.cli ")
     assert f"{step}" in text and "--only env --runs-on here --backend cosmos-rl --gpus-per-node 8" in step
-    trainer = {"slurm": "exec cosmos-rl", "local": '"${SKILLBANK[@]}" train'}.get(platform, "skillbank.cli train")
+    trainer = {"slurm": "cosmos-node.sh", "local": '"${SKILLBANK[@]}" train'}.get(platform, "skillbank.cli train")  # slurm: node 0 runs skillbank train
     assert text.index(step) < text.index(trainer)
     if platform == "slurm":
         assert '--nodes="$SLURM_NNODES" --ntasks-per-node=1 python ' + step in text  # on every node, python of SKILLBANK_VENV
@@ -277,4 +277,6 @@ def test_rendered_job_runs_the_env_checks_first(tmp_path, demo_dataset_dir, plat
     ctx, script = render(tmp_path, platform, spec, node / "python")
     done = run_job(script, node)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert ("cosmos-rl --config" if platform == "slurm" else "train ") in calls.read_text()
+    assert "train " in calls.read_text()  # slurm too: node 0's skillbank train launches cosmos-rl under its log watcher
+    if platform == "slurm":
+        assert "--backend cosmos-rl" in calls.read_text() and "--launcher-args" in calls.read_text()

@@ -18,7 +18,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from skillbank import modelref
 from skillbank.preflight.report import Findings
@@ -268,3 +268,36 @@ def check_disk(key: str, output_dir: str, need_one: float, need_all: float, what
     elif free < need_all:
         findings.warning("env.disk", f"not enough disk for every kept checkpoint: {detail}", f"free space, lower train.ckpt.max_keep, or point {key} at a larger disk", key)
     return stats
+
+
+# ---- a job's paths -------------------------------------------------------------------------------
+
+OUTPUT_KEYS = ("train.output_dir", "results_dir")  # folders the run creates: their parent must be there
+
+
+def check_job_paths(spec: Any, findings: Findings) -> list[str]:
+    """A submitted job's first step (it runs inside its job folder: runs.node.current_job): every absolute
+    path the spec names must exist where the job runs (an output folder: it or its parent), else env.paths
+    names it, so a moved site never recreates the old site's folders. Relative paths start at the job's
+    work directory (the site it moved with). Returns the keys checked."""
+    from skillbank.runs.node import current_job
+    from skillbank.specification.overrides import get_dotted
+    from skillbank.specification.pathmap import path_keys
+
+    if findings.runs_on != "here" or current_job() is None:
+        return []
+    data = spec.model_dump(mode="json")
+    checked = []
+    for key, is_model in path_keys(type(spec)):
+        value = get_dotted(data, key)
+        if not isinstance(value, str) or not value.startswith("/"):
+            continue
+        path = Path(value)
+        here = path.exists() or (key in OUTPUT_KEYS and path.parent.exists())
+        checked.append(key)
+        if not here:
+            what = "its parent folder is missing too" if key in OUTPUT_KEYS else "it does not exist"
+            findings.error("env.paths", f"{key} {value}: {what} where the job runs (an absolute path from where the spec was written?)",
+                           "fix the path in the spec (a relative path starts at the job's work directory: slurm.md, \"Relative paths: the rule\"), "
+                           "or create the folder / copy the data there; the job never creates a missing absolute path", key)
+    return checked

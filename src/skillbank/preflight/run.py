@@ -7,10 +7,9 @@ the evaluation set, model and token), inference / quantize / export (spec, data 
 and token, disk), rl (GPUs for policy plus rollout, the starting checkpoint, the answer format
 against the rewards, every record and its reference answer; preflight.rl_checks).
 
-Where the job runs decides what an environment finding means (`runs_on`): "here" checks this
-machine; "node" (a dry run, Slurm, Docker) reports env findings as "check on the node" and the
-rendered job runs `skillbank preflight --only env --runs-on here` first on the node. `only` picks
-the check groups (spec, data, env); with env alone, train does not rescan the data.
+Where the job runs decides what an environment finding means (`runs_on`): "here" checks this machine; "node" (a dry
+run, Slurm, Docker) reports env findings as "check on the node" and the rendered job runs `skillbank preflight --only env
+--runs-on here` first on the node. `only` picks the check groups (spec, data, env); with env alone, train does not rescan the data.
 """
 
 from __future__ import annotations
@@ -232,10 +231,11 @@ def _train(spec: Any, ctx: Context) -> None:
 
 
 def _train_env(spec: Any, model: env_checks.ModelRef, ctx: Context) -> None:
-    """What only the machine that trains can answer: the token, redis-server, GPUs, free disk."""
+    """What only the machine that trains can answer: a job's paths, the token, redis-server, GPUs, free disk."""
     from skillbank.runs.steps import parallel_shape  # the GPUs per node a job asks for, decided once
 
     f = ctx.findings
+    ctx.stats["paths_checked"] = env_checks.check_job_paths(spec, f)  # a job's first step: its spec's absolute paths exist here
     env_checks.check_hf_token([model], f)
     env_checks.check_uploads(spec, f)
     env_checks.check_redis(ctx.backend, f)
