@@ -24,6 +24,7 @@ import yaml
 
 from conftest import local_train_spec
 from skillbank import cli
+from skillbank.runs import layout
 from test_platform import _env, _fake_train, fake_tools, run_cli, submit_json, write_spec  # noqa: F401  (fixture: autouse _env, preflight stubbed at submit)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,7 +68,7 @@ def test_a_moved_local_job_folder_runs_a_real_cpu_training(tiny_model_dir, demo_
     record = json.loads(out.out)["record"]
     job_dir = Path(record["outputs"]["job_dir"])
     assert job_dir.parent == proj / "results" / "jobs" and record["gpus_per_node"] == 0
-    assert record["outputs"]["run_dir"] == str(proj / "out" / record["id"])  # fixed at submit
+    assert record["outputs"]["run_dir"] == str(layout.job_run_dir(proj / "out", record["id"]))  # fixed at submit
     assert (job_dir / "spec.yaml").read_text() == (proj / "train.yaml").read_text()  # relative paths kept, byte for byte
     assert (proj / "train.yaml").read_text() == yaml.safe_dump(spec)  # the input is untouched
 
@@ -82,7 +83,7 @@ def test_a_moved_local_job_folder_runs_a_real_cpu_training(tiny_model_dir, demo_
     took = time.monotonic() - t0
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert f"skillbank: using the rendering machine's environment ({sys.executable})" in done.stderr
-    run = site / "out" / record["id"]  # inside the moved site, not the old one
+    run = layout.job_run_dir(site / "out", record["id"])  # inside the moved site, not the old one
     assert not proj.exists() and (run / "checkpoints" / "step_1").is_dir()
     assert [r["step"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "loss" in r] == [1]
     assert json.loads((run / "result.json").read_text())["status"] == "succeeded"
@@ -155,9 +156,10 @@ def wait_cli(capsys, *argv: str) -> tuple[int, dict, str]:
 
 
 WRITES_METRICS = """
-import json, os, time
+import json, os, re, time
 from pathlib import Path
-run = Path("results/train") / os.environ["SKILLBANK_JOB_ID"]  # the run folder fixed at submit, relative to the submit directory
+job = os.environ["SKILLBANK_JOB_ID"]
+run = Path("results/train") / job / "".join(re.search(r"(\\d{8})-(\\d{6})", job).groups())  # the run folder fixed at submit (runs.layout.job_run_dir)
 run.mkdir(parents=True, exist_ok=True)
 for step in (1, 2, 3):
     time.sleep(0.6)
@@ -176,7 +178,7 @@ def test_jobs_status_watch_prints_the_progress_as_it_changes_until_the_end(tmp_p
     spec = str(write_spec(tmp_path))
     _fake_train(monkeypatch, WRITES_METRICS)
     job = submit_json(capsys, "--platform", "local", "--spec", spec)["record"]
-    assert job["outputs"]["run_dir"] == str(tmp_path / "results" / "train" / job["id"])
+    assert job["outputs"]["run_dir"] == str(layout.job_run_dir(tmp_path / "results" / "train", job["id"]))
     assert cli.main(["jobs", "status", job["id"], "--watch", "--json", "--interval", "0.2"]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     steps = [d["progress"]["last_step"] for d in lines]
