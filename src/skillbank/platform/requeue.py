@@ -38,6 +38,7 @@ SIGNAL_BEFORE_LIMIT_S = 300  # seconds before --time at which Slurm signals the 
 MIN_LEAD_S = 30  # a short --time: the lead is a quarter of it, never under this (Slurm may signal up to a minute early)
 SLURM_SLACK_S = 90  # Slurm checks time limits about once a minute: a USR1 this much before the lead still counts as the limit's
 WHY = ("time_limit", "preempted", "requeued_by_hand")
+TRAP = "trap on_usr1 USR1"  # a body with this line asks for the signal (slurm.sbatch_header): an untrapped USR1 ends the batch shell
 HOOK = "python -m skillbank.cli jobs attempt"  # commands.jobs.run_attempt: begin / signal below
 
 
@@ -170,7 +171,7 @@ def script_lines(run_dir_var: str | None, limit_s: int | None, lead_s: int) -> l
         '  if [ -n "$STEP_PID" ]; then kill -TERM "$STEP_PID" 2>/dev/null || true; wait "$STEP_PID" 2>/dev/null || true; fi',
         "  exit 1",
         "}",
-        "trap on_usr1 USR1",
+        TRAP,
         'run_step() {  # in the background, so the USR1 trap runs while it trains; its exit code is the step\'s',
         '  "$@" & STEP_PID=$!',
         '  local rc=0; wait "$STEP_PID" || rc=$?',

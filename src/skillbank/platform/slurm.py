@@ -77,7 +77,9 @@ def resources(ctx: JobContext) -> list[str]:
     return [f"#SBATCH --gpus-per-node={ctx.gpus_per_node}", "#SBATCH --exclusive"]
 
 
-def sbatch_header(ctx: JobContext) -> list[str]:
+def sbatch_header(ctx: JobContext, *, signal: bool = True) -> list[str]:
+    """The #SBATCH lines; `signal`: the body traps USR1 (requeue_lines), so the time limit's signal is asked for (an
+    untrapped USR1 would end the batch shell)."""
     lines = [
         "#!/bin/bash",
         f"#SBATCH --job-name=skillbank-{ctx.job_id}",
@@ -87,7 +89,7 @@ def sbatch_header(ctx: JobContext) -> list[str]:
         "#SBATCH --output=slurm-%j.out",  # relative: the job folder (submit runs sbatch --chdir <job folder>; by hand: cd there first)
         "#SBATCH --open-mode=append",
         "#SBATCH --requeue",  # a preempted job (or one on a failed node) goes back to the queue under the same id
-        f"#SBATCH --signal=B:USR1@{lead(ctx)}",  # USR1 to the batch shell before the limit: it requeues itself (platform.requeue)
+        *([f"#SBATCH --signal=B:USR1@{lead(ctx)}"] if signal else []),  # USR1 to the batch shell before the limit: it requeues itself (platform.requeue)
         "#SBATCH --export=ALL",
     ]
     for flag, value in (("partition", ctx.options.partition), ("account", ctx.options.account), ("time", ctx.options.time),
@@ -335,7 +337,7 @@ def _grpo_body(ctx: JobContext) -> tuple[list[str], Path, Path, list[str]]:
     log_dir = run_dir / "cosmos-rl-logs"
     fresh, resume, notes = render_grpo_tomls(ctx)
     lines = [
-        f"RUN_DIR={_q(run_dir)}",
+        *requeue_lines(ctx, run_dir),
         f"LOG_DIR={_q(log_dir)}",
         f'CONFIG="$JOB_DIR/{fresh.name}"',
         f"PORT={ctx.options.port}",
@@ -351,15 +353,17 @@ def _grpo_body(ctx: JobContext) -> tuple[list[str], Path, Path, list[str]]:
         "export CONFIG LOG_DIR SCRIPT HEAD_NODE NODE_LIST PORT RDZV_PORT",
         'mkdir -p "$LOG_DIR"',
         'ATTEMPT_LOG="$JOB_DIR/launcher-attempt-$ATTEMPT.log"',
-        "set +e",
-        srun('--nodes="$SLURM_NNODES"', "--ntasks-per-node=1", "--kill-on-bad-exit=1", "bash -c '"),
-        '  url=(); if [ "$SLURM_NODEID" != 0 ]; then url=(--url "$HEAD_NODE:$PORT"); fi',
-        '  exec cosmos-rl --config "$CONFIG" --log-dir "$LOG_DIR/node_$SLURM_NODEID" \\',
-        '    --num-workers "$SLURM_NNODES" --worker-idx "$SLURM_NODEID" \\',
-        '    --node-ip-list "$NODE_LIST" --port "$PORT" --rdzv-port "$RDZV_PORT" "${url[@]}" \\',
-        "    \"$SCRIPT\"' 2>&1 | tee \"$ATTEMPT_LOG\"",
-        "rc=${PIPESTATUS[0]}",
-        "set -e",
+        "grpo_step() {  # the launcher on every node, its output also in the attempt's log; returns srun's exit code",
+        "  " + srun('--nodes="$SLURM_NNODES"', "--ntasks-per-node=1", "--kill-on-bad-exit=1", "bash -c '"),
+        '    url=(); if [ "$SLURM_NODEID" != 0 ]; then url=(--url "$HEAD_NODE:$PORT"); fi',
+        '    exec cosmos-rl --config "$CONFIG" --log-dir "$LOG_DIR/node_$SLURM_NODEID" \\',
+        '      --num-workers "$SLURM_NNODES" --worker-idx "$SLURM_NODEID" \\',
+        '      --node-ip-list "$NODE_LIST" --port "$PORT" --rdzv-port "$RDZV_PORT" "${url[@]}" \\',
+        "      \"$SCRIPT\"' 2>&1 | tee \"$ATTEMPT_LOG\"",
+        '  return "${PIPESTATUS[0]}"',
+        "}",
+        "rc=0",
+        "run_step grpo_step || rc=$?  # in the background: the USR1 trap runs meanwhile",
         "# cosmos-rl's exit code cannot be trusted: read failures from the launcher output and the newest logs.",
         f"if grep -qsE {_q(FAILURE_LINES)} \"$ATTEMPT_LOG\" \"$LOG_DIR\"/node_*/logs_latest/*.log; then",
         '  echo "skillbank: cosmos-rl reported a failure (see $ATTEMPT_LOG and $LOG_DIR/node_*/logs_latest/)" >&2',
@@ -414,7 +418,6 @@ def first_step(ctx: JobContext) -> list[str]:
 
 def render(ctx: JobContext) -> Rendered:
     check_options(ctx)
-    lines = [*sbatch_header(ctx), *_prelude(ctx), "", *first_step(ctx)]
     run_dir = log_dir = None
     notes: list[str] = []
     if ctx.automl is not None:
@@ -432,6 +435,7 @@ def render(ctx: JobContext) -> Rendered:
     notes = [*notes, f"every step on the node runs in {python_where(ctx)}" + ("" if ctx.options.image else "; --image IMAGE runs it in a container instead"),
              "the job's first step re-fits the values fitted to a sample (the spec's fitted block) to the files on the node and checks the spec's "
              "absolute paths there; what it changes is in the record's `fitted` (jobs status)"]
+    lines = [*sbatch_header(ctx, signal=requeue.TRAP in body), *_prelude(ctx), "", *first_step(ctx)]
     from skillbank import atomic
 
     path = ctx.job_dir / SCRIPT_NAME
