@@ -395,3 +395,16 @@ def test_a_job_past_its_time_limit_requeues_itself_and_resumes_without_repeating
     assert f"attempts: {len(attempts)}" in out and "0: time_limit" in out
     print(f"\nslurm time limit: --time 00:02:00, {len(attempts)} attempts, {len(rows)} steps run for 16 ({repeated} repeated after a "
           f"checkpoint), resumed from steps {resumed}, wall {wall:.0f} s")
+
+
+def test_an_exclusion_is_checked_against_the_real_sinfo_and_the_partition_limit_is_read(slurm, env, tiny_model_dir, demo_dataset_dir, tmp_path):
+    """--exclude of the cluster's only node is refused (it would empty the partition); a name sinfo does not list is dropped
+    with a note; the partition's MaxTime (INFINITE here) caps nothing."""
+    spec = tmp_path / "train.yaml"
+    spec.write_text(yaml.safe_dump(local_train_spec(tiny_model_dir, demo_dataset_dir, tmp_path / "out", {"validation.enable": False}, dp_shard_size=1)))
+    proc = skillbank("submit", "--platform", "slurm", "--backend", "local", "--gpus-per-node", "0", "--spec", str(spec), "--dry-run",
+                     "--exclude", slurm.node, "--json", cwd=tmp_path, env=env, timeout=180)
+    assert proc.returncode == 2 and f"excluding {slurm.node} leaves 0 of 1 node(s)" in proc.stdout + proc.stderr, proc.stdout[-2000:]
+    record = submit(spec, env, "--dry-run", "--exclude", "gpu-99")
+    assert "--exclude" not in Path(record["script"]).read_text() and any("gpu-99 not in" in n for n in record["notes"])
+    assert any("not capped: partition debug has no time limit" in n for n in record["notes"]), record["notes"]

@@ -28,6 +28,10 @@ Read a training run's folder and logs (nothing is written) and say:
                             saving rank (cosmos-rl's own rule: saves are asynchronous, a "saved" log line
                             proves nothing); incomplete_checkpoints lists the others and what they miss
   last_traceback            the tail of the last traceback in the logs
+  bad_nodes                 the nodes the logs blame: {node, why, evidence}; why: xid, ecc (an uncorrectable
+                            ECC / NVLink error), nccl_timeout (the ranks that stayed silent while their peers
+                            reported a collective timeout; rank // GPUs per node -> the host in the batch log's
+                            node list); `skillbank submit --platform slurm --retry-of JOB` excludes them
   resume_command            how to go on from that checkpoint: `skillbank train --resume-from`, after
                             `skillbank spec --from <the run's config> --from-format cosmos-rl` for a run skillbank
                             did not launch (cosmos-rl's own defaults kept for keys the config does not set)

@@ -66,7 +66,7 @@ def time_limit(flag: str | None, partition: str | None) -> tuple[int | None, str
 def cap_time(ctx: Any, limit_s: int | None, why: str) -> list[str]:
     """--time capped by the limit (the plan's figure may be longer: the run then takes several attempts); the notes say
     what the job relies on for a longer run."""
-    notes: list[str] = []
+    notes: list[str] = [] if limit_s is not None else [f"--time is not capped: {why}"]
     asked = requeue.limit_seconds(ctx.options.time)
     if ctx.options.time and asked is None:
         return []  # not a Slurm time: the render refuses it (slurm.check_options)
@@ -102,8 +102,9 @@ def exclusion_notes(ctx: Any) -> list[str]:
     if len(left) < ctx.nodes:
         raise InputError(f"excluding {', '.join(excluded)} leaves {len(left)} of {len(known)} node(s) of {where}; the job needs {ctx.nodes}",
                          where="--exclude", fix="exclude fewer nodes (drain a bad one with scontrol instead), or pick another --partition")
-    ctx.options = replace(ctx.options, exclude=",".join(n for n in excluded if n in known) or None)
-    notes = [f"excludes {', '.join(n for n in excluded if n in known)}: {len(left)} of {len(known)} node(s) of {where} left (sinfo)"]
+    kept = [n for n in excluded if n in known]
+    ctx.options = replace(ctx.options, exclude=",".join(kept) or None)
+    notes = [f"excludes {', '.join(kept)}: {len(left)} of {len(known)} node(s) of {where} left (sinfo)"] if kept else []
     if unknown:
         notes.append(f"{', '.join(unknown)} not in {where} (sinfo): not excluded")
     return notes
