@@ -81,6 +81,8 @@ def test_two_jobs_with_one_output_dir_resume_only_their_own_run(tmp_path, capsys
 
     again = submit_json(capsys, "--platform", "slurm", "--spec", str(spec), "--dry-run", "--resume-run", str(run_a))["record"]
     assert again["outputs"]["run_dir"] == str(run_a) and any("continues run" in n for n in again["notes"])
+    local = submit_json(capsys, "--platform", "local", "--spec", str(spec), "--dry-run", "--resume-run", str(run_a))["record"]
+    assert local["argv"][-3] == "--run-dir" and (tmp_path / local["argv"][-2]).resolve() == run_a and local["argv"][-1] == "--resume"  # every platform
     run_b.mkdir(parents=True)
     code, _, err = run_cli("submit", "--platform", "slurm", "--spec", str(spec), "--dry-run", "--resume-run", str(run_b), capsys=capsys)
     assert code == 2 and "holds no complete checkpoint" in err

@@ -199,7 +199,7 @@ class JobContext:
         folder (resume: the TOML with train.resume) with skillbank's GRPO dataset script."""
         if self.backend == "local":
             argv = [python or self.python, *RL_COMMAND, "--spec", self.spec_arg(in_script), "--backend", "local"]
-            return [*argv, "--resume"] if resume else argv
+            return [*argv, "--resume"] if resume or self.resume_run else argv  # --resume-run / --retry-of: every attempt continues that run
         toml = RL_TOMLS[1 if resume else 0]
         if in_script:
             config, script = f"{JOB_DIR}/{toml}", FIND_GRPO_SCRIPT
@@ -230,7 +230,7 @@ class JobContext:
                 "--run-dir", run_dir or self.where(self.run_dir)]
         if self.resume_from:  # a requeued attempt (--resume too) continues its own newest checkpoint when it has one
             argv += ["--resume-from", self.resume_from]
-        return [*argv, "--resume"] if resume else argv
+        return [*argv, "--resume"] if resume or self.resume_run else argv  # --resume-run / --retry-of: every attempt continues that run
 
     @property
     def cpu_only(self) -> bool:
