@@ -130,6 +130,7 @@ def test_cpu_job_requeued_mid_run_resumes_from_its_checkpoint_and_completes(slur
     done = status(record["id"], env)
     assert done["status"] == "succeeded" and done["exit_code"] == 0 and done["ended"] and done["started"]
     assert any("requeued by Slurm 1 time(s)" in n for n in done["notes"])
+    assert [a.get("why_ended") for a in done["attempts"]] == ["requeued_by_hand", None], done["attempts"]  # scontrol requeue, no signal
     run = Path(done["outputs"]["run_dir"])
     runs = layout.run_dirs(run.parent)
     assert runs == [run] and run.parent.name == record["id"], runs  # the requeue continued the run, no new one; its run root is the job's
@@ -385,12 +386,18 @@ def test_a_job_past_its_time_limit_requeues_itself_and_resumes_without_repeating
     run = Path(done["outputs"]["run_dir"])
     rows = [r["step"] for r in layout.read_metrics(run) if "loss" in r]
     assert sorted(set(rows)) == list(range(1, 17)) and layout.list_checkpoint_steps(run)[-1] == 16
-    for before, after in zip(attempts, attempts[1:]):  # each attempt starts where the previous one's last checkpoint stands
-        assert after["checkpoint_at_start"] == before["checkpoint_at_end"] is not None, attempts
+    for before, after in zip(attempts, attempts[1:]):  # each attempt starts from the newest checkpoint the previous one left
+        assert after["checkpoint_at_start"] >= before["checkpoint_at_end"] is not None, attempts
     resumed = [int(s) for s in re.findall(r"Resumed from step (\d+)/16", (run / "train.log").read_text())]
     assert resumed == [a["checkpoint_at_start"] for a in attempts[1:]], resumed
+    segments: list[list[int]] = []  # the steps each attempt logged, in order (a resume goes back to its checkpoint's next step)
+    for step in rows:
+        if segments and step > segments[-1][-1]:
+            segments[-1].append(step)
+        else:
+            segments.append([step])
+    assert [seg[0] for seg in segments] == [1, *(r + 1 for r in resumed)], segments  # nothing repeated before a resumed checkpoint
     repeated = len(rows) - 16
-    assert all(rows.count(s) == 1 or any(s > a["checkpoint_at_end"] for a in attempts[:-1]) for s in set(rows))  # re-run only past a checkpoint
     out = skillbank("jobs", "status", record["id"], env=env).stdout
     assert f"attempts: {len(attempts)}" in out and "0: time_limit" in out
     print(f"\nslurm time limit: --time 00:02:00, {len(attempts)} attempts, {len(rows)} steps run for 16 ({repeated} repeated after a "

@@ -100,7 +100,9 @@ class JobRecord(BaseModel):
                                          "where: spec (`skillbank spec`, recorded in the spec's fitted block), submit (--records), node (the job's first step re-fitted "
                                          "them to the files where it runs). A value the user set is never changed.")
     attempts: list[dict[str, Any]] = Field(default_factory=list, description="The job's attempts, oldest first, as its node recorded them (node.json in the job folder): "
-                                           "{attempt, started, host, slurm_job_id, run_dir, ended, status}.")
+                                           "{attempt, started, host, slurm_job_id, run_dir, ended, status}; a Slurm job's script adds why_ended (time_limit, preempted, "
+                                           "requeued_by_hand), checkpoint_at_start / checkpoint_at_end (the newest complete step) and guard (why the "
+                                           "no-progress guard ended the job): platform.requeue.")
     progress: Progress | None = Field(None, description="The run's progress read from its folder at the last `jobs status` / `wait` "
                                       "(skillbank.runs.progress): state, last_step, total_steps, last_loss, last_val_loss, last_val_step, "
                                       "last_complete_checkpoint, export, attempts, cause.")
