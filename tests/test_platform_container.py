@@ -136,6 +136,8 @@ def test_slurm_venv_render_names_the_environment_once(tmp_path):
     assert f'export SKILLBANK_ROOT="${{SKILLBANK_ROOT:-{ROOT}}}"' in text
     assert 'export PATH="$SKILLBANK_VENV/bin:$PATH"' in text and "IN_ENV=()" in text
     assert "--container-image" not in text
+    # The record says truthfully where each step runs: the node's python, as job.sbatch sets it (not "the local venv").
+    assert f"every step on the node runs in the Python environment {venv} (SKILLBANK_VENV's default in job.sbatch)" in " ".join(rendered.notes)
     # The submitting machine's venv, bank and python appear only as those defaults.
     bare = "\n".join(ln for ln in text.splitlines() if ln not in variable_lines(text))
     assert str(venv) not in bare and str(ROOT) not in bare and sys.executable not in bare

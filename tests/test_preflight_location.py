@@ -150,6 +150,8 @@ def test_disk_is_measured_at_output_dir_and_checked_on_the_node_elsewhere(tmp_pa
     assert here.severity == "error" and here.where == "train.output_dir" and f"free at {tmp_path}" in here.message
     node = run_preflight(skill=SKILL, action="train", spec_path=spec, backend="local", runs_on="node")
     assert node.ok and "env.disk" in {f.check for f in node.on_node}
+    [there] = [f for f in node.on_node if f.check == "env.disk"]  # what the node needs, never this machine's free space
+    assert there.message.startswith("needs ") and "where the job runs" in there.message and "free_gb" not in node.stats["disk"] and node.stats["disk"]["measured"] == "on the node"
 
 
 def test_only_env_checks_the_machine_and_not_the_data(tmp_path, monkeypatch, capsys, demo_dataset_dir):

@@ -347,6 +347,7 @@ def test_a_cancelled_cosmos_rl_job_is_diagnosed_as_cancelled(slurm, env, tiny_mo
         assert diag["job_id"] == record["id"] and "time limit" not in (diag["cause"] or "") and diag["last_complete_checkpoint"]
         assert diag["scheduler"]["state"] == "CANCELLED" and diag["last_step"] >= 2
     text = skillbank("jobs", "diagnose", str(run / "cosmos-rl-logs"), env=env).stdout
+    print("\njobs diagnose after jobs cancel:\n" + text)
     assert "state      : cancelled" in text and "scheduler  : CANCELLED (scontrol)" in text
     assert not slurm.job_pids(record["external_id"])
 
@@ -415,3 +416,40 @@ def test_an_exclusion_is_checked_against_the_real_sinfo_and_the_partition_limit_
     record = submit(spec, env, "--dry-run", "--exclude", "gpu-99")
     assert "--exclude" not in Path(record["script"]).read_text() and any("gpu-99 not in" in n for n in record["notes"])
     assert any("not capped: partition debug has no time limit" in n for n in record["notes"]), record["notes"]
+
+
+def test_a_spec_fitted_to_a_sample_is_refitted_on_the_node_and_the_record_says_so(slurm, env, tiny_model_dir, demo_dataset_dir, tmp_path):
+    """The spec's batch was fitted to a 24-record sample on a laptop (its fitted block, as `skillbank spec --path-map`
+    writes it); the node has the full file (96 records). Node 0's `skillbank train` fits it again to the files where it
+    runs: the ceiling comes back (1 -> 8), the TOML it renders uses it, and `jobs wait --json` shows the change
+    (record `fitted`, where node) and the run's progress. The cosmos-rl launcher is the stand-in (the engine is GPU-only)."""
+    full = tmp_path / "full" / "train" / "annotations.json"
+    full.parent.mkdir(parents=True)
+    sample = json.loads((demo_dataset_dir / "train" / "annotations.json").read_text())
+    full.write_text(json.dumps([{**r, "id": f"{r['id']}-{i}"} for i in range(4) for r in sample]))  # the node's file: 4 x the sample
+    spec = cosmos_site(tmp_path, tiny_model_dir, demo_dataset_dir, steps=4, save_freq=4)
+    data = yaml.safe_load(spec.read_text())
+    data["custom"]["train_dataset"]["annotation_path"] = str(full)
+    data["train"]["train_batch_per_replica"] = 1
+    data["fitted"] = {"records": len(sample), "counted": "/laptop/sample/train/annotations.json", "ceilings": {"train.train_batch_per_replica": 8}}
+    spec.write_text(yaml.safe_dump(data))
+    env = {**env, "SKILLBANK_VENV": str(standin_venv(tmp_path)), "STANDIN_STEP_S": "0.3"}
+    record = submit_cosmos(spec, env)
+    proc = skillbank("jobs", "wait", record["id"], "--timeout", "240", "--json", env=env, timeout=300)
+    done = json_out(proc)
+    log = Path(done["record"]["outputs"]["log"]).read_text()
+    assert proc.returncode == 0 and done["outcome"] == "succeeded", log[-4000:]
+    node = [(f["key"], f["from"], f["to"], f["records"]) for f in done["record"]["fitted"] if f["where"] == "node"]
+    assert ("train.train_batch_per_replica", 1, 8, 4 * len(sample)) in node, done["record"]["fitted"]
+    assert "refit: train.train_batch_per_replica 1 -> 8" in log
+    run = Path(record["outputs"]["run_dir"])
+    import tomllib
+
+    assert tomllib.loads((run / layout.TOML_FILE).read_text())["train"]["train_batch_per_replica"] == 8
+    assert yaml.safe_load((Path(record["outputs"]["job_dir"]) / "spec.yaml").read_text())["train"]["train_batch_per_replica"] == 1  # the copy untouched
+    print("\nnode refit (before -> after):", *(f"  {k}: {a} -> {b} ({n} records on the node)" for k, a, b, n in node), sep="\n")
+    print("jobs wait --json progress:", json.dumps(done["progress"], indent=1))
+    print("metrics.jsonl head:", *(run / "metrics.jsonl").read_text().splitlines()[:3], sep="\n  ")
+    print("result.json:", (run / "result.json").read_text())
+    recipe = json.loads((layout.safetensors_dir(run, 4) / "skillbank_recipe.json").read_text())
+    print("recipe keys in safetensors/step_4:", sorted(recipe)[:20])

@@ -206,9 +206,10 @@ def test_a_spec_fitted_to_a_sample_says_so_and_is_refitted_to_the_real_files(tmp
     out = tmp_path / "train.yaml"
     rc = main(["spec", "--action", "train", "--dataset-root", str(local / "data"), "--path-map", f"{local}={remote}", "-o", str(out)])
     err = capsys.readouterr().err
-    assert rc == 0 and f"fitted to 24 train records counted at {local}/data/train/annotations.json" in err and "re-fits them to the node's files" in err
+    counted = f"this machine's copy (--path-map) of {remote}/data/train/annotations.json"  # the written spec names REMOTE only
+    assert rc == 0 and f"fitted to 24 train records counted at {counted}" in err and "re-fits them to the node's files" in err
     written = yaml.safe_load(out.read_text())
-    assert written["fitted"] == {"records": 24, "counted": f"{local}/data/train/annotations.json",
+    assert written["fitted"] == {"records": 24, "counted": counted,
                                  "ceilings": {"train.train_batch_per_replica": 32, "validation.batch_size": 8}}
     assert written["train"]["train_batch_per_replica"] == 2 and written["custom"]["train_dataset"]["annotation_path"].startswith(str(remote))
 

@@ -158,6 +158,8 @@ def run(args: argparse.Namespace) -> int:
     spec = fitting.apply_fits(node_spec, fitted) if paths else local
     if action == "train" and plan is not None:
         counted = f"described: --records {args.records}" if args.records else local.custom.train_dataset.annotation_path
+        if paths and not args.records:  # the written spec names REMOTE only: the copy here is named by the node's path
+            counted = f"this machine's copy (--path-map) of {paths.to_remote(counted)}"
         spec = _with_block(spec, fitted, plan, counted, ceilings)
         if fitted:
             plan_notes.append(f"fitted to {plan['train_records']:,} train records counted at {counted}" + (
