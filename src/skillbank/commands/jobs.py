@@ -40,8 +40,8 @@ not launch (cosmos-rl 0.4.x output and --log-dir layouts) and on both skillbank 
 DIR|JOB may be a job id, a job folder or its record: the job record is read first and its platform asked
 (job_id, record_status; scheduler: Slurm's own state from squeue / scontrol / sacct where they answer);
 a cancelled job is "cancelled" whatever its logs say (--stale-after never blames a time limit or the OOM
-killer for it), and a job the platform ended as failed is "failed". A run folder named after its job
-(<output_dir>/<job id>, what submit fixes) finds its record too. A Slurm run's logs: <run>/cosmos-rl-logs/
+killer for it), and a job the platform ended as failed is "failed". A submitted job's run folder
+(<output_dir>/<job id>/<stamp>, what submit fixes) or its run root finds its record too. A Slurm run's logs: <run>/cosmos-rl-logs/
 node_<i>/logs_latest/ (every node's read together), its batch output in the job folder (slurm-<id>.out).
 exit codes (for CI):
   0  finished, or running fine

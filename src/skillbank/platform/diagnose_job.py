@@ -25,7 +25,7 @@ from skillbank.runs import record as rec
 
 JOB_ID = re.compile(r"^(train|automl|rl)-\d{8}-\d{6}-[0-9a-f]{6}$")  # runs.record.new_job_id's shape
 EXIT_CODES = {"finished": 0, "running": 0, "failed": 1, "cancelled": 3, "unknown": 4, "queued": 4}
-FIX = "pass a job id, a job folder, a run folder (<output_dir>/<timestamp> or <output_dir>/<job id>), or a cosmos-rl --log-dir folder"
+FIX = "pass a job id, a job folder, a run folder (<output_dir>/<timestamp>, or a job's <output_dir>/<job id>/<stamp> or its run root), or a cosmos-rl --log-dir folder"
 
 
 def diagnose_any(target: str, *, results_dir: str | None = None, stale_after_s: float = STALE_AFTER_S) -> Diagnosis:

@@ -54,7 +54,7 @@ class Outputs(BaseModel):
     results_dir: str = Field(description="The spec's results_dir (absolute).")
     job_dir: str = Field(description="Folder of this job: spec copy, rendered command or script, logs.")
     train_output_dir: str = Field(description="The spec's train.output_dir (absolute): run folders go under it.")
-    run_dir: str | None = Field(None, description="The run folder, fixed when the job starts: <train_output_dir>/<job id> for a submitted train or rl job "
+    run_dir: str | None = Field(None, description="The run folder, fixed when the job starts: <train_output_dir>/<job id>/<YYYYmmddHHMMSS> (runs.layout.job_run_dir: alone under the job's run root) for a submitted train or rl job "
                                 "(every platform, both backends), the folder a foreground run created; null for an AutoML study (its trials' runs are under study_dir).")
     log: str | None = Field(None, description="The job's main log file (local: the train command's output; slurm: the batch output; foreground: the run's train.log or launcher.log).")
     cosmos_log_dir: str | None = Field(None, description="cosmos-rl's --log-dir: slurm: <run_dir>/cosmos-rl-logs with node_<i>/logs_latest/ per node; foreground: <run_dir>/logs.")
