@@ -286,6 +286,9 @@ def submit(
         raise InputError(f"unknown backend {backend!r}", where="--backend", fix=f"one of: {', '.join(BACKENDS)}")
     if action == "rl" and automl is not None:
         raise InputError("an rl job is not an AutoML study", where="--action")
+    given = [flag for flag, value in (("--time-limit", time_limit), ("--exclude", (options or Options()).exclude)) if value]
+    if given and platform != "slurm":
+        raise InputError(f"{given[0]} is a Slurm option", where=given[0], fix="add --platform slurm, or drop it")
     if model_family is not None and action != "rl":
         raise InputError("--model-family names the family of an rl job's start checkpoint", where="--model-family", fix="add --action rl, or drop it")
     if paths and not dry_run and platform in ("local", "docker"):
