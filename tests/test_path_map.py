@@ -16,6 +16,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
+
+from skillbank.runs import layout
 import yaml
 
 from skillbank import cli
@@ -223,7 +225,8 @@ def test_a_copied_job_folder_finds_its_files_and_the_nodes_hf_home(laptop, capsy
     calls = log.read_text()
     assert f'--spec {moved}/spec.yaml --only env' in calls and "HF_HOME=/nodehome/.cache/huggingface" in calls
     [launch] = [ln for ln in calls.splitlines() if "skillbank.cli train " in ln]  # node 0: skillbank train, cosmos-rl under its log watcher
-    run = f"{REMOTE}/out/{slurm_job['id']}"  # the run folder fixed at submit, as the node names it
+    run = slurm_job["outputs"]["run_dir"]  # the run folder fixed at submit, as the node names it
+    assert run == str(layout.job_run_dir(f"{REMOTE}/out", slurm_job["id"]))
     assert f"train --spec {moved}/spec.yaml --backend cosmos-rl" in launch and f"--run-dir {run} --log-dir {run}/cosmos-rl-logs/node_0" in launch
     # Without scontrol's answer the script's own folder is the job folder (bash job.sbatch by hand).
     log.unlink()
