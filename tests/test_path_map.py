@@ -16,12 +16,11 @@ import tomllib
 from pathlib import Path
 
 import pytest
-
-from skillbank.runs import layout
 import yaml
 
 from skillbank import cli
 from skillbank.errors import InputError
+from skillbank.runs import layout
 from skillbank.specification.pathmap import PathMap
 
 ROOT = Path(__file__).resolve().parents[1]
