@@ -134,6 +134,9 @@ def test_cpu_job_requeued_mid_run_resumes_from_its_checkpoint_and_completes(slur
     run = Path(done["outputs"]["run_dir"])
     runs = layout.run_dirs(run.parent)
     assert runs == [run] and run.parent.name == record["id"], runs  # the requeue continued the run, no new one; its run root is the job's
+    assert str(run) == str(layout.job_run_dir(tmp_path / "out", record["id"]))  # where the record said, fixed at submit
+    assert json.loads((run / "result.json").read_text())["status"] == "succeeded" and (run / "tensorboard").is_dir()
+    assert [a["attempt"] for a in done["attempts"]] == [0, 1] and done["attempts"][-1]["status"] == "succeeded"  # node.json, merged
     first_step = layout.step_of(first)
     log = (run / "train.log").read_text()
     resumed = re.search(r"Resumed from step (\d+)/12", log)
