@@ -1,7 +1,7 @@
 """`skillbank jobs diagnose` on anything: a job id, a job folder or its record, a run folder, a log folder.
 
 The job record is read first when there is one (given as a job id, a job folder, a record, or found
-from a run folder named after its job: <train.output_dir>/<job id>): the platform answers first (Slurm's
+from a job's run folder <train.output_dir>/<job id>/<stamp> or its run root): the platform answers first (Slurm's
 own state from squeue / scontrol / sacct where they answer), then the run folder's logs are read
 (platform.diagnose). The record wins where it knows better: a cancelled job is cancelled whatever its
 logs say, and a stale log never blames a time limit or the OOM killer for it; a job the scheduler

@@ -17,7 +17,10 @@ Shape (docs: shared/docs/cosmos-rl.md; cosmos_rl/launcher/launch_all.py, v0.4.7)
   redis-server, GPUs, free disk, the model): a finding ends the job before the download and cosmos-rl;
 - `#SBATCH --requeue`: a requeued (or re-submitted) job whose run folder has a checkpoint runs
   `skillbank train --resume`: it continues from its own run's newest complete checkpoint;
-- the run folder is fixed at submit (<train.output_dir>/<job id>, the record's outputs.run_dir) for
+- a time limit: `#SBATCH --signal=B:USR1@<lead>`, the training step in the background and a USR1 trap that
+  requeues the same job id after the no-progress guard (platform.requeue); --time capped by the partition's
+  limit, --exclude checked against sinfo (platform.slurm_limits);
+- the run folder is fixed at submit (<train.output_dir>/<job id>/<stamp>, alone under its run root: the record's outputs.run_dir) for
   both backends.
 - where it runs: with `--image IMAGE`, every srun goes into that container through pyxis/enroot
   (`--container-image`, `--container-mounts` of the spec's folders and HF_HOME at the same paths);
