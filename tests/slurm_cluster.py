@@ -30,6 +30,8 @@ from pathlib import Path
 import psutil
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
+GPUS = 2  # generic resources "gpu" the node declares, backed by two character devices every machine has (no GPU behind them)
+GPU_FILES = "/dev/null,/dev/zero"
 CLIENTS = ("sbatch", "squeue", "scontrol", "scancel")
 
 
@@ -202,10 +204,12 @@ def write_conf(root: Path, node: str, cpus: int, memory_mb: int, ports: list[int
         "SlurmdTimeout=30",
         "MailProg=/bin/true",
         "SlurmdParameters=config_overrides",  # the node has the CPUs below even on a 1-core machine
-        f"NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={memory_mb} State=UNKNOWN",
+        "GresTypes=gpu",  # the node offers GPUS generic "gpu" resources (gres.conf) so a GPU job's sbatch is accepted
+        f"NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={memory_mb} Gres=gpu:{GPUS} State=UNKNOWN",
         f"PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP",
         "",
     ]))
+    (root / "gres.conf").write_text(f"AutoDetect=off\nNodeName={node} Name=gpu File={GPU_FILES}\n")  # beside slurm.conf, where Slurm reads it
     return conf
 
 

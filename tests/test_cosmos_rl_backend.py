@@ -414,14 +414,17 @@ def test_clean_run(tmp_path):
     assert result.final_safetensors == str(run_dir / "safetensors" / "step_4")
     assert result.checkpoints == ["/r/checkpoints/step_2/policy", "/r/checkpoints/step_4/policy"]
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    more = {"grad_norm": 1.0, "iteration_time": 0.5, "lr": 1e-5}  # the local backend's keys (skillbank.training.monitor.SCALARS)
+    assert all(isinstance(r.pop("time"), float) for r in rows)  # every row, either backend: when it was written
+    more = {"total_steps": 4, "grad_norm": 1.0, "iteration_time": 0.5, "lr": 1e-5}  # the local backend's keys (skillbank.training.monitor.SCALARS)
     assert [r for r in rows if "loss" in r] == [
         {"step": 1, "epoch": 1, "loss": 1.0, **more},
         {"step": 2, "epoch": 1, "loss": 0.5, **more},
         {"step": 3, "epoch": 2, "loss": pytest.approx(0.33333), **more},
         {"step": 4, "epoch": 2, "loss": 0.25, **more},
     ]
-    assert [r for r in rows if "val_loss" in r] == [{"step": 2, "epoch": 1, "val_loss": 0.25}, {"step": 4, "epoch": 2, "val_loss": 0.25}]
+    assert [r for r in rows if "val_loss" in r] == [{"step": 2, "total_steps": 4, "epoch": 1, "val_loss": 0.25},
+                                                    {"step": 4, "total_steps": 4, "epoch": 2, "val_loss": 0.25}]
+    assert (result.last_val_step, result.val_at_final_step) == (4, True)
     assert any("safetensors exported" in s for s in said)
 
 
@@ -532,7 +535,7 @@ def test_lines_split_across_reads(tmp_path):
     watcher.poll()
     assert watcher.failures == ["policy_0.log: RuntimeError: boom"]
     rows = (run_dir / "metrics.jsonl").read_text().splitlines()
-    assert [json.loads(r) for r in rows] == [{"step": 1, "epoch": None, "loss": 0.5, "grad_norm": 1.0}]
+    assert [{k: v for k, v in json.loads(r).items() if k != "time"} for r in rows] == [{"step": 1, "total_steps": 10, "epoch": None, "loss": 0.5, "grad_norm": 1.0}]
 
 
 def test_last_line_without_newline_is_read_at_finish(tmp_path):
@@ -661,7 +664,8 @@ def test_hf_model_is_downloaded_before_launch(tmp_path, monkeypatch):
     assert calls == ["nvidia/Cosmos-Reason2-8B"]
     data = toml_pkg.load(layout.toml_path)
     assert data["policy"]["model_name_or_path"] == str(snapshot) and data["train"]["resume"] is True
-    assert plan.argv == ["cosmos-rl", "--config", str(layout.toml_path), "--log-dir", str(layout.log_dir), str(launch_mod.SCRIPT)]
+    assert Path(plan.argv[0]).name == "cosmos-rl"  # the launcher first on PATH (a job's environment puts its own first)
+    assert plan.argv[1:] == ["--config", str(layout.toml_path), "--log-dir", str(layout.log_dir), str(launch_mod.SCRIPT)]
 
 
 def test_missing_redis_is_a_clear_error(tmp_path, monkeypatch):
@@ -730,9 +734,10 @@ def test_launch_and_watch_a_clean_run(tmp_path, fake_cosmos, monkeypatch):
     run_dir = next((tmp_path / "results").iterdir())
     final = job.updates[-1]
     assert [u["status"] for u in job.updates] == ["running", "succeeded"]
-    assert final["final_safetensors"] == str(run_dir / "safetensors" / "step_2") and final["last_step"] == 2
+    result = json.loads((run_dir / "result.json").read_text())  # the record reads its progress from the run folder it names
+    assert final["run_dir"] == str(run_dir) and result["status"] == "succeeded"
+    assert result["final_safetensors"] == str(run_dir / "safetensors" / "step_2") and result["last_step"] == 2
     assert (run_dir / "launcher.log").read_text().strip() == "launcher done"
-    assert json.loads((run_dir / "result.json").read_text())["status"] == "succeeded"
     assert len((run_dir / "metrics.jsonl").read_text().splitlines()) == 2
     assert SECRET not in "\n".join(said) + json.dumps(job.updates)
 
@@ -743,4 +748,6 @@ def test_launch_reports_a_crash_although_cosmos_exits_zero(tmp_path, fake_cosmos
     job = FakeJob()
     with pytest.raises(RunError, match="RuntimeError: boom"):
         train_cosmos_rl(spec, spec_path=tmp_path / "s.yaml", resume=False, dry_run=False, job=job, log=lambda s: None)
-    assert job.updates[-1]["status"] == "failed" and job.updates[-1]["last_step"] == 1
+    run_dir = Path(job.updates[-1]["run_dir"])
+    assert job.updates[-1]["status"] == "failed" and "RuntimeError: boom" in job.updates[-1]["reason"]
+    assert json.loads((run_dir / "result.json").read_text())["last_step"] == 1

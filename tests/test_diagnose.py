@@ -142,7 +142,7 @@ def test_the_resume_command_of_an_external_run_makes_a_spec(tmp_path):
 def test_the_cli(tmp_path):
     _, log_dir = cosmos_run(tmp_path, last=104, tail=VIDEO_FPS)  # not OOM: its plan figure (torch, ~15 s) is tested in-process
     done = skillbank("jobs", "diagnose", str(log_dir), "--json")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # the run failed: exit 1, so CI can gate on it
     doc = json_out(done)
     for key in ("state", "cause", "fix", "known_causes", "last_step", "last_loss", "last_loss_smoothed", "loss_smoothing", "last_val_loss",
                 "last_complete_checkpoint", "resume_command", "last_traceback", "incomplete_checkpoints"):
@@ -238,3 +238,24 @@ def test_the_loss_is_smoothed_and_the_validation_loss_reported(tmp_path):
     assert d.loss_smoothing == "median of the last 20 logged training steps (42-61)"
     text = "\n".join(d.lines())
     assert "loss 9.5 (raw)" in text and "val loss   : 0.8123 at step 50" in text
+
+
+def test_a_slurm_runs_logs_from_any_of_its_folders_every_node_merged(tmp_path):
+    """A two-node Slurm job's run folder: <run>/cosmos-rl-logs/node_<i>/logs_latest/ per node (skillbank submit's layout).
+    The run folder, cosmos-rl-logs, one node_<i> and one logs_latest all read every node's logs: a crash logged only
+    on node 1 is found from node_0's folder; the checkpoints are the run's. The CLI exits 1 on it (CI gates on that)."""
+    run = tmp_path / "out" / "train-20260101-120000-abcdef"
+    for node, text in ((0, policy_log(run, 60)), (1, "[rank1]:" + COSMOS + "Training epoch 1/2\n" + OOM)):
+        stamped = run / "cosmos-rl-logs" / f"node_{node}" / "logs_20260101-120000"
+        stamped.mkdir(parents=True)
+        (stamped.parent / "logs_latest").symlink_to(stamped.name)
+        (stamped / f"policy_{node}.log").write_text(text)
+    (run / "cosmos_rl.toml").write_text("")
+    checkpoint(run, 50, 2)
+    logs = run / "cosmos-rl-logs"
+    for target in (run, logs, logs / "node_0", logs / "node_0" / "logs_latest"):
+        d = diagnose(target)
+        assert d.state == "failed" and d.cause.startswith("CUDA out of memory"), (target, d.state, d.cause)
+        assert d.last_step == 60 and d.last_complete_checkpoint == str(run / "checkpoints" / "step_50" / "policy"), target
+    done = skillbank("jobs", "diagnose", str(logs / "node_0"), "--json")
+    assert done.returncode == 1 and json_out(done)["state"] == "failed"

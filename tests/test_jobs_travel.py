@@ -24,6 +24,7 @@ import yaml
 
 from conftest import local_train_spec
 from skillbank import cli
+from skillbank.runs import layout
 from test_platform import _env, _fake_train, fake_tools, run_cli, submit_json, write_spec  # noqa: F401  (fixture: autouse _env, preflight stubbed at submit)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,8 +48,10 @@ def stand_in(path: Path, log: Path) -> Path:
 
 
 def test_a_moved_local_job_folder_runs_a_real_cpu_training(tiny_model_dir, demo_dataset_dir, tmp_path, monkeypatch, capsys):
-    """submit --dry-run --gpus-per-node 0 with relative paths (and the relative default results_dir), move the
-    job folder, run its command.sh from another directory: it trains on CPU, into the folders the spec meant."""
+    """submit --dry-run --gpus-per-node 0 with relative paths (and the relative default results_dir), move the whole
+    site with its job folder, run its command.sh from another directory: it trains on CPU inside the moved site (the
+    spec copy keeps its paths relative: they start at the submit directory, found from the job folder), into the run
+    folder the record names; an absolute path missing where the job runs is named by the first step, not created."""
     proj = tmp_path / "proj"
     proj.mkdir()
     (proj / "data").symlink_to(demo_dataset_dir)
@@ -65,15 +68,14 @@ def test_a_moved_local_job_folder_runs_a_real_cpu_training(tiny_model_dir, demo_
     record = json.loads(out.out)["record"]
     job_dir = Path(record["outputs"]["job_dir"])
     assert job_dir.parent == proj / "results" / "jobs" and record["gpus_per_node"] == 0
-    copy = yaml.safe_load((job_dir / "spec.yaml").read_text())  # every path absolute, as meant at submit
-    assert copy["results_dir"] == str(proj / "results") and copy["train"]["output_dir"] == str(proj / "out")
-    assert copy["custom"]["train_dataset"]["annotation_path"] == str(proj / "data" / "train" / "annotations.json")
-    assert copy["policy"]["model_name_or_path"] == str(proj / "model")
+    assert record["outputs"]["run_dir"] == str(layout.job_run_dir(proj / "out", record["id"]))  # fixed at submit
+    assert (job_dir / "spec.yaml").read_text() == (proj / "train.yaml").read_text()  # relative paths kept, byte for byte
     assert (proj / "train.yaml").read_text() == yaml.safe_dump(spec)  # the input is untouched
 
-    moved = tmp_path / "elsewhere" / "the-job"
-    moved.parent.mkdir()
-    shutil.move(str(job_dir), moved)
+    site = tmp_path / "elsewhere" / "site"
+    site.parent.mkdir()
+    shutil.move(str(proj), site)
+    moved = site / "results" / "jobs" / record["id"]
     nowhere = tmp_path / "nowhere"
     nowhere.mkdir()
     t0 = time.monotonic()
@@ -81,11 +83,23 @@ def test_a_moved_local_job_folder_runs_a_real_cpu_training(tiny_model_dir, demo_
     took = time.monotonic() - t0
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert f"skillbank: using the rendering machine's environment ({sys.executable})" in done.stderr
-    [run] = [p for p in (proj / "out").iterdir() if p.is_dir()]
-    assert (run / "checkpoints" / "step_1").is_dir() and [r["step"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "loss" in r] == [1]
-    assert sorted(p.name for p in moved.iterdir()) == sorted(["command.sh", "spec.yaml", "job.json"])  # nothing written into the job folder
-    assert not any(nowhere.iterdir())  # nor where it was started from
-    print(f"\nmoved local job folder: command.sh (preflight + 1 CPU step of the tiny model) {took:.1f} s")
+    run = layout.job_run_dir(site / "out", record["id"])  # inside the moved site, not the old one
+    assert not proj.exists() and (run / "checkpoints" / "step_1").is_dir()
+    assert [r["step"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "loss" in r] == [1]
+    assert json.loads((run / "result.json").read_text())["status"] == "succeeded"
+    assert sorted(p.name for p in moved.iterdir()) == sorted(["command.sh", "spec.yaml", "job.json", "node.json"])  # + the attempt the run recorded
+    [attempt] = json.loads((moved / "node.json").read_text())["attempts"]
+    assert attempt["status"] == "succeeded" and attempt["run_dir"] == str(run)
+    assert not any(nowhere.iterdir())  # nothing where it was started from
+
+    # An absolute path that does not exist where the job runs: the first step names it, nothing is created.
+    copy = yaml.safe_load((moved / "spec.yaml").read_text())
+    copy["train"]["output_dir"] = str(tmp_path / "gone" / "out")
+    (moved / "spec.yaml").write_text(yaml.safe_dump(copy))
+    done = bash(moved / "command.sh", nowhere, PATH="/usr/bin:/bin")
+    assert done.returncode == 2 and "env.paths" in done.stdout + done.stderr and "train.output_dir" in done.stdout + done.stderr, done.stdout[-2000:]
+    assert not (tmp_path / "gone").exists()
+    print(f"\nmoved local site: command.sh (preflight + 1 CPU step of the tiny model) {took:.1f} s")
 
 
 def test_command_sh_finds_skillbank_in_order_and_says_which(tmp_path, monkeypatch, capsys):
@@ -112,7 +126,7 @@ def test_command_sh_finds_skillbank_in_order_and_says_which(tmp_path, monkeypatc
     done = bash(moved / "command.sh", tmp_path, PATH="/usr/bin:/bin", SKILLBANK_VENV=str(tmp_path / "nope"))
     assert done.returncode == 2 and "has no bin/python" in done.stderr
     text = (moved / "command.sh").read_text()
-    assert 'cd "$JOB_DIR"' in text and 'export CUDA_VISIBLE_DEVICES=""' in text and str(tmp_path / "data") not in text
+    assert 'cd "$JOB_DIR/../../.."' in text and 'export CUDA_VISIBLE_DEVICES=""' in text  # the submit directory: relative paths start there and str(tmp_path / "data") not in text
 
 
 def test_a_spec_with_absolute_paths_is_copied_byte_for_byte(tmp_path, capsys, monkeypatch):
@@ -139,6 +153,41 @@ def wait_cli(capsys, *argv: str) -> tuple[int, dict, str]:
     code = cli.main(["jobs", "wait", *argv, "--json"])
     out = capsys.readouterr()
     return code, json.loads(out.out), out.err
+
+
+WRITES_METRICS = """
+import json, os, re, time
+from pathlib import Path
+job = os.environ["SKILLBANK_JOB_ID"]
+run = Path("results/train") / job / "".join(re.search(r"(\\d{8})-(\\d{6})", job).groups())  # the run folder fixed at submit (runs.layout.job_run_dir)
+run.mkdir(parents=True, exist_ok=True)
+for step in (1, 2, 3):
+    time.sleep(0.6)
+    with open(run / "metrics.jsonl", "a") as f:
+        f.write(json.dumps({"step": step, "total_steps": 3, "epoch": 1, "loss": 1.0 / step, "time": time.time()}) + "\\n")
+with open(run / "metrics.jsonl", "a") as f:
+    f.write(json.dumps({"step": 3, "total_steps": 3, "epoch": 1, "val_loss": 0.4, "time": time.time()}) + "\\n")
+(run / "result.json").write_text(json.dumps({"status": "succeeded", "reason": "trained 3/3 steps"}))
+"""
+
+
+def test_jobs_status_watch_prints_the_progress_as_it_changes_until_the_end(tmp_path, monkeypatch, capsys):
+    """`jobs status --watch --json`: one JSON line each time the status or the run's progress changes, ending with the
+    job; `jobs wait --json` carries the same progress (last step of total, losses, the final validation and whether it
+    was at the final step, the attempt)."""
+    spec = str(write_spec(tmp_path))
+    _fake_train(monkeypatch, WRITES_METRICS)
+    job = submit_json(capsys, "--platform", "local", "--spec", spec)["record"]
+    assert job["outputs"]["run_dir"] == str(layout.job_run_dir(tmp_path / "results" / "train", job["id"]))
+    assert cli.main(["jobs", "status", job["id"], "--watch", "--json", "--interval", "0.2"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    steps = [d["progress"]["last_step"] for d in lines]
+    assert len(lines) >= 3 and lines[-1]["status"] == "succeeded" and steps == sorted(steps, key=lambda s: s or 0), steps
+    assert all(set(d) == {"ok", "record_path", "status", "progress", "time"} for d in lines)
+    code, doc, _ = wait_cli(capsys, job["id"])
+    p = doc["progress"]
+    assert code == 0 and (p["state"], p["last_step"], p["total_steps"], p["last_loss"]) == ("succeeded", 3, 3, pytest.approx(1 / 3))
+    assert (p["last_val_loss"], p["last_val_step"], p["val_at_final_step"]) == (0.4, 3, True) and len(p["attempts"]) == 1
 
 
 def test_jobs_wait_returns_with_the_jobs_end_and_its_exit_code(tmp_path, monkeypatch, capsys):
@@ -187,7 +236,7 @@ def test_jobs_wait_on_slurm_keeps_looking_through_a_controller_hiccup(tmp_path, 
     fake_tools(tmp_path, monkeypatch, {
         "sbatch": "echo 81", "sacct": "exit 1",
         "squeue": f'if [ "$(head -1 {states})" = DOWN ]; then echo "Unable to contact slurm controller" >&2; exit 1; fi',  # a finished job left it
-        "scontrol": pop + '; if [ "$state" = DOWN ]; then echo "Unable to contact slurm controller" >&2; exit 1; fi; '
+        "scontrol": 'case "$*" in *"show partition"*) exit 1;; esac; ' + pop + '; if [ "$state" = DOWN ]; then echo "Unable to contact slurm controller" >&2; exit 1; fi; '
                     'echo "JobId=81 JobName=x JobState=$state Restarts=0 ExitCode=0:0 StartTime=2026-11-26T05:00:01 EndTime=2026-11-26T05:01:00"',
     })
     record = submit_json(capsys, "--platform", "slurm", "--backend", "local", "--gpus-per-node", "0", "--spec", str(write_spec(tmp_path, shard=2)))["record"]

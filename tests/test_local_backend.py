@@ -117,7 +117,40 @@ def test_job_record_never_writes_secrets(tmp_path, monkeypatch):
     assert "hf_supersecretvalue" not in text and "awsSECRET123" not in text and "abcdef" not in text
     doc = json.loads(text)
     assert doc["status"] == "failed" and doc["outputs"]["run_dir"] == str(tmp_path / "run")
-    assert len(doc["spec_sha256"]) == 64 and doc["started_at"] and doc["ended_at"]
+    assert len(doc["spec"]["sha256"]) == 64 and doc["started"] and doc["ended"] and doc["kind"] == "foreground"
+
+
+def test_the_foreground_record_is_the_job_records_shape_and_version_1_still_reads(tmp_path, monkeypatch):
+    """One shape for a `skillbank train` record and a submitted job's (schema_version 2): it validates against the
+    bank's job_record.schema.json, `jobs status ID` finds it, and a version-1 record (job_id, started_at, error,
+    outputs.val_loss_last) still reads."""
+    import jsonschema
+
+    from skillbank.runs import record as rec
+    from skillbank.training.jobrecord import JobRecord
+
+    monkeypatch.setenv("SKILLBANK_CACHE", str(tmp_path / "cache"))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("train: {}\n")
+    job = JobRecord.start(action="train", backend="local", spec_path=spec, results_dir=tmp_path / "results", argv=["skillbank", "train"])
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / layout.METRICS_FILE).write_text(json.dumps({"step": 3, "total_steps": 8, "epoch": 1, "loss": 0.5, "time": 1.0}) + "\n")
+    job.update(run_dir=run)  # the progress follows the run as it goes, not only at its end
+    doc = json.loads(job.path.read_text())
+    schema = json.loads((ROOT / "skills/platform/tao-run-platform/references/job_record.schema.json").read_text())
+    jsonschema.validate(doc, schema)
+    assert doc["schema_version"] == rec.SCHEMA_VERSION == 2 and (doc["progress"]["last_step"], doc["progress"]["total_steps"]) == (3, 8)
+    assert rec.find(doc["id"])[0].kind == "foreground"
+    old = {"schema_version": 1, "job_id": "train-20250101-000000-abcdef", "skill": "tao-finetune-cosmos-reason", "action": "train", "backend": "local",
+           "spec_path": str(spec), "spec_sha256": "0" * 64, "argv": ["skillbank", "train"], "status": "failed", "started_at": "2025-01-01T00:00:00Z",
+           "ended_at": "2025-01-01T00:01:00Z", "exit_code": 1, "error": "boom", "host": "h", "pid": 12,
+           "outputs": {"run_dir": str(run), "val_loss_last": 0.4, "last_step": 3}}
+    path = tmp_path / "results" / "jobs" / "train-20250101-000000-abcdef.json"
+    path.write_text(json.dumps(old))
+    read = rec.load(path)
+    assert (read.kind, read.id, read.status, read.error, read.outputs.run_dir) == ("foreground", old["job_id"], "failed", "boom", str(run))
+    jsonschema.validate(read.model_dump(mode="json"), schema)
 
 
 @pytest.mark.parametrize("raised,status,exit_code", [
@@ -138,7 +171,7 @@ def test_tracking_finishes_the_record_however_the_job_ends(tmp_path, raised, sta
             if raised:
                 raise raised
     doc = json.loads(job.path.read_text())
-    assert (doc["status"], doc["exit_code"]) == (status, exit_code) and doc["ended_at"]
+    assert (doc["status"], doc["exit_code"]) == (status, exit_code) and doc["ended"]
 
 
 def test_loss_falls_on_one_batch(tiny_model_dir, demo_dataset_dir):
@@ -199,6 +232,31 @@ def test_zero_steps_is_bad_input(tiny_model_dir, demo_dataset_dir, tmp_path):
     assert proc.returncode == 2  # preflight (or the plan) refuses before anything starts
     assert "zero" in json_out(proc)["error"]["message"]
     assert not (tmp_path / "out").exists()
+
+
+def test_a_crash_at_model_load_says_no_checkpoint_and_names_only_files_that_exist(tiny_model_dir, demo_dataset_dir, tmp_path):
+    """Weights that do not load: the run fails before its first step; no "resume with --resume" (no checkpoint was
+    written), and every file the message names exists; result.json says failed."""
+    import re
+    import shutil
+
+    from skillbank.errors import RunError
+    from skillbank.specification.train import TrainSpec
+    from skillbank.training.local.launch import train_local
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, model)
+    for weights in model.glob("*.safetensors"):
+        weights.write_bytes(b"not a safetensors file")
+    spec = TrainSpec.model_validate(local_train_spec(model, demo_dataset_dir, tmp_path / "out", {"train.max_num_steps": 2}, dp_shard_size=1))
+    with pytest.raises(RunError) as failed:
+        train_local(spec, log=lambda _: None, stdout=subprocess.DEVNULL)
+    message = str(failed.value)
+    assert "--resume" not in message and "no checkpoint was written" in message, message
+    named = re.findall(r"(/[^\s:;()]+\.(?:txt|log))", message)
+    assert all(Path(p).is_file() for p in named), (named, message)
+    [run] = list((tmp_path / "out").iterdir())
+    assert json.loads((run / "result.json").read_text())["status"] == "failed"
 
 
 # --- real runs: 2 CPU ranks ------------------------------------------------------------------------

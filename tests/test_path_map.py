@@ -20,6 +20,7 @@ import yaml
 
 from skillbank import cli
 from skillbank.errors import InputError
+from skillbank.runs import layout
 from skillbank.specification.pathmap import PathMap
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -222,13 +223,14 @@ def test_a_copied_job_folder_finds_its_files_and_the_nodes_hf_home(laptop, capsy
     assert done.returncode == 0, done.stdout + done.stderr
     calls = log.read_text()
     assert f'--spec {moved}/spec.yaml --only env' in calls and "HF_HOME=/nodehome/.cache/huggingface" in calls
-    [launch] = [ln for ln in calls.splitlines() if ln.startswith("cosmos-rl ")]
-    assert f"--config {moved}/cosmos-rl.toml" in launch and (moved / "launcher-attempt-0.log").is_file()
-    assert f"--log-dir {REMOTE}/out/" in launch  # the spec's output folder, as the node names it
+    [launch] = [ln for ln in calls.splitlines() if "skillbank.cli train " in ln]  # node 0: skillbank train, cosmos-rl under its log watcher
+    run = slurm_job["outputs"]["run_dir"]  # the run folder fixed at submit, as the node names it
+    assert run == str(layout.job_run_dir(f"{REMOTE}/out", slurm_job["id"]))
+    assert f"train --spec {moved}/spec.yaml --backend cosmos-rl" in launch and f"--run-dir {run} --log-dir {run}/cosmos-rl-logs/node_0" in launch
     # Without scontrol's answer the script's own folder is the job folder (bash job.sbatch by hand).
     log.unlink()
     done = run_script(moved / "job.sbatch", stand_ins(tmp_path / "bin2", log), tmp_path, SKILLBANK_VENV="", SKILLBANK_WORKDIR=str(tmp_path))
-    assert done.returncode == 0 and f"--config {moved}/cosmos-rl.toml" in log.read_text()
+    assert done.returncode == 0 and f"train --spec {moved}/spec.yaml" in log.read_text()
     # The local platform's command.sh, copied too.
     other = tmp_path / "elsewhere" / "job-2"
     shutil.copytree(local_job["outputs"]["job_dir"], other)

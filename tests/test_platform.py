@@ -22,7 +22,7 @@ import yaml
 
 from skillbank import cli
 from skillbank.platform import context as ctxmod
-from skillbank.runs import record as rec
+from skillbank.runs import layout, record as rec
 from skillbank.platform import submit as submod
 from skillbank.preflight.report import Finding, Report
 
@@ -110,6 +110,7 @@ SLURM_GOLDEN_HEADER = """#!/bin/bash
 #SBATCH --output=slurm-%j.out
 #SBATCH --open-mode=append
 #SBATCH --requeue
+#SBATCH --signal=B:USR1@300
 #SBATCH --export=ALL
 #SBATCH --partition=batch
 #SBATCH --account=proj
@@ -144,33 +145,41 @@ def test_slurm_script_matches_golden_and_parses(tmp_path):
     assert text.startswith(SLURM_GOLDEN_HEADER.format(job_dir=ctx.job_dir))  # nodes = dp_replicate, GPUs = shard*tp
     subprocess.run(["bash", "-n", str(rendered.script)], check=True)
     for line in (
-        'srun ${IN_ENV[@]+"${IN_ENV[@]}"} --nodes="$SLURM_NNODES" --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c',
-        '--num-workers "$SLURM_NNODES" --worker-idx "$SLURM_NODEID"',
-        '--node-ip-list "$NODE_LIST"',
-        '--rdzv-port "$RDZV_PORT"',
-        'exec cosmos-rl --config "$CONFIG" --log-dir "$LOG_DIR/node_$SLURM_NODEID"',
+        'run_step srun ${IN_ENV[@]+"${IN_ENV[@]}"} --nodes="$SLURM_NNODES" --ntasks-per-node=1 --kill-on-bad-exit=1 bash "$JOB_DIR/cosmos-node.sh"',
+        "trap on_usr1 USR1",  # the time limit's signal: the guard, then scontrol requeue of the same id (platform.requeue)
+        'HOOK_ARGS=(--job-dir "$JOB_DIR" --run-dir "$RUN_DIR" --limit-s 14400 --lead-s 300)',
+        '    scontrol requeue "$SLURM_JOB_ID"',
         'mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
         'if compgen -G "$RUN_DIR/checkpoints/step_*" > /dev/null; then',
         "snapshot_download('nvidia/Cosmos-Reason2-8B')",
+        "export RUN_DIR LOG_DIR RESUME SCRIPT HEAD_NODE NODE_LIST PORT RDZV_PORT",
     ):
         assert line in text, line
+    node = (ctx.job_dir / "cosmos-node.sh").read_text()  # node 0: skillbank train (launcher + watcher); the others: the launcher
+    subprocess.run(["bash", "-n", str(ctx.job_dir / "cosmos-node.sh")], check=True)
+    for line in (
+        'LAUNCH=(--num-workers "${SLURM_NNODES:-1}" --worker-idx "$NODE" --node-ip-list "$NODE_LIST" --port "$PORT" --rdzv-port "$RDZV_PORT")',
+        f'exec python -m skillbank.cli train --spec "$JOB_DIR/spec.yaml" --backend cosmos-rl --automl-policy off --run-dir "$RUN_DIR" --log-dir "$LOG_DIR/node_0" $RESUME',
+        'exec cosmos-rl --config "$RUN_DIR/cosmos_rl.toml" --log-dir "$LOG_DIR/node_$NODE" "${LAUNCH[@]}" --url "$HEAD_NODE:$PORT" "$SCRIPT"',
+    ):
+        assert line in node, line
     assert SECRET not in all_text_under(ctx.job_dir)
 
 
-def test_slurm_tomls_fresh_and_resume(tmp_path):
+def test_slurm_review_toml(tmp_path):
+    """The job folder's cosmos-rl.toml is submit's view, for review: node 0 renders the run's own when each attempt starts."""
     ctx, rendered = render_slurm(tmp_path, write_spec(tmp_path, replicas=2))
     fresh = tomllib.loads((ctx.job_dir / "cosmos-rl.toml").read_text())
-    resume = tomllib.loads((ctx.job_dir / "cosmos-rl-resume.toml").read_text())
-    assert fresh["train"]["resume"] is False and resume["train"]["resume"] is True
-    assert fresh["train"]["output_dir"] == str(rendered.run_dir) == str(ctx.train_output_dir / ctx.job_id)
+    assert fresh["train"]["resume"] is False and not (ctx.job_dir / "cosmos-rl-resume.toml").exists()
+    assert fresh["train"]["output_dir"] == str(rendered.run_dir) == str(ctx.train_output_dir / ctx.job_id / ctx.job_id)  # cosmos-rl scans its parent: this job's alone
     assert fresh["policy"]["parallelism"]["dp_replicate_size"] == 2
     assert fresh["policy"]["model_name_or_path"] == "nvidia/Cosmos-Reason2-8B"  # hf_model:// resolved before launch
 
 
 def test_submit_resume_from_a_checkpoint(tmp_path, capsys):
-    """--resume-from: the slurm job's fresh TOML loads that checkpoint (its requeue TOML still resumes its own
-    newest one); local / docker jobs pass it to `skillbank train`; an incomplete one is refused; a node-only
-    path is passed on with a note."""
+    """--resume-from: the slurm job's node 0 passes it to `skillbank train` (a requeue resumes its own run's newest
+    checkpoint instead); local / docker jobs pass it too; an incomplete one is refused; a node-only path is passed on
+    with a note."""
     spec = write_spec(tmp_path)
     ckpt = tmp_path / "old" / "20250101000000" / "checkpoints" / "step_40" / "policy"
     ckpt.mkdir(parents=True)
@@ -184,7 +193,7 @@ def test_submit_resume_from_a_checkpoint(tmp_path, capsys):
     assert code == 0
     job_dir = Path(json.loads(out)["record"]["outputs"]["job_dir"])
     assert tomllib.loads((job_dir / "cosmos-rl.toml").read_text())["train"]["resume"] == str(ckpt.resolve())
-    assert tomllib.loads((job_dir / "cosmos-rl-resume.toml").read_text())["train"]["resume"] is True
+    assert f"--resume-from {ckpt.resolve()}" in (job_dir / "cosmos-node.sh").read_text()
     code, out, _ = run_cli("submit", "--platform", "local", "--spec", str(spec), "--resume-from", "/cluster/only/step_9", "--dry-run", "--json", capsys=capsys)
     record = json.loads(out)["record"]
     assert code == 0 and record["argv"][-2:] == ["--resume-from", "/cluster/only/step_9"]
@@ -192,17 +201,17 @@ def test_submit_resume_from_a_checkpoint(tmp_path, capsys):
 
 
 def test_slurm_requeue_resumes_only_with_a_checkpoint(tmp_path):
-    """Run the script's resume block in bash: fresh TOML without a checkpoint, resume TOML with one."""
+    """Run the script's resume block in bash: no --resume without a checkpoint in the job's own run folder, --resume with one."""
     ctx, rendered = render_slurm(tmp_path, write_spec(tmp_path))
     text = rendered.script.read_text()
     block = text[text.index("RUN_DIR="): text.index("# Download")]
     probe = tmp_path / "probe.sh"
-    probe.write_text(block + 'echo "CONFIG=$CONFIG"\n')
-    out = subprocess.run(["bash", str(probe)], capture_output=True, text=True, check=True).stdout
-    assert out.strip().endswith("cosmos-rl.toml")
+    probe.write_text(block + 'echo "RESUME=$RESUME"\n')
+    out = subprocess.run(["bash", str(probe)], capture_output=True, text=True, check=True, cwd=ctx.workdir(in_script=False)).stdout
+    assert out.strip().endswith("RESUME=")
     (rendered.run_dir / "checkpoints" / "step_10").mkdir(parents=True)
-    out = subprocess.run(["bash", str(probe)], capture_output=True, text=True, check=True).stdout
-    assert out.strip().endswith("cosmos-rl-resume.toml")
+    out = subprocess.run(["bash", str(probe)], capture_output=True, text=True, check=True, cwd=ctx.workdir(in_script=False)).stdout
+    assert out.strip().endswith("RESUME=--resume")
 
 
 def test_slurm_dry_run_cli_and_shape_checks(tmp_path, capsys):
@@ -273,7 +282,9 @@ def test_docker_dry_run_argv(tmp_path, monkeypatch, capsys):
     assert "HF_TOKEN" in envs and "WANDB_API_KEY" in envs  # by name only
     assert not any(e.startswith(("HF_TOKEN=", "WANDB_API_KEY=")) for e in envs)
     assert record["image"] == "skillbank/cosmos-rl:0.4.7-torch2.10-cu128" and record["image"] in argv  # skill_info's pinned tag
-    assert argv[argv.index("-w") + 1] == record["outputs"]["job_dir"]  # the job works in its folder (mounted: results_dir holds it)
+    assert argv[argv.index("-w") + 1] == str(tmp_path)  # the job works in the submit directory: the spec copy keeps its relative paths
+    assert record["outputs"]["run_dir"] == str(layout.job_run_dir(tmp_path / "results" / "train", record["id"]))  # fixed at submit, every platform
+    assert Path(record["outputs"]["run_dir"]).parent.name == record["id"]  # nested in the job's own run root
     container = Path(argv[-1]).read_text()
     assert "--backend cosmos-rl --automl-policy off" in container and '--spec "$JOB_DIR/spec.yaml"' in container
     job_dir = Path(record["outputs"]["job_dir"])
@@ -323,7 +334,7 @@ esac"""})
 
 def _fake_train(monkeypatch, code: str) -> None:
     """Replace the train command the local platform runs with a small python program."""
-    monkeypatch.setattr(ctxmod.JobContext, "train_argv", lambda self, python=None, resume=False, in_script=False: [sys.executable, "-c", code])
+    monkeypatch.setattr(ctxmod.JobContext, "train_argv", lambda self, python=None, resume=False, in_script=False, **_: [sys.executable, "-c", code])
 
 
 def _wait_status(job_id: str, want: set[str], capsys, timeout: float = 20.0) -> dict:
@@ -426,20 +437,73 @@ def test_record_schema_file_is_current():
     assert json.loads(path.read_text()) == rec.json_schema(), "regenerate: skillbank jobs schema -o " + str(path.relative_to(ROOT))
 
 
-def test_jobs_on_a_foreground_run_record_says_what_it_is(tmp_path, capsys):
-    """`skillbank jobs status` given the record of a foreground train / rl run (skillbank.training.jobrecord),
-    or any other JSON: exit 2 with what the file is and where to look, no validation dump."""
+def test_jobs_on_a_foreground_run_record_and_its_old_shape(tmp_path, capsys):
+    """A foreground train / rl run writes the job record's one shape (kind foreground): `jobs status` follows it by id
+    (its pid, its run folder's progress) and `jobs cancel` says how to stop it; a version-1 foreground record (job_id,
+    started_at, outputs.val_loss_last) is still read; any other JSON: exit 2, no validation dump."""
     from skillbank.training.jobrecord import JobRecord
 
     spec = tmp_path / "rl.yaml"
     spec.write_text("train: {}\n")
     job = JobRecord.start(action="rl", backend="local", spec_path=spec, argv=["skillbank", "rl"], results_dir=tmp_path / "results")
-    job.update(run_dir=tmp_path / "rl" / "20260101000000")
-    assert cli.main(["jobs", "status", str(job.path)]) == 2
-    err = capsys.readouterr().err
-    assert "foreground `skillbank rl` run" in err and "20260101000000" in err and "validation error" not in err
+    run = tmp_path / "rl" / "20260101000000"
+    run.mkdir(parents=True)
+    (run / "metrics.jsonl").write_text('{"step": 1, "total_steps": 3, "epoch": 1, "loss": 2.5, "time": 1.0}\n')
+    job.update(run_dir=run)
+    assert json.loads(job.path.read_text())["progress"]["last_step"] == 1  # read as the run goes
+    assert cli.main(["jobs", "status", job.record.id, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["record"]["kind"] == "foreground" and doc["record"]["status"] == "running" and doc["progress"]["total_steps"] == 3
+    assert cli.main(["jobs", "cancel", job.record.id]) == 2 and f"kill {os.getpid()}" in capsys.readouterr().err
+    old = tmp_path / "results" / "jobs" / "train-20250101-000000-abcdef.json"
+    old.write_text(json.dumps({"schema_version": 1, "job_id": "train-20250101-000000-abcdef", "action": "train", "backend": "local",
+                               "spec_path": str(spec), "spec_sha256": "0" * 64, "argv": ["skillbank", "train"], "status": "succeeded",
+                               "started_at": "2025-01-01T00:00:00Z", "ended_at": "2025-01-01T01:00:00Z", "exit_code": 0, "error": None,
+                               "pid": 1, "outputs": {"run_dir": str(run), "val_loss_last": 0.5, "last_step": 3}}))
+    assert cli.main(["jobs", "status", str(old), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["record"]["id"] == "train-20250101-000000-abcdef" and doc["record"]["status"] == "succeeded" and doc["record"]["kind"] == "foreground"
+    assert doc["record"]["outputs"]["run_dir"] == str(run) and doc["progress"]["state"] == "succeeded"
     other = tmp_path / "other.json"
     other.write_text('{"x": 1}')
     assert cli.main(["jobs", "status", str(other)]) == 2
     err = capsys.readouterr().err
     assert "not a skillbank job record (id: Field required)" in err and "validation error" not in err
+    other = tmp_path / "other.json"
+    other.write_text('{"x": 1}')
+    assert cli.main(["jobs", "status", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert "not a skillbank job record (id: Field required)" in err and "validation error" not in err
+
+
+# --- fitted to the cluster's data --------------------------------------------------------------------------------
+
+
+def test_submit_fits_a_sample_fitted_spec_to_the_described_data_and_merges_what_the_node_refitted(tmp_path, capsys, monkeypatch):
+    """A spec whose batch `skillbank spec` fitted to a sample (its fitted block): `submit --records N --clip-seconds S`
+    fits the copy to N records (record `fitted`, where submit) and plans --time from N; what the job's first step
+    re-fits on the node (runs.node.Attempt.fit -> node.json) joins the record (where node) at the next look."""
+    from skillbank.platform.follow import follow
+    from skillbank.runs import node
+
+    spec = write_spec(tmp_path)
+    data = yaml.safe_load(spec.read_text())
+    data["train"]["train_batch_per_replica"] = 2
+    data["fitted"] = {"records": 24, "counted": "/laptop/sample/annotations.json", "ceilings": {"train.train_batch_per_replica": 32}}
+    spec.write_text(yaml.safe_dump(data))
+    record = submit_json(capsys, "--platform", "slurm", "--spec", str(spec), "--dry-run", "--records", "20000", "--clip-seconds", "4")["record"]
+    fits = [(f["key"], f["from"], f["to"], f["where"]) for f in record["fitted"]]
+    assert fits[0] == ("train.train_batch_per_replica", 32, 2, "spec") and ("train.train_batch_per_replica", 2, 32, "submit") in fits
+    assert any(f[0] == "steps.total" and f[3] == "submit" for f in fits)
+    copy = yaml.safe_load((Path(record["outputs"]["job_dir"]) / "spec.yaml").read_text())
+    assert copy["train"]["train_batch_per_replica"] == 32 and copy["fitted"]["records"] == 20000
+    assert any("--records 20000" in n and "--time" in n for n in record["notes"]), record["notes"]
+    assert data == yaml.safe_load(spec.read_text())  # the input untouched
+
+    monkeypatch.setenv(node.JOB_DIR_ENV, record["outputs"]["job_dir"])
+    monkeypatch.setenv(node.JOB_ID_ENV, record["id"])
+    attempt = node.Attempt(*node.current_job(), now="2026-01-01T00:00:00Z")
+    attempt.fit([{"key": "train.train_batch_per_replica", "from": 32, "to": 16, "where": "node", "records": 300, "why": "300 records here"}])
+    followed = follow(rec.load(Path(record["outputs"]["job_dir"]).parent / f"{record['id']}.json"))
+    assert [(f["key"], f["to"], f["where"]) for f in followed.fitted if f["where"] == "node"] == [("train.train_batch_per_replica", 16, "node")]
+    assert [a["attempt"] for a in followed.attempts] == [0] and followed.progress.attempts[0]["status"] == "running"

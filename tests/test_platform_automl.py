@@ -41,7 +41,7 @@ def automl_args(argv: list[str]) -> argparse.Namespace:
 def check_study_command(argv: list[str], spec_copy: str, study_dir: Path) -> None:
     args = automl_args(argv)
     assert args.resume is True  # a requeued or re-submitted job continues the study; a fresh one creates it
-    assert args.spec == spec_copy and args.study == "train" and Path(args.out) == study_dir
+    assert args.spec == spec_copy and args.study == "train" and Path.cwd() / args.out == study_dir  # relative to the job's work directory: the submit directory
     assert args.max_trials == 3 and args.range == [("train.optm_lr", (1e-5, 0.001))]
     assert args.choices == [("train.optm_decay_type", ["cosine", "none"])] and args.param == ["train.optm_lr", "train.optm_decay_type"]
     assert args.backend == "cosmos-rl" and args.metric == "accuracy" and args.algorithm == "bayesian"
@@ -79,7 +79,7 @@ def test_resubmit_of_the_same_spec_uses_the_same_study(tmp_path, capsys):
     assert first["id"] != again["id"] and first["outputs"]["study_dir"] == again["outputs"]["study_dir"]
     outs = [automl_args(shlex.split(next(ln for ln in Path(r["script"]).read_text().splitlines() if " automl " in ln)))
             for r in (first, again)]
-    assert outs[0].out == outs[1].out == first["outputs"]["study_dir"] and outs[0].study == outs[1].study == "train"
+    assert str(tmp_path / outs[0].out) == str(tmp_path / outs[1].out) == first["outputs"]["study_dir"] and outs[0].study == outs[1].study == "train"
     other = submit_json(capsys, "--platform", "slurm", "--spec", str(spec), *SEARCH, "--study", "lr", "--dry-run")["record"]
     assert other["outputs"]["study_dir"] == str(tmp_path / "results" / "automl" / "lr")
     code, out, _ = run_cli("submit", "--platform", "slurm", "--spec", str(spec), *SEARCH, "--dry-run", capsys=capsys)

@@ -111,16 +111,16 @@ def test_slurm_container_render(tmp_path):
     subprocess.run(["bash", "-n", str(rendered.script)], check=True)
     data = tmp_path / "data"
     mounts = (f"{tmp_path / 'results'}:{tmp_path / 'results'},{data / 'train'}:{data / 'train'}:ro,{data / 'val'}:{data / 'val'}:ro,"
-              "$JOB_DIR:$JOB_DIR,$HF_HOME:$HF_HOME")  # the job folder wherever it was copied
+              "$SKILLBANK_WORKDIR:$SKILLBANK_WORKDIR,$JOB_DIR:$JOB_DIR,$HF_HOME:$HF_HOME")  # the submit directory and the job folder wherever they were copied
     for line in (
         f'SKILLBANK_IMAGE="${{SKILLBANK_IMAGE:-{IMAGE}}}"',
         f'SKILLBANK_MOUNTS="${{SKILLBANK_MOUNTS:-{mounts}}}"',
         'IN_ENV=(--container-image="$SKILLBANK_IMAGE" --container-mounts="$SKILLBANK_MOUNTS" --container-workdir="$SKILLBANK_WORKDIR" --container-env=HF_HOME)',
         'export HF_HOME="${HF_HOME:-$HOME/.cache/huggingface}"  # the node\'s model cache',  # never the submitting machine's
-        'SKILLBANK_WORKDIR="${SKILLBANK_WORKDIR:-$JOB_DIR}"',  # the job works in its folder
+        'SKILLBANK_WORKDIR="$(cd "${SKILLBANK_WORKDIR:-$JOB_DIR/../../..}" && pwd)"',  # the submit directory, found from the job folder
     ):
         assert line in text, line
-    srun_lines = [ln.strip() for ln in text.splitlines() if re.search(r"(^|\$\()srun ", ln.strip())]
+    srun_lines = [ln.strip() for ln in text.splitlines() if re.search(r"(^|\$\(|^run_step )srun ", ln.strip())]
     assert len(srun_lines) == 4 and all('srun ${IN_ENV[@]+"${IN_ENV[@]}"} ' in ln for ln in srun_lines), srun_lines
     assert "SKILLBANK_VENV" not in text and "export PATH=" not in text  # the image's environment, not a venv
     assert rendered.image == IMAGE
@@ -136,6 +136,8 @@ def test_slurm_venv_render_names_the_environment_once(tmp_path):
     assert f'export SKILLBANK_ROOT="${{SKILLBANK_ROOT:-{ROOT}}}"' in text
     assert 'export PATH="$SKILLBANK_VENV/bin:$PATH"' in text and "IN_ENV=()" in text
     assert "--container-image" not in text
+    # The record says truthfully where each step runs: the node's python, as job.sbatch sets it (not "the local venv").
+    assert f"every step on the node runs in the Python environment {venv} (SKILLBANK_VENV's default in job.sbatch)" in " ".join(rendered.notes)
     # The submitting machine's venv, bank and python appear only as those defaults.
     bare = "\n".join(ln for ln in text.splitlines() if ln not in variable_lines(text))
     assert str(venv) not in bare and str(ROOT) not in bare and sys.executable not in bare
@@ -179,13 +181,23 @@ def test_slurm_container_script_runs_every_step_in_the_image(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     log = calls.read_text().splitlines()
     sruns = [ln for ln in log if ln.startswith("srun ")]
-    assert len(sruns) == 4  # env checks, model download, dataset-script lookup, cosmos-rl
+    assert len(sruns) == 5  # env checks, the attempt's bookkeeping (platform.requeue), model download, dataset-script lookup, the node script
     assert all("--container-image=/elsewhere/img.sqsh --container-mounts=/elsewhere:/elsewhere" in ln for ln in sruns)
-    assert all(f"--container-workdir={ctx.job_dir}" in ln for ln in sruns)
-    assert "--only env --runs-on here" in sruns[0] and "snapshot_download" in sruns[1]
-    [launch] = [ln for ln in log if ln.startswith("cosmos-rl ")]
-    assert launch.endswith("/opt/skillbank/src/skillbank/training/cosmos_rl/script.py")
-    assert "--node-ip-list node0;node1" in launch and f"--config {ctx.job_dir}/cosmos-rl.toml" in launch
+    assert all(f"--container-workdir={tmp_path}" in ln for ln in sruns)  # the submit directory: the spec's relative paths start there
+    assert "--only env --runs-on here" in sruns[0] and "jobs attempt begin" in sruns[1] and "snapshot_download" in sruns[2] and "cosmos-node.sh" in sruns[4]
+    [train] = [ln for ln in log if " skillbank.cli train " in ln]  # node 0: skillbank train runs the launcher under its watcher
+    assert f"--run-dir results/train/{ctx.job_id}/{ctx.job_id} --log-dir results/train/{ctx.job_id}/{ctx.job_id}/cosmos-rl-logs/node_0" in train
+    assert "--launcher-args --num-workers 2 --worker-idx 0 --node-ip-list node0\\;node1 --port 8000 --rdzv-port 29345" in train
+    run = tmp_path / "results" / "train" / ctx.job_id / ctx.job_id  # the job's run folder, alone under its run root
+    (run / "cosmos_rl.toml").write_text("")  # node 0's TOML: node 1 waits for it, then launches
+    env = {"JOB_DIR": str(ctx.job_dir), "SKILLBANK_JOB_DIR": str(ctx.job_dir), "RUN_DIR": str(run), "LOG_DIR": str(run / "cosmos-rl-logs"),
+           "RESUME": "", "SCRIPT": "/opt/skillbank/src/skillbank/training/cosmos_rl/script.py", "HEAD_NODE": "node0", "NODE_LIST": "node0;node1",
+           "PORT": "8000", "RDZV_PORT": "29345", "SLURM_NODEID": "1"}
+    done = _run(ctx.job_dir / "cosmos-node.sh", f"{bin_dir}:/usr/bin:/bin", **env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [launch] = [ln for ln in calls.read_text().splitlines() if ln.startswith("cosmos-rl ")]
+    assert launch.endswith("--url node0:8000 /opt/skillbank/src/skillbank/training/cosmos_rl/script.py")
+    assert "--node-ip-list node0;node1" in launch and f"--config {run}/cosmos_rl.toml" in launch and "--worker-idx 1" in launch
 
 
 def test_slurm_venv_script_runs_the_python_of_skillbank_venv(tmp_path):
@@ -196,8 +208,8 @@ def test_slurm_venv_script_runs_the_python_of_skillbank_venv(tmp_path):
     done = _run(rendered.script, "/usr/bin:/bin", SKILLBANK_VENV=str(venv), SLURM_NNODES="1", SLURM_JOB_NODELIST="node0")
     assert done.returncode == 0, done.stdout + done.stderr
     pythons = [ln for ln in calls.read_text().splitlines() if ln.startswith("python(")]
-    assert len(pythons) == 3 and all(ln.startswith(f"python({bin_dir}/python)") for ln in pythons)
-    assert any(ln.startswith("cosmos-rl ") for ln in calls.read_text().splitlines())
+    assert len(pythons) == 5 and all(ln.startswith(f"python({bin_dir}/python)") for ln in pythons)  # env checks, the attempt's bookkeeping, download, lookup, node 0's train
+    assert " skillbank.cli train " in pythons[-1]
 
 
 def test_slurm_local_backend_in_a_container(tmp_path):

@@ -105,3 +105,31 @@ def test_missing_required_flag_exits_2(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as caught:
         main(["preflight", "--skill", SKILL, "--action", "train"])
     assert caught.value.code == 2
+
+
+def test_a_cpu_job_is_checked_as_submit_takes_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--gpus-per-node 0 is a CPU job for the local backend (as `submit` takes it): accepted; cosmos-rl: refused, the fix named."""
+    spec = make_spec(tmp_path)
+    assert main(args(spec, "--gpus-per-node", "0", "--json")) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] and not [f for f in doc["findings"] if f["severity"] == "error"]
+    assert main(["preflight", "--skill", SKILL, "--action", "train", "--spec", str(spec), "--backend", "cosmos-rl", "--gpus-per-node", "0", "--json"]) == 2
+    errors = [f for f in json.loads(capsys.readouterr().out)["findings"] if f["severity"] == "error"]
+    assert any(f["where"] == "--gpus-per-node" and "--backend local" in f["fix"] for f in errors), errors
+    assert not any("must be at least 1" in f["message"] for f in errors)
+
+
+def test_a_truncated_safetensors_file_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A model.safetensors cut short (an interrupted copy): named with its sizes, the parameters counted from its header,
+    never "no config.json found here" nor the 8.8B guess and a disk shortage that follows from it."""
+    spec = make_spec(tmp_path)
+    header = json.dumps({"w": {"dtype": "F32", "shape": [1000, 1000], "data_offsets": [0, 4_000_000]}}).encode()
+    full = len(header).to_bytes(8, "little") + header + b"\0" * 4_000_000
+    (tmp_path / "model" / "model.safetensors").write_bytes(full[: len(full) // 2])
+    assert main(args(spec, "--gpus-per-node", "2", "--json")) == 2
+    doc = json.loads(capsys.readouterr().out)
+    [model] = [f for f in doc["findings"] if f["check"] == "env.model"]
+    assert model["severity"] == "error" and f"model.safetensors is truncated: {len(full) // 2:,} of {len(full):,} bytes" in model["message"]
+    text = json.dumps(doc)
+    assert "no config.json found here" not in text and "8.8B" not in text and "conservative" not in text
+    assert not [f for f in doc["findings"] if f["check"] == "env.disk" and f["severity"] == "error"]

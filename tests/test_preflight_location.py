@@ -161,6 +161,8 @@ def test_disk_is_measured_at_output_dir_and_checked_on_the_node_elsewhere(tmp_pa
     assert here.severity == "error" and here.where == "train.output_dir" and f"free at {tmp_path}" in here.message
     node = run_preflight(skill=SKILL, action="train", spec_path=spec, backend="local", runs_on="node")
     assert node.ok and "env.disk" in {f.check for f in node.on_node}
+    [there] = [f for f in node.on_node if f.check == "env.disk"]  # what the node needs, never this machine's free space
+    assert there.message.startswith("needs ") and "where the job runs" in there.message and "free_gb" not in node.stats["disk"] and node.stats["disk"]["measured"] == "on the node"
 
 
 def test_only_env_checks_the_machine_and_not_the_data(tmp_path, monkeypatch, capsys, demo_dataset_dir):
@@ -275,7 +277,7 @@ def test_rendered_job_runs_the_env_checks_first(tmp_path, demo_dataset_dir, plat
     if platform == "local":  # `"${SKILLBANK[@]}" preflight ...`: the skillbank command.sh found
         step = '"${SKILLBANK[@]}" ' + step.removeprefix("-m skillbank.cli ")
     assert f"{step}" in text and "--only env --runs-on here --backend cosmos-rl --gpus-per-node 8" in step
-    trainer = {"slurm": "exec cosmos-rl", "local": '"${SKILLBANK[@]}" train'}.get(platform, "skillbank.cli train")
+    trainer = {"slurm": "cosmos-node.sh", "local": '"${SKILLBANK[@]}" train'}.get(platform, "skillbank.cli train")  # slurm: node 0 runs skillbank train
     assert text.index(step) < text.index(trainer)
     if platform == "slurm":
         assert '--nodes="$SLURM_NNODES" --ntasks-per-node=1 python ' + step in text  # on every node, python of SKILLBANK_VENV
@@ -288,4 +290,6 @@ def test_rendered_job_runs_the_env_checks_first(tmp_path, demo_dataset_dir, plat
     ctx, script = render(tmp_path, platform, spec, node / "python")
     done = run_job(script, node)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert ("cosmos-rl --config" if platform == "slurm" else "train ") in calls.read_text()
+    assert "train " in calls.read_text()  # slurm too: node 0's skillbank train launches cosmos-rl under its log watcher
+    if platform == "slurm":
+        assert "--backend cosmos-rl" in calls.read_text() and "--launcher-args" in calls.read_text()

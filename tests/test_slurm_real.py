@@ -120,7 +120,7 @@ def test_cpu_job_requeued_mid_run_resumes_from_its_checkpoint_and_completes(slur
     job = record["external_id"]
 
     log = record["outputs"]["log"]
-    first = wait_for("first checkpoint", lambda: layout.newest_complete_checkpoint(tmp_path / "out"), 120, slurm, job, every=0.1, log=log)
+    first = wait_for("first checkpoint", lambda: layout.newest_complete_checkpoint(record["outputs"]["run_dir"]), 120, slurm, job, every=0.1, log=log)
     requeue_now(slurm, job)
     t_requeue = time.monotonic()
     seen = status(record["id"], env)
@@ -131,9 +131,13 @@ def test_cpu_job_requeued_mid_run_resumes_from_its_checkpoint_and_completes(slur
     done = status(record["id"], env)
     assert done["status"] == "succeeded" and done["exit_code"] == 0 and done["ended"] and done["started"]
     assert any("requeued by Slurm 1 time(s)" in n for n in done["notes"])
-    runs = layout.run_dirs(tmp_path / "out")
-    assert len(runs) == 1, runs  # the requeue continued the run, no new one
-    run = runs[0]
+    assert [a.get("why_ended") for a in done["attempts"]] == ["requeued_by_hand", None], done["attempts"]  # scontrol requeue, no signal
+    run = Path(done["outputs"]["run_dir"])
+    runs = layout.run_dirs(run.parent)
+    assert runs == [run] and run.parent.name == record["id"], runs  # the requeue continued the run, no new one; its run root is the job's
+    assert str(run) == str(layout.job_run_dir(tmp_path / "out", record["id"]))  # where the record said, fixed at submit
+    assert json.loads((run / "result.json").read_text())["status"] == "succeeded" and (run / "tensorboard").is_dir()
+    assert [a["attempt"] for a in done["attempts"]] == [0, 1] and done["attempts"][-1]["status"] == "succeeded"  # node.json, merged
     first_step = layout.step_of(first)
     log = (run / "train.log").read_text()
     resumed = re.search(r"Resumed from step (\d+)/12", log)
@@ -228,7 +232,7 @@ def test_a_hand_submitted_job_is_attached_waited_for_and_a_folder_copied_alone_i
     done = json_out(proc)
     assert proc.returncode == 0 and done["outcome"] == "succeeded", (done, Path(attached["outputs"]["log"]).read_text()[-3000:])
     assert done["record"]["exit_code"] == 0 and done["record"]["ended"] and slurm.job(job).get("JobState") == "COMPLETED"
-    assert layout.newest_complete_checkpoint(tmp_path / "out")
+    assert layout.newest_complete_checkpoint(rendered["outputs"]["run_dir"])
     assert f"job {job} attempt 0" in skillbank("jobs", "logs", rendered["id"], "--tail", "400", env=env).stdout
     t_first = time.monotonic() - t0
 
@@ -287,3 +291,208 @@ def test_deft_loop_as_a_job_requeued_between_rounds_continues_at_its_round(slurm
     assert loop["ok"] and loop["status"] == "done" and loop["stop"]["reason"] == "max_rounds" and not loop["running"]
     assert not slurm.job_pids(job) and not slurm_platform.leftovers(record["id"])
     print(f"\nslurm deft job: submit->round 1 decided {t_requeue - t0:.1f} s, requeue->completed {time.monotonic() - t_requeue:.1f} s")
+
+
+def standin_venv(tmp_path: Path) -> Path:
+    """A Python environment for the job whose bin/ holds the cosmos-rl stand-in (tests/cosmos_rl_standin.py: cosmos-rl's
+    SFT trainer is CUDA-only, so it cannot run here; the stand-in replays cosmos-rl 0.4.7's log text and outputs),
+    nvidia-smi and redis-server stand-ins, and `python`: this interpreter (skillbank, torch: evaluate runs for real)."""
+    import sys
+
+    import cosmos_rl_standin
+
+    venv = tmp_path / "job-venv"
+    cosmos_rl_standin.install(venv / "bin")
+    (venv / "bin" / "python").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    (venv / "bin" / "python").chmod(0o755)
+    return venv
+
+
+def cosmos_site(tmp_path: Path, tiny_model_dir: Path, demo_dataset_dir: Path, steps: int, save_freq: int) -> Path:
+    """A site folder with a spec whose output_dir is relative (./out): the job folder keeps it relative."""
+    site = tmp_path / "site"
+    site.mkdir()
+    spec = local_train_spec(tiny_model_dir, demo_dataset_dir, site / "out", {
+        "train.max_num_steps": steps, "train.ckpt.save_freq": save_freq, "train.ckpt.enable_checkpoint": True, "train.output_dir": "./out",
+    })
+    spec.pop("results_dir")
+    (site / "train.yaml").write_text(yaml.safe_dump(spec))
+    return site / "train.yaml"
+
+
+def submit_cosmos(spec: Path, env: dict) -> dict:
+    proc = skillbank("submit", "--platform", "slurm", "--backend", "cosmos-rl", "--gpus-per-node", "2", "--spec", str(spec), "--json",
+                     cwd=spec.parent, env=env, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
+    return json_out(proc)["record"]
+
+
+def test_a_cosmos_rl_job_is_watched_like_skillbank_train_then_evaluated_and_reported(slurm, env, tiny_model_dir, demo_dataset_dir, tmp_path):
+    """A cosmos-rl job on the real one-node Slurm (GPUs as generic resources, no device behind them): its launcher is
+    the stand-in named cosmos-rl first on the job's PATH, replaying real cosmos-rl 0.4.7 log text (the GPU-only engine
+    cannot run here). Node 0's `skillbank train` watches it: the run folder the record names holds metrics.jsonl, tensorboard/,
+    result.json (the final validation at the final step) and the recipe in its export; `jobs wait --json` carries the
+    progress; `evaluate --run` reads the recipe and really evaluates the export (the tiny model's weights); `report --run`
+    draws the curves."""
+    spec = cosmos_site(tmp_path, tiny_model_dir, demo_dataset_dir, steps=4, save_freq=4)
+    env = {**env, "SKILLBANK_VENV": str(standin_venv(tmp_path)), "STANDIN_STEP_S": "0.5"}
+    t0 = time.monotonic()
+    record = submit_cosmos(spec, env)
+    run = Path(record["outputs"]["run_dir"])
+    assert run == layout.job_run_dir(spec.parent / "out", record["id"]) and record["outputs"]["cosmos_log_dir"] == str(run / "cosmos-rl-logs")
+    assert "output_dir: ./out" in (Path(record["outputs"]["job_dir"]) / "spec.yaml").read_text()  # kept relative: the site moves with it
+    proc = skillbank("jobs", "wait", record["id"], "--timeout", "240", "--json", env=env, timeout=300)
+    done = json_out(proc)
+    log = Path(done["record"]["outputs"]["log"])
+    assert proc.returncode == 0 and done["outcome"] == "succeeded", (done["progress"], log.read_text()[-4000:])
+    progress = done["progress"]
+    assert (progress["state"], progress["last_step"], progress["total_steps"], progress["last_val_step"], progress["val_at_final_step"]) == (
+        "succeeded", 4, 4, 4, True)
+    assert progress["last_complete_checkpoint"] == str(layout.checkpoint_dir(run, 4)) and progress["export"] == str(layout.safetensors_dir(run, 4))
+    assert [a["attempt"] for a in progress["attempts"]] == [0] and progress["attempts"][0]["status"] == "succeeded"
+    t_job = time.monotonic() - t0
+    rows = layout.read_metrics(run)
+    assert [r["step"] for r in rows if "loss" in r] == [1, 2, 3, 4] and all(r["total_steps"] == 4 and "time" in r for r in rows)
+    result = json.loads((run / "result.json").read_text())
+    assert result["status"] == "succeeded" and result["val_at_final_step"] and result["last_val_loss"] == rows[-1]["val_loss"]
+    assert any((run / "tensorboard").iterdir())
+    recipe = json.loads((layout.safetensors_dir(run, 4) / "skillbank_recipe.json").read_text())
+    assert recipe["steps_trained"] == 4 and recipe["base_model"] == str(tiny_model_dir)
+    assert "final validation loss" in log.read_text() and "at the final step" in log.read_text()
+
+    proc = skillbank("evaluate", "--run", str(run), "--quiet", "--json", cwd=spec.parent, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    evaluated = json_out(proc)
+    metrics = json.loads(Path(evaluated["metrics_json"]).read_text())
+    assert evaluated["step"] == 4 and metrics["recipe"] == str(layout.safetensors_dir(run, 4) / "skillbank_recipe.json")
+    assert metrics["settings_from"]["vision.fps"] == "recipe" and metrics["total"] == 9  # the export really evaluated, read as trained
+    proc = skillbank("report", "--run", str(run), "--out", str(tmp_path / "report"), "--json", env=env)
+    shown = json_out(proc)["sections"]
+    assert proc.returncode == 0 and shown["training"]["shown"] and shown["recipe"]["shown"]
+    assert (tmp_path / "report" / "training.png").stat().st_size > 1000
+    print(f"\nslurm cosmos-rl job (stand-in launcher): submit -> succeeded {t_job:.1f} s")
+
+
+def test_a_cancelled_cosmos_rl_job_is_diagnosed_as_cancelled(slurm, env, tiny_model_dir, demo_dataset_dir, tmp_path):
+    """`jobs cancel` mid-run, then `jobs diagnose` on the job id, its job folder, its run folder and a node's log folder:
+    cancelled (exit 3) from the record, whatever the logs say, and --stale-after 0 blames no time limit or OOM killer."""
+    spec = cosmos_site(tmp_path, tiny_model_dir, demo_dataset_dir, steps=40, save_freq=2)
+    env = {**env, "SKILLBANK_VENV": str(standin_venv(tmp_path)), "STANDIN_STEP_S": "1.0"}
+    record = submit_cosmos(spec, env)
+    run = Path(record["outputs"]["run_dir"])
+    wait_for("first checkpoint", lambda: layout.newest_complete_checkpoint(run) if run.is_dir() else None, 120, slurm, record["external_id"],
+             log=str(Path(record["outputs"]["job_dir"]) / f"slurm-{record['external_id']}.out"))
+    proc = skillbank("jobs", "diagnose", record["id"], "--json", env=env)
+    assert proc.returncode == 0 and json_out(proc)["state"] == "running", proc.stdout[-2000:]
+    proc = skillbank("jobs", "cancel", record["id"], "--json", env=env)
+    assert proc.returncode == 0 and json_out(proc)["record"]["status"] == "cancelled", proc.stderr[-2000:]
+    for target in (record["id"], record["outputs"]["job_dir"], str(run), str(run / "cosmos-rl-logs" / "node_0")):
+        proc = skillbank("jobs", "diagnose", target, "--stale-after", "0", "--json", env=env)
+        diag = json_out(proc)
+        assert proc.returncode == 3 and diag["state"] == "cancelled", (target, diag)
+        assert diag["job_id"] == record["id"] and "time limit" not in (diag["cause"] or "") and diag["last_complete_checkpoint"]
+        assert diag["scheduler"]["state"] == "CANCELLED" and diag["last_step"] >= 2
+    text = skillbank("jobs", "diagnose", str(run / "cosmos-rl-logs"), env=env).stdout
+    print("\njobs diagnose after jobs cancel:\n" + text)
+    assert "state      : cancelled" in text and "scheduler  : CANCELLED (scontrol)" in text
+    assert not slurm.job_pids(record["external_id"])
+
+
+def test_a_job_past_its_time_limit_requeues_itself_and_resumes_without_repeating_steps(slurm, env, tiny_model_dir, demo_dataset_dir, tmp_path):
+    """`--time 00:02:00` on a run longer than that: Slurm signals the batch shell 30 s before the limit (--signal=B:USR1@30),
+    the trap requeues the same job id, the next attempt resumes from the run's newest complete checkpoint, and the job
+    completes. Steps run again only after the checkpoint an attempt resumed from; `jobs status` counts the attempts and
+    says why each ended. Sized to a 2-core machine: one CPU rank at ~2 s a step with its checkpoint, an attempt trains ~1 min of its 2 (a
+    machine far faster finishes in one attempt and fails here; one so loaded that an attempt trains no step ends failed)."""
+    spec = tmp_path / "train.yaml"
+    spec.write_text(yaml.safe_dump(local_train_spec(tiny_model_dir, demo_dataset_dir, tmp_path / "out", {
+        "train.epoch": 4, "train.ckpt.save_freq": 1, "train.ckpt.max_keep": 60, "validation.enable": False,
+    }, dp_shard_size=1)))  # 48 steps, a checkpoint each (an attempt that trains a step keeps it): an attempt trains ~30 of them on 2 quiet cores
+    t0 = time.monotonic()
+    record = submit(spec, env, "--time", "00:02:00")
+    script = Path(record["script"]).read_text()
+    assert "#SBATCH --signal=B:USR1@30" in script and "#SBATCH --time=00:02:00" in script and "trap on_usr1 USR1" in script
+    job, log = record["external_id"], record["outputs"]["log"]
+    moved: set[str] = set()
+
+    def ended() -> dict | None:
+        info = slurm.job(job)
+        restarts = info.get("Restarts", "0")
+        if info.get("JobState") == "PENDING" and restarts != "0" and restarts not in moved:  # skip the requeue's ~2 min BeginTime
+            moved.add(restarts)
+            slurm.run("scontrol", "update", f"JobId={job}", "StartTime=now", check=False)
+        return settled(slurm, job)
+
+    end = wait_for("end of the job", ended, 1200, slurm, job, every=1.0, log=log)
+    wall = time.monotonic() - t0
+    assert end["JobState"] == "COMPLETED", Path(log).read_text()[-3000:]
+    done = status(record["id"], env)
+    attempts = done["attempts"]
+    assert done["status"] == "succeeded" and len(attempts) >= 2 and int(end["Restarts"]) == len(attempts) - 1, attempts
+    assert all(a["why_ended"] == "time_limit" and a["status"] == "requeued" for a in attempts[:-1]), attempts
+    run = Path(done["outputs"]["run_dir"])
+    rows = [r["step"] for r in layout.read_metrics(run) if "loss" in r]  # a resume drops the killed attempt's rows past its checkpoint
+    assert rows == list(range(1, 49)) and layout.list_checkpoint_steps(run)[-1] == 48
+    for before, after in zip(attempts, attempts[1:]):  # each attempt starts from the newest checkpoint the previous one left
+        assert after["checkpoint_at_start"] >= before["checkpoint_at_end"] is not None, attempts
+    text = (run / "train.log").read_text()  # every attempt's lines, appended
+    resumed = [int(s) for s in re.findall(r"Resumed from step (\d+)/48", text)]
+    assert resumed == [a["checkpoint_at_start"] for a in attempts[1:]], resumed
+    ran = [int(s) for s in re.findall(r"Step: (\d+)/48,", text)]  # each step each attempt trained
+    restarts = [step for i, step in enumerate(ran) if i and step <= ran[i - 1]]
+    assert all(step - 1 in resumed for step in restarts), (ran, resumed)  # a step runs again only after the checkpoint its attempt resumed from
+    repeated = len(ran) - 48
+    out = skillbank("jobs", "status", record["id"], env=env).stdout
+    assert f"attempts: {len(attempts)}" in out and "0: time_limit" in out
+    print(f"\nslurm time limit: --time 00:02:00, {len(attempts)} attempts, {len(ran)} steps run for 48 ({repeated} repeated after a "
+          f"checkpoint), resumed from steps {resumed}, wall {wall:.0f} s")
+
+
+def test_an_exclusion_is_checked_against_the_real_sinfo_and_the_partition_limit_is_read(slurm, env, tiny_model_dir, demo_dataset_dir, tmp_path):
+    """--exclude of the cluster's only node is refused (it would empty the partition); a name sinfo does not list is dropped
+    with a note; the partition's MaxTime (INFINITE here) caps nothing."""
+    spec = tmp_path / "train.yaml"
+    spec.write_text(yaml.safe_dump(local_train_spec(tiny_model_dir, demo_dataset_dir, tmp_path / "out", {"validation.enable": False}, dp_shard_size=1)))
+    proc = skillbank("submit", "--platform", "slurm", "--backend", "local", "--gpus-per-node", "0", "--spec", str(spec), "--dry-run",
+                     "--exclude", slurm.node, "--json", cwd=tmp_path, env=env, timeout=180)
+    assert proc.returncode == 2 and f"excluding {slurm.node} leaves 0 of 1 node(s)" in proc.stdout + proc.stderr, proc.stdout[-2000:]
+    record = submit(spec, env, "--dry-run", "--exclude", "gpu-99")
+    assert "--exclude" not in Path(record["script"]).read_text() and any("gpu-99 not in" in n for n in record["notes"])
+    assert any("not capped: partition debug has no time limit" in n for n in record["notes"]), record["notes"]
+
+
+def test_a_spec_fitted_to_a_sample_is_refitted_on_the_node_and_the_record_says_so(slurm, env, tiny_model_dir, demo_dataset_dir, tmp_path):
+    """The spec's batch was fitted to a 24-record sample on a laptop (its fitted block, as `skillbank spec --path-map`
+    writes it); the node has the full file (96 records). Node 0's `skillbank train` fits it again to the files where it
+    runs: the ceiling comes back (1 -> 8), the TOML it renders uses it, and `jobs wait --json` shows the change
+    (record `fitted`, where node) and the run's progress. The cosmos-rl launcher is the stand-in (the engine is GPU-only)."""
+    full = tmp_path / "full" / "train" / "annotations.json"
+    full.parent.mkdir(parents=True)
+    sample = json.loads((demo_dataset_dir / "train" / "annotations.json").read_text())
+    full.write_text(json.dumps([{**r, "id": f"{r['id']}-{i}"} for i in range(4) for r in sample]))  # the node's file: 4 x the sample
+    spec = cosmos_site(tmp_path, tiny_model_dir, demo_dataset_dir, steps=4, save_freq=4)
+    data = yaml.safe_load(spec.read_text())
+    data["custom"]["train_dataset"]["annotation_path"] = str(full)
+    data["train"]["train_batch_per_replica"] = 1
+    data["fitted"] = {"records": len(sample), "counted": "/laptop/sample/train/annotations.json", "ceilings": {"train.train_batch_per_replica": 8}}
+    spec.write_text(yaml.safe_dump(data))
+    env = {**env, "SKILLBANK_VENV": str(standin_venv(tmp_path)), "STANDIN_STEP_S": "0.3"}
+    record = submit_cosmos(spec, env)
+    proc = skillbank("jobs", "wait", record["id"], "--timeout", "240", "--json", env=env, timeout=300)
+    done = json_out(proc)
+    log = Path(done["record"]["outputs"]["log"]).read_text()
+    assert proc.returncode == 0 and done["outcome"] == "succeeded", log[-4000:]
+    node = [(f["key"], f["from"], f["to"], f["records"]) for f in done["record"]["fitted"] if f["where"] == "node"]
+    assert ("train.train_batch_per_replica", 1, 8, 4 * len(sample)) in node, done["record"]["fitted"]
+    assert "refit: train.train_batch_per_replica 1 -> 8" in log
+    run = Path(record["outputs"]["run_dir"])
+    import tomllib
+
+    assert tomllib.loads((run / layout.TOML_FILE).read_text())["train"]["train_batch_per_replica"] == 8
+    assert yaml.safe_load((Path(record["outputs"]["job_dir"]) / "spec.yaml").read_text())["train"]["train_batch_per_replica"] == 1  # the copy untouched
+    print("\nnode refit (before -> after):", *(f"  {k}: {a} -> {b} ({n} records on the node)" for k, a, b, n in node), sep="\n")
+    print("jobs wait --json progress:", json.dumps(done["progress"], indent=1))
+    print("metrics.jsonl head:", *(run / "metrics.jsonl").read_text().splitlines()[:3], sep="\n  ")
+    print("result.json:", (run / "result.json").read_text())
+    recipe = json.loads((layout.safetensors_dir(run, 4) / "skillbank_recipe.json").read_text())
+    print("recipe keys in safetensors/step_4:", sorted(recipe)[:20])

@@ -189,3 +189,47 @@ def test_the_toml_and_yaml_we_write_end_with_a_newline(root, tmp_path, capsys):
     assert main(["spec", "--action", "train"]) == 0 and capsys.readouterr().out.endswith("\n")
     assert write_toml(tmp_path / "empty.toml", {}).read_text() == "\n"
     assert spec_text("x.toml", {}).endswith("\n") and spec_text("x.yaml", {}).endswith("\n")
+
+
+# --- fitted to a sample here, re-fitted to the real data where the job runs --------------------------------------
+
+
+def test_a_spec_fitted_to_a_sample_says_so_and_is_refitted_to_the_real_files(tmp_path, capsys):
+    """Under --path-map the spec counts this machine's copy (24 records, a sample): its `fitted` block names the
+    records, where they were counted and each key's ceiling; a job's first step re-fits to the files where it runs
+    (2,000 records: the ceilings come back, the steps and validation cadence follow); `spec --from` keeps only what
+    the user set; --records describes the real data now."""
+    local, remote = tmp_path / "local", tmp_path / "remote"
+    for folder, train, val in ((local, 24, 9), (remote, 2000, 100)):
+        write_records(folder / "data" / "train" / "annotations.json", train)
+        write_records(folder / "data" / "val" / "annotations.json", val)
+    out = tmp_path / "train.yaml"
+    rc = main(["spec", "--action", "train", "--dataset-root", str(local / "data"), "--path-map", f"{local}={remote}", "-o", str(out)])
+    err = capsys.readouterr().err
+    counted = f"this machine's copy (--path-map) of {remote}/data/train/annotations.json"  # the written spec names REMOTE only
+    assert rc == 0 and f"fitted to 24 train records counted at {counted}" in err and "re-fits them to the node's files" in err
+    written = yaml.safe_load(out.read_text())
+    assert written["fitted"] == {"records": 24, "counted": counted,
+                                 "ceilings": {"train.train_batch_per_replica": 32, "validation.batch_size": 8}}
+    assert written["train"]["train_batch_per_replica"] == 2 and written["custom"]["train_dataset"]["annotation_path"].startswith(str(remote))
+
+    spec = TrainSpec.model_validate(written)  # as the node reads it: REMOTE is where the job runs
+    count, val = steps.count_data(spec)
+    refit, changes = fitting.refit(spec, count, val, counted="node")
+    moved = {c["key"]: (c["from"], c["to"]) for c in changes}
+    assert moved == {"train.train_batch_per_replica": (2, 32), "validation.batch_size": (2, 8), "steps.total": (3, 21),
+                     "steps.per_epoch": (1, 7), "validation.every_steps": (1, 7)}
+    assert all(c["where"] == "node" and c["records"] == 2000 for c in changes) and refit.fitted.records == 2000
+    assert refit.fitted.ceilings == written["fitted"]["ceilings"]  # a later re-fit starts from the template's values again
+    assert fitting.refit(refit, count, val, counted="node")[1] == []  # the same records: nothing changes
+
+    user = TrainSpec.model_validate({**written, "train": {**written["train"], "train_batch_per_replica": 4}, "fitted": {
+        **written["fitted"], "ceilings": {"validation.batch_size": 8}}})  # the user set the batch: kept
+    _, changes = fitting.refit(user, count, val, counted="node")
+    assert "train.train_batch_per_replica" not in {c["key"] for c in changes}
+
+    rc, doc = spec_json(capsys, "--from", str(out))  # fitted values are not the user's: fitted again from the ceilings
+    assert rc == 0 and [(f["key"], f["from"], f["to"]) for f in doc["fitted"]] == [("train.train_batch_per_replica", 32, 2), ("validation.batch_size", 8, 2)]
+    rc, doc = spec_json(capsys, "--from", str(out), "--set", "train.train_batch_per_replica=4", "--records", "2000", "--clip-seconds", "2")
+    assert rc == 0 and doc["spec"]["train"]["train_batch_per_replica"] == 4 and doc["plan"]["train_records"] == 2000  # the described data: it runs
+    assert doc["spec"]["fitted"]["ceilings"] == {} and doc["spec"]["validation"]["batch_size"] == 8

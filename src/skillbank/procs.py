@@ -43,7 +43,7 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 GRACE_S = 20.0  # SIGTERM -> SIGKILL
 STOPPING = threading.Event()  # set once this process was told to stop; trial loops check it
@@ -90,12 +90,15 @@ def raise_if_stopped() -> None:
         raise Interrupted(_signals[0])
 
 
-def wait(proc: subprocess.Popen, poll_s: float = 0.2) -> int:
+def wait(proc: subprocess.Popen, poll_s: float = 0.2, tick: Callable[[], None] | None = None) -> int:
     """proc.wait() that is a safe point: its exit code, or Interrupted as soon as a signal asked this
     process to stop (the caller stops the process, as it did for Ctrl-C), also when the process ended
-    meanwhile (the stop thread's SIGTERM ends it: its exit code is the stop's, not a failure)."""
+    meanwhile (the stop thread's SIGTERM ends it: its exit code is the stop's, not a failure).
+    tick: called between two looks (a job record reading the run's progress; it paces itself)."""
     while True:
         raise_if_stopped()
+        if tick is not None:
+            tick()
         try:
             code = proc.wait(timeout=poll_s)
         except subprocess.TimeoutExpired:

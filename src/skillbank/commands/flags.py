@@ -255,3 +255,41 @@ def spec_and_paths(spec_file: str, flags: list[str] | None, *, recorded_too: boo
     given = PathMap.parse(flags)
     loaded = LoadedSpec.read(spec_file)
     return loaded, loaded.recorded_map().with_flags(flags or ()) if recorded_too else given
+
+
+DESCRIBED_HELP = ("the real data, described (when the files here are a sample or absent): train records, clip length, frame size; "
+                  "batches are fitted to --records and the time is planned from it")
+
+
+def add_described(parser: Any, title: str = "the real dataset, described") -> None:
+    """--records, --clip-seconds, --resolution, --clip-fps, --text-tokens, --val-records: `plan`, `spec` and `submit` take the
+    same description of the data (what the node has when the files here are a sample)."""
+    group = parser.add_argument_group(title, DESCRIBED_HELP)
+    group.add_argument("--records", type=int, metavar="N", help="train records (one clip each)")
+    group.add_argument("--clip-seconds", type=float, metavar="S", help="seconds per clip")
+    group.add_argument("--resolution", metavar="WxH", help="frame size (1280x720 or 720p); default: the pixel budget's upper bound per frame")
+    group.add_argument("--clip-fps", type=float, default=30.0, metavar="F", help="the clips' native frame rate (default 30; the sampled frames follow custom.vision.fps)")
+    group.add_argument("--text-tokens", type=int, default=256, metavar="T", help="question + answer tokens per record (default 256)")
+    group.add_argument("--val-records", type=int, metavar="M", help="validation records when the spec names its own val set (default: the spec's split of train)")
+
+
+def check_described(args: Any) -> None:
+    """--records and --clip-seconds go together, counts positive (InputError, exit 2)."""
+    from skillbank.errors import InputError
+
+    for name, value in (("--records", args.records), ("--val-records", args.val_records)):
+        if value is not None and value < 1:
+            raise InputError(f"{name} must be at least 1 (got {value})", where=name, fix=f"pass a positive {name}")
+    if (args.records is None) != (args.clip_seconds is None):
+        raise InputError("a described dataset needs both --records and --clip-seconds", where="--records" if args.records is None else "--clip-seconds",
+                         fix="pass --records N --clip-seconds S [--resolution WxH]")
+
+
+def described(args: Any) -> Any:
+    """The described dataset (planning.tokens.Described), or None without --records."""
+    from skillbank.planning.tokens import Described, parse_resolution
+
+    if args.records is None:
+        return None
+    width, height = parse_resolution(args.resolution) if args.resolution else (None, None)
+    return Described(args.records, args.clip_seconds, width, height, args.clip_fps, args.text_tokens, args.val_records)

@@ -28,14 +28,46 @@ Read a training run's folder and logs (nothing is written) and say:
                             saving rank (cosmos-rl's own rule: saves are asynchronous, a "saved" log line
                             proves nothing); incomplete_checkpoints lists the others and what they miss
   last_traceback            the tail of the last traceback in the logs
+  bad_nodes                 the nodes the logs blame: {node, why, evidence}; why: xid, ecc (an uncorrectable
+                            ECC / NVLink error), nccl_timeout (the ranks that stayed silent while their peers
+                            reported a collective timeout; rank // GPUs per node -> the host in the batch log's
+                            node list); `skillbank submit --platform slurm --retry-of JOB` excludes them
   resume_command            how to go on from that checkpoint: `skillbank train --resume-from`, after
                             `skillbank spec --from <the run's config> --from-format cosmos-rl` for a run skillbank
                             did not launch (cosmos-rl's own defaults kept for keys the config does not set)
 A run is "running" while its logs moved in the last --stale-after seconds. Works on runs skillbank did
 not launch (cosmos-rl 0.4.x output and --log-dir layouts) and on both skillbank backends.
+DIR|JOB may be a job id, a job folder or its record: the job record is read first and its platform asked
+(job_id, record_status; scheduler: Slurm's own state from squeue / scontrol / sacct where they answer);
+a cancelled job is "cancelled" whatever its logs say (--stale-after never blames a time limit or the OOM
+killer for it), and a job the platform ended as failed is "failed". A submitted job's run folder
+(<output_dir>/<job id>/<stamp>, what submit fixes) or its run root finds its record too. A Slurm run's logs: <run>/cosmos-rl-logs/
+node_<i>/logs_latest/ (every node's read together), its batch output in the job folder (slurm-<id>.out).
+exit codes (for CI):
+  0  finished, or running fine
+  1  the run failed (cause and fix above)
+  2  bad input: no such job, folder or logs
+  3  the job was cancelled
+  4  nothing to judge yet (queued, nothing logged) or its end is unknown
 examples:
+  skillbank jobs diagnose train-20260101-120000-ab12cd --json    # a job: its record, Slurm's state, its run's logs
   skillbank jobs diagnose /lustre/me/outputs/sft/20250601120000 --json
   skillbank jobs diagnose /lustre/me/logs            # a cosmos-rl --log-dir folder
+  skillbank jobs diagnose results/train/<job id>/cosmos-rl-logs   # a Slurm run's logs, every node's
+"""
+STATUS_HELP = """\
+Refresh and print the job's status document: its record as the platform answers (local: the runner's
+state.json; docker: docker inspect; slurm: squeue, then scontrol show job, then sacct once it left the
+queue; a final state with exit code and times is kept in the record; a foreground `skillbank train`: its
+pid), what the job wrote where it ran (the job folder's node.json: attempts, values re-fitted on the
+node), and the run's progress read from its run folder (outputs.run_dir):
+  progress: state, run_dir, last_step, total_steps, last_loss, last_val_loss, last_val_step,
+            val_at_final_step (once ended), last_complete_checkpoint, export, attempts, cause, updated
+--json prints {ok, record_path, progress, record}; --watch prints it again each time the status or the
+progress changes until the job ends (--json: one JSON line each, with "time"): a dashboard tails it.
+examples:
+  skillbank jobs status train-20260101-120000-ab12cd --json
+  skillbank jobs status train-20260101-120000-ab12cd --watch --json --interval 30
 """
 ACTIONS = ("train", "automl", "rl", "deft")
 WAIT_HELP = """\
@@ -51,7 +83,8 @@ exit codes:
   4  its end is unknown: the local runner vanished (SIGKILL, a restart), the container is gone, or Slurm
      forgot the job (no accounting): read `skillbank jobs logs JOB`
 --json prints {ok (succeeded), outcome (succeeded|failed|cancelled|unknown|timeout), exit, waited_s,
-record_path, record}.
+record_path, progress (as `jobs status`: last step of total, losses, the last validation and whether it was
+at the final step, checkpoint, export, attempts, cause), record}.
 examples:
   skillbank jobs wait train-20260101-120000-ab12cd --timeout 3600 --json
 """
@@ -95,7 +128,8 @@ SUBMIT_DESCRIPTION = (
 def register(sub: argparse._SubParsersAction) -> None:
     p = command_parser(sub, "submit", SUBMIT_DESCRIPTION, raw=False)
     p.add_argument("--platform", required=True, choices=PLATFORMS)
-    add_spec(p, "train spec (YAML) of the model skill (automl: the study's base spec; rl: an rl spec); deft takes --config instead", metavar="FILE")
+    add_spec(p, "train spec (YAML) of the model skill (automl: the study's base spec; rl: an rl spec); required unless --retry-of; "
+                "deft takes --config instead", metavar="FILE")
     p.add_argument("--config", metavar="FILE", help="deft: the DEFT loop's config (deft.yaml from `skillbank deft init`); its train_spec gives the job's shape, "
                    "retrain.backend its backend, its recorded path map (paths.map) joins --path-map")
     p.add_argument("--action", choices=ACTIONS, default="train", help="train (default): one training run; automl: a hyperparameter study on the spec, its trials one after another where the job runs; "
@@ -113,8 +147,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--partition", default=None, help="slurm: partition")
     p.add_argument("--account", default=None, help="slurm: account")
     p.add_argument("--time", default=None, metavar="HH:MM:SS",
-                   help="slurm: time limit (default: `skillbank plan`'s suggested time for a train or rl job: its total + 25%% + 15 min on h100-80gb at MFU 0.3, "
-                        "said in the record's notes; none for a CPU job or an AutoML study)")
+                   help="slurm: time limit of each attempt (default: `skillbank plan`'s suggested time for a train or rl job: its total + 25%% + 15 min on h100-80gb "
+                        "at MFU 0.3, said in the record's notes; none for a CPU job or an AutoML study), capped by --time-limit. Shortly before it the job "
+                        "requeues itself (--signal=B:USR1@300, or a quarter of a limit under 20 min) and resumes from its newest complete checkpoint; an attempt "
+                        "that wrote no new checkpoint ends the job failed")
+    p.add_argument("--time-limit", default=None, metavar="H|HH:MM:SS",
+                   help="slurm: the longest --time the partition allows (hours or a Slurm time; default: the partition's MaxTime from `scontrol show partition` "
+                        "where it answers): a longer planned --time is capped to it and the run takes several attempts")
+    p.add_argument("--exclude", default=None, metavar="NODE,...",
+                   help="slurm: nodes the job must not run on (#SBATCH --exclude), checked against sinfo's node list so an exclusion never leaves fewer nodes "
+                        "than the job needs")
+    p.add_argument("--resume-run", default=None, metavar="RUN_DIR",
+                   help="train: continue this run folder on purpose (another job's outputs.run_dir), from its newest complete checkpoint, instead of a new "
+                        "run under <train.output_dir>/<job id>/. Without it a job whose run root already holds another run's checkpoints is refused")
+    p.add_argument("--retry-of", default=None, metavar="JOB",
+                   help="resubmit a job's run (its spec copy, platform options and run folder: it resumes from that run's newest complete checkpoint) with "
+                        "the nodes its diagnosis blames (NCCL timeout rank -> host, Xid / ECC / CUDA errors: `skillbank jobs diagnose JOB`) added to --exclude")
     add_resume_from(p, "train: the job starts from this checkpoint (`skillbank train --resume-from`: a step_N[/policy] or run folder, "
                    "complete by cosmos-rl's markers; checked here when this machine has it, else on the node); a requeued attempt "
                    "continues its own newest checkpoint instead")
@@ -123,6 +171,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     from skillbank.commands.flags import add_path_map
 
     add_path_map(p)
+    from skillbank.commands.flags import add_described
+
+    add_described(p, "the real dataset, described (--action train): the spec's fitted values are fitted to --records and "
+                  "--time is planned from it, not from the files here (a sample under --path-map)")
     add_json(p, "print the job record as one JSON document")
     search = p.add_argument_group("--action automl", "what the study searches (as `skillbank automl`; the job always passes --resume)")
     add_search_arguments(search)
@@ -132,9 +184,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     jobs = command_parser(sub, "jobs", raw=False)
     verbs = jobs.add_subparsers(dest="verb", metavar="VERB", required=True)
+    v = verbs.add_parser("status", help="refresh and print the job's status document: its record and its run's progress",
+                         description=STATUS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    v.add_argument("job", metavar="JOB", help="job id (printed by submit, attach or a foreground train) or path of <results_dir>/jobs/<id>.json")
+    v.add_argument("--results-dir", default=None, help="where to look for jobs/<id>.json besides the job index")
+    v.add_argument("--watch", action="store_true", help="print the document again each time it changes, until the job ends (JSON lines with --json)")
+    v.add_argument("--interval", type=float, default=10.0, metavar="S", help="--watch: seconds between two looks (default 10)")
+    add_json(v, "print the document as one JSON document (with --watch: one per line, each time it changes)")
+    v.set_defaults(run=run_status)
     for name, fn, text in (
-        ("status", run_status, "refresh and print the job record (slurm: squeue, then scontrol show job, then sacct once it left the "
-                               "queue; a final state - succeeded, failed, cancelled - with exit code and times is kept in the record)"),
         ("logs", run_logs, "print the last lines of the job's log (slurm: slurm-<id>.out, every requeued attempt appended)"),
         ("cancel", run_cancel, "stop the job and wait until nothing of it runs (SIGTERM to the process tree / docker stop / scancel, "
                                "then Slurm's end of the job; its processes left on this machine are stopped too)"),
@@ -167,8 +225,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=DIAGNOSE_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    v.add_argument("dir", metavar="DIR", help="a cosmos-rl run folder (<output_dir>/<timestamp>), an output_dir, a --log-dir folder "
-                   "(logs_latest/), one logs_<time> folder, or a skillbank run folder")
+    v.add_argument("dir", metavar="DIR|JOB", help="a job id, a job folder or its record (<results_dir>/jobs/<id>[.json]), a run folder "
+                   "(skillbank's or cosmos-rl's <output_dir>/<timestamp>), an output_dir, a --log-dir folder (a Slurm run's cosmos-rl-logs, "
+                   "one node_<i>, logs_latest/, one logs_<time>)")
+    v.add_argument("--results-dir", default=None, help="where to look for a job id's jobs/<id>.json besides the job index")
     v.add_argument("--stale-after", type=float, default=None, metavar="S",
                    help="logs unchanged for S seconds mean the run is not running (default 600)")
     add_json(v, "print one JSON document (keys below)")
@@ -180,14 +240,39 @@ def register(sub: argparse._SubParsersAction) -> None:
     v = verbs.add_parser("schema", help="print the JSON Schema of a job record")
     v.add_argument("-o", "--output", default=None, metavar="FILE", help="write it to FILE instead")
     v.set_defaults(run=run_schema)
+    v = verbs.add_parser("attempt", help="job.sbatch's attempt bookkeeping (platform.requeue): begin at each start; signal on USR1 before --time "
+                         "(exit 0: requeue the job, 1: this attempt wrote no new checkpoint, the job ends failed)")
+    v.add_argument("event", choices=("begin", "signal"))
+    v.add_argument("--job-dir", required=True, metavar="DIR")
+    v.add_argument("--run-dir", default=None, metavar="DIR", help="the run the no-progress guard judges (none for a study)")
+    v.add_argument("--limit-s", type=int, default=None, metavar="S", help="the job's --time in seconds")
+    v.add_argument("--lead-s", type=int, default=300, metavar="S", help="the signal's lead (#SBATCH --signal=B:USR1@S)")
+    v.set_defaults(run=run_attempt)
+
+
+def run_attempt(args: argparse.Namespace) -> int:
+    import sys
+    from pathlib import Path
+
+    from skillbank.platform import requeue
+    from skillbank.runs.record import now
+
+    if args.event == "begin":
+        entry = requeue.begin(Path(args.job_dir), args.run_dir, now=now())
+        print(f"skillbank: attempt {entry['attempt']} begins; newest complete checkpoint: step {entry['checkpoint_at_start']}", flush=True)
+        return 0
+    again, line = requeue.signal(Path(args.job_dir), args.run_dir, limit_s=args.limit_s, lead_s=args.lead_s, now=now())
+    print(f"skillbank: {line}", file=sys.stdout if again else sys.stderr, flush=True)
+    return 0 if again else 1
 
 
 def _print_record(record: Any, path: Any, as_json: bool, headline: str, study: dict | None = None, loop: dict | None = None) -> None:
     """The record (an AutoML job's: with its study's trials, `skillbank automl --status`'s summary; a DEFT
     job's: with its loop's progress, deft.state.progress)."""
     if as_json:
-        print(json.dumps({"ok": True, "record_path": str(path), "record": record.model_dump(mode="json"),
-                          **({"study": study} if study is not None else {}), **({"deft": loop} if loop is not None else {})}, indent=2, default=str))
+        print(json.dumps({"ok": True, "record_path": str(path), "progress": record.progress.model_dump(mode="json") if record.progress else None,
+                          "record": record.model_dump(mode="json"), **({"study": study} if study is not None else {}),
+                          **({"deft": loop} if loop is not None else {})}, indent=2, default=str))
         return
     print(headline)
     print(f"  record:  {path}")
@@ -201,6 +286,8 @@ def _print_record(record: Any, path: Any, as_json: bool, headline: str, study: d
         print(f"  study:   {record.outputs.study_dir}  (best_rec.json, trials.parquet when it ends; re-submit the spec to resume)")
     if record.outputs.deft_dir:
         print(f"  deft:    {record.outputs.deft_dir}  (state.json, report.html; re-submit the config to resume)")
+    for fit in record.fitted:
+        print(f"  fitted:  {fit.get('key')} {fit.get('from')} -> {fit.get('to')} ({fit.get('where')}, {fit.get('records')} records)")
     for note in record.notes:
         print(f"  note:    {note}")
     for line in record.preflight.get("check_on_node", []):
@@ -251,13 +338,25 @@ def run_submit(args: argparse.Namespace) -> int:
     from skillbank.platform.submit import submit
     from skillbank.specification.pathmap import PathMap
 
-    options = Options(image=args.image, partition=args.partition, account=args.account, time=args.time, shm_size=args.shm_size)
+    from skillbank.commands.flags import check_described, described
+
+    check_described(args)
+    from skillbank.platform.retry import retry_arguments
+
+    retry = retry_arguments(args)  # --retry-of: the job's spec, options and run, its bad nodes excluded
+    options = Options(image=args.image, partition=args.partition, account=args.account, time=args.time, shm_size=args.shm_size, exclude=args.exclude)
     record, path = submit(
         platform=args.platform, spec_path=spec_or_config(args), backend=args.backend, skill=args.skill,
         nodes=args.nodes, gpus_per_node=args.gpus_per_node, options=options, dry_run=args.dry_run, automl=automl_job(args),
         paths=PathMap.parse(args.path_map), recorded_map=args.dry_run or args.platform == "slurm",
         action=args.action if args.action != "automl" else "train", model_family=args.model_family, resume_from=args.resume_from,
+        described=described(args), resume_run=args.resume_run, time_limit=args.time_limit,
     )
+    if retry:
+        record.notes[:0] = retry
+        from skillbank.runs import record as rec
+
+        rec.save(record, index=not record.dry_run)
     if args.dry_run:
         headline = f"job {record.id}: rendered for {record.platform} ({record.backend}); nothing was submitted\n{record.script}"
     else:
@@ -318,12 +417,49 @@ def automl_job(args: argparse.Namespace) -> Any:
 def run_status(args: argparse.Namespace) -> int:
     from skillbank.platform.submit import status
 
+    if args.watch:
+        return _watch(args)
     record, path = status(args.job, args.results_dir)
+    _print_record(record, path, args.json, _headline(record), study=study_of(record), loop=deft_of(record))
+    return 0
+
+
+def _headline(record: Any) -> str:
+    from skillbank.runs.progress import line
+
     when = f", ended {record.ended}" if record.ended else (f", started {record.started}" if record.started else "")
     code = f", exit {record.exit_code}" if record.exit_code is not None else ""
-    _print_record(record, path, args.json, f"job {record.id}: {record.status} on {record.platform} ({record.backend}){when}{code}",
-                  study=study_of(record), loop=deft_of(record))
-    return 0
+    where = "foreground" if record.kind == "foreground" else record.platform
+    said = f"job {record.id}: {record.status} on {where} ({record.backend}){when}{code}"
+    ended = [f"{a.get('attempt')}: {a['why_ended']}" for a in record.attempts if a.get("why_ended")]
+    tries = f"\n  attempts: {len(record.attempts)}" + (f" (ended: {', '.join(ended)})" if ended else "") if len(record.attempts) > 1 or ended else ""
+    return said + tries + (f"\n  progress: {line(record.progress)}" if record.progress is not None and record.outputs.run_dir else "")
+
+
+def _watch(args: argparse.Namespace) -> int:
+    """`jobs status --watch`: the document each time it changes (status or progress), until the job ends."""
+    import time
+
+    from skillbank.errors import InputError
+    from skillbank.platform.submit import status
+    from skillbank.runs.record import FINAL
+
+    if args.interval <= 0:
+        raise InputError("--interval must be positive", where="--interval")
+    last = None
+    while True:
+        record, path = status(args.job, args.results_dir)
+        doc = {"ok": True, "record_path": str(path), "status": record.status, "progress": record.progress.model_dump(mode="json") if record.progress else None}
+        shown = json.dumps({k: v for k, v in doc.items()}, sort_keys=True, default=str)
+        if shown != last:
+            last = shown
+            if args.json:
+                print(json.dumps({**doc, "time": time.time()}, default=str), flush=True)
+            else:
+                print(f"{time.strftime('%H:%M:%S')} {_headline(record)}", flush=True)
+        if record.status in FINAL or record.dry_run:
+            return 0
+        time.sleep(args.interval)
 
 
 def run_logs(args: argparse.Namespace) -> int:
@@ -370,13 +506,13 @@ def run_wait(args: argparse.Namespace) -> int:
     code = WAIT_EXIT[outcome]
     if args.json:
         print(json.dumps({"ok": outcome == "succeeded", "outcome": outcome, "exit": code, "waited_s": round(time.monotonic() - t0, 1),
-                          "record_path": str(path), "record": record.model_dump(mode="json")}, indent=2))
+                          "record_path": str(path), "progress": record.progress.model_dump(mode="json") if record.progress else None,
+                          "record": record.model_dump(mode="json")}, indent=2))
         return code
     if outcome == "timeout":
         headline = f"job {record.id}: still {record.status} after {args.timeout:g} s (not waited for longer; it goes on)"
     else:
-        exit_code = f", exit {record.exit_code}" if record.exit_code is not None else ""
-        headline = f"job {record.id}: {record.status} on {record.platform} ({record.backend}){exit_code}"
+        headline = _headline(record)
         if outcome != "succeeded":
             headline += f"\n  next:    skillbank jobs logs {record.id}"
     _print_record(record, path, False, headline)
@@ -417,18 +553,15 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_diagnose(args: argparse.Namespace) -> int:
-    from skillbank.errors import InputError
-    from skillbank.platform.diagnose import STALE_AFTER_S, diagnose
+    from skillbank.platform.diagnose import STALE_AFTER_S
+    from skillbank.platform.diagnose_job import diagnose_any
 
-    try:
-        diag = diagnose(args.dir, stale_after_s=STALE_AFTER_S if args.stale_after is None else args.stale_after)
-    except ValueError as exc:
-        raise InputError(str(exc), where=args.dir, fix="pass the run folder (<output_dir>/<timestamp>, with checkpoints/) or the --log-dir folder cosmos-rl wrote") from None
+    diag = diagnose_any(args.dir, results_dir=args.results_dir, stale_after_s=STALE_AFTER_S if args.stale_after is None else args.stale_after)
     if args.json:
         print(json.dumps({"ok": True, **diag.to_dict()}, indent=2))
     else:
         print("\n".join(diag.lines()))
-    return 0
+    return diag.exit_code
 
 
 def run_schema(args: argparse.Namespace) -> int:

@@ -127,13 +127,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                 default=DEFAULT_BACKEND)
     parser.add_argument("--decode-sample", type=parse_count, default=0, metavar="K|all",
                         help="also decode K sampled clips (or all) for exact frame counts (preflight's flag; default 0: the headers are read, nothing decoded)")
-    described = parser.add_argument_group("a described dataset (no files)")
-    described.add_argument("--records", type=int, metavar="N", help="train records (one clip each)")
-    described.add_argument("--clip-seconds", type=float, metavar="S", help="seconds per clip")
-    described.add_argument("--resolution", metavar="WxH", help="frame size (1280x720 or 720p); default: the pixel budget's upper bound per frame")
-    described.add_argument("--clip-fps", type=float, default=30.0, metavar="F", help="the clips' native frame rate (default 30; the sampled frames follow custom.vision.fps)")
-    described.add_argument("--text-tokens", type=int, default=256, metavar="T", help="question + answer tokens per record (default 256)")
-    described.add_argument("--val-records", type=int, metavar="M", help="validation records when the spec names its own val set (default: the spec's split of train)")
+    from skillbank.commands.flags import add_described
+
+    add_described(parser, "a described dataset (no files)")
     timing = parser.add_argument_group("time assumptions (GiB/s, minutes)")
     timing.add_argument("--download-gibps", type=float, default=rates.download_gibps, metavar="X", help=f"Hub download per node (default {rates.download_gibps:g})")
     timing.add_argument("--read-gibps", type=float, default=rates.read_gibps, metavar="X", help=f"reading the weights per node (default {rates.read_gibps:g})")
@@ -177,6 +173,7 @@ def study_of(args: argparse.Namespace, spec) -> tuple:
 
 
 def _check_counts(args: argparse.Namespace) -> None:
+    from skillbank.commands.flags import check_described
     from skillbank.errors import InputError
 
     for name, value in (("--nodes", args.nodes), ("--gpus-per-node", args.gpus_per_node), ("--trials", args.trials), ("--records", args.records),
@@ -186,18 +183,13 @@ def _check_counts(args: argparse.Namespace) -> None:
     if not args.spec and args.records is None:
         raise InputError("nothing to plan: no --spec and no described dataset", where="--spec",
                          fix="pass --spec FILE, or describe the data: --records N --clip-seconds S [--resolution WxH]")
-    if (args.records is None) != (args.clip_seconds is None):
-        raise InputError("a described dataset needs both --records and --clip-seconds", where="--records" if args.records is None else "--clip-seconds",
-                         fix="pass --records N --clip-seconds S [--resolution WxH]")
+    check_described(args)
 
 
 def described(args: argparse.Namespace):
-    from skillbank.planning.tokens import Described, parse_resolution
+    from skillbank.commands.flags import described as described_data
 
-    if args.records is None:
-        return None
-    width, height = parse_resolution(args.resolution) if args.resolution else (None, None)
-    return Described(args.records, args.clip_seconds, width, height, args.clip_fps, args.text_tokens, args.val_records)
+    return described_data(args)
 
 
 def load(args: argparse.Namespace):

@@ -126,6 +126,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     from skillbank.commands.flags import add_path_map
 
     add_path_map(p)
+    from skillbank.commands.flags import add_described
+
+    add_described(p, "the real dataset, described (train): batches are fitted to --records instead of the records counted here")
     p.add_argument("-o", "--output", metavar="FILE", help="write the spec here (atomically; .toml TOML, .json JSON, else YAML) instead of stdout")
     add_json(p, "print one JSON document {ok, skill, action, from, output, applied, fitted, notes, plan, spec; rl: recipe}")
     p.set_defaults(run=run)
@@ -147,15 +150,29 @@ def run(args: argparse.Namespace) -> int:
         action = action or infer_action(args.skill, base, where=args.from_file)
     elif not action:
         raise InputError("no action given", where="--action", fix="pass --action train|evaluate|inference|quantize|export, or --from FILE to edit a spec")
+    from skillbank.commands.flags import check_described
     from skillbank.runs import fitting
+
+    check_described(args)
     paths = loaded.recorded_map().with_flags(args.path_map) if loaded else PathMap.parse(args.path_map)
     root = paths.to_local(args.dataset_root) if args.dataset_root else None
     annotations = paths.to_local(args.annotations) if args.annotations else None
+    base, ceilings = _unfit(base)
     built = build_spec(args.skill, action, args.assignments, dataset_root=root, base=base, source=args.from_file, annotations=annotations)
+    built.explicit -= set(ceilings) - set(built.applied)  # fitted by an earlier `spec`, not set by you: fitted again
     filled = _from_recipe(built, action, paths)
     node_spec, notes = _for_the_node(built, paths, source=args.from_file)  # built.spec: this machine's view
-    local, fitted, plan, plan_notes = _fit(built.spec, action, built.explicit)  # refuses (InputError) before anything is written
+    local, fitted, plan, plan_notes = _fit(built.spec, action, built.explicit, args)  # refuses (InputError) before anything is written
     spec = fitting.apply_fits(node_spec, fitted) if paths else local
+    if action == "train" and plan is not None:
+        counted = f"described: --records {args.records}" if args.records else local.custom.train_dataset.annotation_path
+        if paths and not args.records:  # the written spec names REMOTE only: the copy here is named by the node's path
+            counted = f"this machine's copy (--path-map) of {paths.to_remote(counted)}"
+        spec = _with_block(spec, fitted, plan, counted, ceilings)
+        if fitted:
+            plan_notes.append(f"fitted to {plan['train_records']:,} train records counted at {counted}" + (
+                " (this machine's copy under --path-map: the job's first step re-fits them to the node's files; --records N fits the real data now)"
+                if paths and not args.records else "") + "; the spec records them under `fitted`")
     data = spec.model_dump(mode="json")
     if args.output:
         write_spec(args.output, spec)
@@ -241,14 +258,40 @@ def _for_the_node(built: Any, paths: Any, *, source: str | None) -> tuple[Any, l
     return validate(model, remote, source=source or "spec"), [*built.notes, *notes]
 
 
-def _fit(spec: Any, action: str, explicit: set[str]) -> tuple[Any, list[Any], dict[str, Any] | None, list[str]]:
+def _unfit(base: dict[str, Any] | None) -> tuple[dict[str, Any] | None, dict[str, int]]:
+    """`--from` a spec that records fitted values: each back to its ceiling (they are fitted again, not kept as if set)."""
+    block = (base or {}).get("fitted") or {}
+    ceilings = dict(block.get("ceilings") or {})
+    if not ceilings:
+        return base, {}
+    import copy
+
+    from skillbank.specification.overrides import set_dotted
+
+    base = copy.deepcopy(base)
+    for key, ceiling in ceilings.items():
+        set_dotted(base, key, ceiling)
+    base.pop("fitted", None)
+    return base, ceilings
+
+
+def _with_block(spec: Any, fits: list[Any], plan: dict[str, Any], counted: str, ceilings: dict[str, int]) -> Any:
+    """The spec with its `fitted` block: the keys fitted, their ceilings, and the records they were fitted to."""
+    from skillbank.runs.fitting import fitted_block
+
+    data = spec.model_dump(mode="json")
+    data["fitted"] = fitted_block(fits, plan["train_records"], counted, {k: v for k, v in ceilings.items() if k in {f.key for f in fits}})
+    return type(spec).model_validate(data)
+
+
+def _fit(spec: Any, action: str, explicit: set[str], args: argparse.Namespace) -> tuple[Any, list[Any], dict[str, Any] | None, list[str]]:
     """Batches the user did not set fitted to the data (skillbank.runs.steps), then the plan; a plan
     that cannot run is an InputError naming the fix, raised before anything is written.
     Returns (spec, fits, plan, notes)."""
     if action in ("train", "rl"):
         _check_model(spec)
     if action == "train":
-        return _fit_train(spec, explicit)
+        return _fit_train(spec, explicit, args.records, args.val_records)
     if action == "rl":
         return _fit_rl(spec, explicit)
     return spec, [], None, []
@@ -281,19 +324,22 @@ def _refuse(problems: list[Any], explicit: set[str]) -> None:
                      where=problems[0].where, fix="; ".join(p.fix for p in problems))
 
 
-def _fit_train(spec: Any, explicit: set[str]) -> tuple[Any, list[Any], dict[str, Any] | None, list[str]]:
-    """The train plan from the annotation files' record counts (a note says why it was skipped), the
-    batches fitted, and a note when the run barely trains (preflight reports the same as a warning)."""
+def _fit_train(spec: Any, explicit: set[str], records: int | None = None, val: int | None = None) -> tuple[Any, list[Any], dict[str, Any] | None, list[str]]:
+    """The train plan from the annotation files' record counts (a note says why it was skipped), or from --records (the
+    real data described), the batches fitted, and a note when the run barely trains (preflight reports the same as a warning)."""
     from skillbank.errors import InputError
     from skillbank.runs import fitting, steps
     from skillbank.runs.disk import run_disk
 
-    if not spec.custom.train_dataset.annotation_path:
+    if records is not None:
+        count, val_records = steps.train_count(spec, records), val
+    elif not spec.custom.train_dataset.annotation_path:
         return spec, [], None, ["plan skipped: custom.train_dataset.annotation_path is empty (set it, or --dataset-root DIR, to see the step count)"]
-    try:
-        count, val_records = steps.count_data(spec)
-    except InputError as exc:
-        return spec, [], None, [f"plan skipped: {exc.message} ({exc.where})"]
+    else:
+        try:
+            count, val_records = steps.count_data(spec)
+        except InputError as exc:
+            return spec, [], None, [f"plan skipped: {exc.message} ({exc.where})"]
     fits = fitting.fit_train_batches(spec, count, val_records, fixed=explicit)
     spec = fitting.apply_fits(spec, fits)
     errors = steps.plan_errors(spec, count, val_records)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from contextlib import nullcontext
 from pathlib import Path
@@ -52,7 +53,12 @@ examples:
   skillbank train --spec train.yaml --automl-policy off --dry-run --path-map /home/me=/lustre/me   # the node's TOML
   skillbank train --spec train.yaml --automl-policy auto --dry-run                   # AutoML: the study plan only
   skillbank train --spec train.yaml --automl-policy auto --param train.optm_lr --automl-max-trials 4
-exit codes: 0 trained; 2 bad input (nothing launched); 1 the run failed (resume with --resume).
+exit codes: 0 trained; 2 bad input (nothing launched); 1 the run failed (cosmos-rl: the log watcher's verdict, never the
+launcher's own exit code; --resume continues from the last complete checkpoint when one was written).
+Every run folder, either backend: metrics.jsonl (a row per step and per validation), tensorboard/, result.json
+(status, reason, last step of total, losses, the final validation and whether it was at the final step), the
+recipe (skillbank_recipe.json) in every safetensors/step_N; the job record <results_dir>/jobs/<id>.json follows
+the progress as it goes (`skillbank jobs status ID`). See the model skill's references/outputs.md.
 """
 
 
@@ -76,6 +82,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "or a run folder (its newest complete checkpoint); complete by cosmos-rl's markers (cosmos_config + one .rank_R_complete "
                    "per saving rank). cosmos-rl: train.resume = \"<path>\"; local: weights, optimizer, schedule and step. With --resume too, "
                    "the newest checkpoint under output_dir wins when there is one (a requeued job). `skillbank jobs diagnose RUN` names the last complete one")
+    job = p.add_argument_group("a job's run (what `skillbank submit` renders; usable by hand)")
+    job.add_argument("--run-dir", metavar="DIR", default=None,
+                     help="the run folder: created when missing, instead of a new <output_dir>/<timestamp>; with --resume its own newest complete "
+                          "checkpoint continues (no other run under output_dir is looked at); holding checkpoints without --resume: refused")
+    job.add_argument("--log-dir", metavar="DIR", default=None, help="cosmos-rl: the launcher's --log-dir (default <run-dir>/logs); a folder named node_<i> "
+                     "is one node of a multi-node job: the watcher reads every node_<j> beside it")
+    job.add_argument("--launcher-args", metavar="ARGS", default=None,
+                     help="cosmos-rl: more launcher flags, one shell-quoted string (a Slurm job's node 0: --num-workers N --worker-idx 0 "
+                          "--node-ip-list 'a;b' --port P --rdzv-port R); the other nodes run the launcher alone")
     search = p.add_argument_group("AutoML route (automl_policy auto): narrow the study, as `skillbank automl` does")
     add_search_arguments(search, trials_flags=("--automl-max-trials",))
     add_json(p, "print one JSON document on stdout (progress goes to stderr)")
@@ -112,6 +127,24 @@ def _resume_from(args: argparse.Namespace, log: Any) -> Path | None:
             return Path(args.resume_from)
         raise InputError(str(exc), where="--resume-from",
                          fix="pass a complete checkpoint (`skillbank jobs diagnose RUN_DIR` names the last complete one), or --resume") from None
+
+
+def _refit(spec: Any, job: Any, log: Any) -> Any:
+    """A spec whose batches `skillbank spec` fitted to other records (its fitted block: a sample, often) fitted again to the
+    records here, the keys the user set kept (runs.fitting.refit); each change logged and recorded (a job's node.json, or the
+    foreground record's `fitted`)."""
+    if not spec.fitted.ceilings:
+        return spec
+    from skillbank.runs import fitting, steps
+
+    count, val_records = steps.count_data(spec)
+    inside = type(job).__name__ == "Attempt"
+    spec, changes = fitting.refit(spec, count, val_records, counted=spec.custom.train_dataset.annotation_path, where="node" if inside else "run")
+    for change in changes:
+        log(f"refit: {change['key']} {change['from']} -> {change['to']}: {change['why']}")
+    if changes and job is not None:
+        job.fit(changes)
+    return spec
 
 
 def _handoff_to_automl(args: argparse.Namespace, loaded: Any) -> int:
@@ -180,24 +213,30 @@ def run(args: argparse.Namespace) -> int:
     if resume_from is not None and paths:
         resume_from = Path(paths.to_remote(str(resume_from)))  # the TOML names the node's path
     preflight = _preflight(args, loaded, log)
+    run_dir = Path(args.run_dir).expanduser() if args.run_dir else None
+    if (args.log_dir or args.launcher_args) and args.backend != "cosmos-rl":
+        raise InputError("--log-dir and --launcher-args are the cosmos-rl launcher's", where="--log-dir" if args.log_dir else "--launcher-args",
+                         fix="drop them, or use --backend cosmos-rl")
 
     job = None
     if not args.dry_run:
         from skillbank.training.jobrecord import JobRecord
 
         job = JobRecord.start(action="train", backend=args.backend, spec_path=args.spec, argv=sys.argv, results_dir=spec.results_dir,
-                              extra={"route": decision.to_dict()})
+                              route=decision.to_dict(), train_output_dir=spec.train.output_dir)
         log(f"job record: {job.path}")
     from skillbank import procs
 
     with procs.stop_on_signals(), job.tracking() if job is not None else nullcontext():
+        if not args.dry_run:
+            spec = _refit(spec, job, log)
         if args.backend == "local":
             from skillbank.training.local.launch import train_local
 
             if paths:  # the plan reads this machine's files
                 spec = TrainSpec.model_validate(paths.local(spec.model_dump(mode="json"), TrainSpec))
             result: Any = train_local(spec, spec_path=args.spec, resume=args.resume, dry_run=args.dry_run, job=job, log=log,
-                                      stdout=sys.stderr if args.json else None, resume_from=resume_from)
+                                      stdout=sys.stderr if args.json else None, resume_from=resume_from, run_dir=run_dir)
         else:
             from skillbank.training.cosmos_rl.launch import train_cosmos_rl
 
@@ -207,7 +246,8 @@ def run(args: argparse.Namespace) -> int:
                 for note in notes:
                     log(f"note: {note}")
             result = train_cosmos_rl(spec, spec_path=Path(args.spec), resume=args.resume, dry_run=args.dry_run, job=job, log=log,
-                                     resume_from=resume_from,
+                                     resume_from=resume_from, run_dir=run_dir, log_dir=Path(args.log_dir) if args.log_dir else None,
+                                     launcher_args=shlex.split(args.launcher_args) if args.launcher_args else None,
                                      **({"paths": paths} if paths else {}))
     if args.json:
         doc = {

@@ -105,7 +105,7 @@ def run_demo(recipe: DemoRecipe, out: Path, *, log: Callable[[str], None] = prin
 
     log(f"[6/7] train: local backend, {recipe.ranks} rank(s), {recipe.steps} steps")
     job = JobRecord.start(action="train", backend="local", spec_path=spec_path, argv=["skillbank", "demo"], results_dir=str(out),
-                          extra={"route": decision.to_dict()})
+                          route=decision.to_dict())
     with job.tracking():
         trained_run = train_local(built.spec, spec_path=spec_path, job=job, log=log, stdout=rank_stdout)
         final = trained_run["final_safetensors"]

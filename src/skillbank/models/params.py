@@ -222,6 +222,10 @@ def lookup(value: str, where: str = MODEL_KEY) -> ParamCount | None:
     if known is not None:
         return known
     if ref.kind == "local" and ref.path is not None and ref.path.is_dir():
+        headers = safetensors_params(ref.path)
+        if headers is not None:  # the tensors' shapes in the files' headers: exact, even when a file is cut short
+            count, problems = headers
+            return float(count), f"the tensor shapes in {ref.path}'s safetensors headers" + (f" ({'; '.join(problems)})" if problems else "")
         size = weights_bytes(ref.path)
         if size:
             data = config.data if config is not None else {}
@@ -240,6 +244,42 @@ def model_params(value: str, where: str = MODEL_KEY) -> tuple[float | None, str]
     if count is None:
         return None, f"{value} is not on this machine"
     return float(count.total), count.source
+
+
+def safetensors_problems(folder: Path) -> list[str]:
+    """Weight files cut short (an interrupted download or copy): each one's bytes against what its header promises."""
+    found = safetensors_params(folder)
+    return found[1] if found is not None else []
+
+
+def safetensors_params(folder: Path) -> tuple[int, list[str]] | None:
+    """(parameters, problems) from the headers of the folder's *.safetensors (8-byte length, then JSON with each
+    tensor's shape and data offsets); None without safetensors files or with an unreadable header. A file
+    shorter than its header's last offset is named with both sizes."""
+    import math
+    import struct
+
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        return None
+    total, problems = 0, []
+    for path in files:
+        try:
+            with open(path, "rb") as fh:
+                (length,) = struct.unpack("<Q", fh.read(8))
+                header = json.loads(fh.read(length)) if 0 < length < 100_000_000 else None
+        except (OSError, struct.error, ValueError):
+            header = None
+        size = path.stat().st_size
+        if not isinstance(header, dict):
+            problems.append(f"{path.name} is truncated or not a safetensors file ({size:,} bytes, no readable header)")
+            continue
+        tensors = {k: v for k, v in header.items() if k != "__metadata__" and isinstance(v, dict)}
+        total += sum(math.prod(t.get("shape") or [1]) for t in tensors.values())
+        want = 8 + length + max((t.get("data_offsets") or [0, 0])[1] for t in tensors.values()) if tensors else size
+        if size < want:
+            problems.append(f"{path.name} is truncated: {size:,} of {want:,} bytes (an interrupted download or copy)")
+    return (total, problems) if total else None
 
 
 def weights_bytes(folder: Path) -> int:

@@ -14,7 +14,7 @@ from skillbank import atomic
 from skillbank.errors import InputError, RunError
 
 
-def job_dir_lines(marker: str) -> list[str]:
+def job_dir_lines(marker: str, job_id: str | None = None) -> list[str]:
     """Shell lines that set JOB_DIR when the script runs, wherever its folder was copied: an explicit
     SKILLBANK_JOB_DIR, else the folder of the script as it was submitted (sbatch runs a spooled copy:
     the original's path comes from `scontrol show job`), SLURM_SUBMIT_DIR, the script's own folder,
@@ -34,6 +34,7 @@ def job_dir_lines(marker: str) -> list[str]:
         "  exit 2",
         "fi",
         "export SKILLBANK_JOB_DIR=\"$JOB_DIR\"",
+        *([f"export SKILLBANK_JOB_ID={job_id}  # the run records its attempt in the job folder (node.json)"] if job_id else []),
     ]
 
 

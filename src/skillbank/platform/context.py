@@ -1,10 +1,17 @@
 """Everything a platform needs to render or launch one train job, decided once from the spec and flags.
 
-The job runs from a copy of the spec inside the job folder (the record's sha256 is that copy's), and
-works in that folder. Relative paths in the spec copy resolve against the job folder; so the copy
-names every path key absolute, as it was meant at submit (relative to the submit directory, a
-relative default included; under a path map, REMOTE), and the folder can move anywhere. A spec whose
-path keys are all absolute is copied byte for byte.
+The job runs from a copy of the spec inside the job folder (the record's sha256 is that copy's). Where it
+works, and so what a relative path in the copy means (the rule slurm.md states):
+- the job folder inside the submit directory (results_dir relative, the default ./results) and no path
+  map: the copy keeps the spec's paths as written and the job works in the submit directory, the
+  site root, found from the job folder (`$JOB_DIR/../../..` for ./results): a site moved or copied with
+  its job folder writes inside itself;
+- otherwise (a path map, or a job folder outside the submit directory): the job works in its job folder
+  and the copy names every path key absolute, as it was meant at submit (relative to the submit
+  directory, a relative default included; under a path map, REMOTE). A spec whose path keys are all
+  absolute is copied byte for byte.
+An absolute path that does not exist where the job runs is named by the job's first step (preflight's
+env.paths), never created there.
 Nodes and GPUs come from the spec's parallelism (cosmos-rl: one replica of
 tp*cp*pp*dp_shard GPUs per node, dp_replicate nodes); flags may only confirm them.
 Every rendered job starts with `preflight_argv`: the environment checks, on the machine that trains.
@@ -34,6 +41,7 @@ from typing import Any
 from skillbank import modelref
 from skillbank.errors import InputError
 from skillbank.runs import record as rec
+from skillbank.runs.layout import job_run_dir, job_run_root
 from skillbank.runs.steps import parallel_shape
 from skillbank.specification.pathmap import PathMap
 from skillbank.specification.train import TrainSpec
@@ -56,6 +64,7 @@ class Options:
     partition: str | None = None
     account: str | None = None
     time: str | None = None
+    exclude: str | None = None  # slurm: nodes the job must not run on (--exclude; submit --retry-of adds the ones its diagnosis named)
     shm_size: str = "16g"
     rdzv_port: int = 29345
     port: int = 8000
@@ -126,6 +135,7 @@ class JobContext:
     action: str = "train"
     automl: AutomlJob | None = None
     resume_from: str | None = None  # train: a checkpoint the run starts from (`skillbank train --resume-from`)
+    resume_run: str | None = None  # train: a run folder (the node's) the job continues on purpose (--resume-run, --retry-of) instead of a new one
     paths: PathMap = field(default_factory=PathMap)
     model_family: str | None = None  # rl: --model-family, for a checkpoint only the node has
     spec_data: dict | None = None  # the spec file's own keys as submit read them, node's view under a path map (what the copy holds)
@@ -170,16 +180,51 @@ class JobContext:
         return self.train_argv(python, resume=resume, in_script=in_script)
 
     @property
+    def run_root(self) -> Path:
+        """The job's own run root (the node's): <train.output_dir>/<job id>, what cosmos-rl's resume scan lists (runs.layout.job_run_root)."""
+        return Path(self.resume_run).parent if self.resume_run else job_run_root(self.train_output_dir, self.job_id)
+
+    @property
     def run_dir(self) -> Path:
-        """A cosmos-rl job's run folder (the node's): <train.output_dir>/<job id>."""
-        return self.train_output_dir / self.job_id
+        """The job's run folder (the node's), fixed at submit for every platform and backend: <train.output_dir>/<job id>/<submit
+        time>, the only run under its run root (runs.layout.job_run_dir); --resume-run DIR / --retry-of JOB: that run's folder."""
+        return Path(self.resume_run) if self.resume_run else job_run_dir(self.train_output_dir, self.job_id)
+
+    @property
+    def site_rel(self) -> str | None:
+        """The submit directory (the job's work directory, where relative paths start) as seen from the job
+        folder, e.g. "../../.." for results_dir ./results; None when the job works in its folder instead
+        (a path map, or a job folder outside the submit directory: the copy's paths are absolute)."""
+        if self.paths:
+            return None
+        try:
+            self.job_dir.relative_to(self.cwd)
+        except ValueError:
+            return None
+        return os.path.relpath(self.cwd, self.job_dir)
+
+    def workdir(self, in_script: bool) -> str:
+        """Where the job works: "$JOB_DIR/<site_rel>" (or "$JOB_DIR") inside a rendered script, the absolute path here."""
+        if in_script:
+            return f"{JOB_DIR}/{self.site_rel}" if self.site_rel else JOB_DIR
+        return str(self.cwd if self.site_rel else self.job_dir)
+
+    def where(self, path: Path) -> str:
+        """A path the job's command names: relative to the work directory when the job keeps relative paths
+        and the path lies in the site, else the node's absolute path."""
+        if self.site_rel:
+            try:
+                return str(Path(path).relative_to(self.cwd))
+            except ValueError:
+                pass
+        return str(path)
 
     def rl_argv(self, python: str | None = None, *, resume: bool = False, in_script: bool = False) -> list[str]:
         """GRPO: `skillbank rl --backend local` on the spec copy, or cosmos-rl on the TOML in the job
         folder (resume: the TOML with train.resume) with skillbank's GRPO dataset script."""
         if self.backend == "local":
             argv = [python or self.python, *RL_COMMAND, "--spec", self.spec_arg(in_script), "--backend", "local"]
-            return [*argv, "--resume"] if resume else argv
+            return [*argv, "--resume"] if resume or self.resume_run else argv  # --resume-run / --retry-of: every attempt continues that run
         toml = RL_TOMLS[1 if resume else 0]
         if in_script:
             config, script = f"{JOB_DIR}/{toml}", FIND_GRPO_SCRIPT
@@ -194,7 +239,8 @@ class JobContext:
         assert self.automl is not None
         return [
             python or self.python, *AUTOML_COMMAND, "--skill", self.skill, "--spec", self.spec_arg(in_script),
-            "--study", self.automl.study, "--out", str(self.study_dir), "--resume", "--backend", self.backend, *self.automl.argv(),
+            "--study", self.automl.study, "--out", self.where(self.study_dir) if self.study_dir else "", "--resume", "--backend", self.backend,
+            *self.automl.argv(),
         ]
 
     def abs(self, path: str) -> Path:
@@ -202,12 +248,14 @@ class JobContext:
         p = Path(path).expanduser()
         return p if p.is_absolute() else (self.cwd / p).resolve()
 
-    def train_argv(self, python: str | None = None, *, resume: bool = False, in_script: bool = False) -> list[str]:
-        """`skillbank train` on the spec copy, direct (AutoML routing was decided before submitting)."""
-        argv = [python or self.python, *TRAIN_COMMAND, "--spec", self.spec_arg(in_script), "--backend", self.backend, "--automl-policy", "off"]
+    def train_argv(self, python: str | None = None, *, resume: bool = False, in_script: bool = False, run_dir: str | None = None) -> list[str]:
+        """`skillbank train` on the spec copy, direct (AutoML routing was decided before submitting), in the job's
+        run folder (`run_dir`: as a script names it, e.g. "$RUN_DIR")."""
+        argv = [python or self.python, *TRAIN_COMMAND, "--spec", self.spec_arg(in_script), "--backend", self.backend, "--automl-policy", "off",
+                "--run-dir", run_dir or self.where(self.run_dir)]
         if self.resume_from:  # a requeued attempt (--resume too) continues its own newest checkpoint when it has one
             argv += ["--resume-from", self.resume_from]
-        return [*argv, "--resume"] if resume else argv
+        return [*argv, "--resume"] if resume or self.resume_run else argv  # --resume-run / --retry-of: every attempt continues that run
 
     @property
     def cpu_only(self) -> bool:
@@ -392,10 +440,11 @@ def build_context(
     )
 
 
-def copy_spec(ctx: JobContext) -> str:
-    """Copy the spec into the job folder (the job runs from the copy, in that folder) and return its
-    sha256. The copy names every path absolute (`travelling_spec`); a spec that already does, without
-    a path map, is copied byte for byte."""
+def copy_spec(ctx: JobContext, *, rewrite: bool = False) -> str:
+    """Copy the spec into the job folder (the job runs from the copy) and return its sha256. A job that
+    works in the submit directory (ctx.site_rel) gets the file byte for byte, its relative paths kept;
+    otherwise the copy names every path absolute (`travelling_spec`), and a spec that already does,
+    without a path map, is copied byte for byte."""
     try:
         ctx.job_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -407,7 +456,12 @@ def copy_spec(ctx: JobContext) -> str:
 
         write_spec(ctx.spec_copy, ctx.deft.data, DeftConfig)
         return rec.sha256_file(ctx.spec_copy)
-    data, changed = travelling_spec(ctx)
+    if ctx.site_rel:  # the job works in the submit directory: paths as written
+        data = copy.deepcopy(ctx.spec_data) if ctx.spec_data is not None else {}
+        changed = ["fitted"] if rewrite else []
+    else:
+        data, changed = travelling_spec(ctx)
+        changed = changed or (["fitted"] if rewrite else [])
     if ctx.paths or changed:
         from skillbank.specification.io import write_spec
 

@@ -2,7 +2,10 @@
 
 DIR is whatever the user has: a cosmos-rl run folder (`<output_dir>/<timestamp>` with checkpoints/),
 an output_dir holding such folders (the newest is read), a `--log-dir` folder (logs_latest/,
-logs_<time>/), one logs_<time> folder, or a skillbank run folder (either backend). The logs go through
+logs_<time>/), one logs_<time> folder, or a skillbank run folder (either backend; a Slurm job's
+`<run>/cosmos-rl-logs` with node_<i>/logs_latest/ per node, one node_<i>, a logs_latest). Every node's
+logs are read together. A job id, a job folder or its record is read by platform.diagnose_job, which
+reads the job record first and then this. The logs go through
 the same watcher that follows a live run (its failure table, steps, saves); checkpoints are judged by
 cosmos-rl's own markers (`step_N/policy/cosmos_config` and one `.rank_R_complete` per saving rank),
 never by a "checkpoint saved" line, since saves are asynchronous. Nothing is written.
@@ -28,7 +31,7 @@ from skillbank.redaction import redact
 from skillbank.runs import layout
 from skillbank.platform import diagnose_plan
 from skillbank.training.cosmos_rl import causes
-from skillbank.training.cosmos_rl.watcher import CHECKPOINT, EXCEPTION_LINE, RANK_PREFIX, TRACEBACK, LogWatcher
+from skillbank.training.cosmos_rl.watcher import CHECKPOINT, EXCEPTION_LINE, NODE_DIR, RANK_PREFIX, TRACEBACK, LogWatcher
 
 STALE_AFTER_S = 600.0  # a run whose logs have not moved for this long is not running
 TRACEBACK_LINES = 40  # the tail of the last traceback that is shown
@@ -38,7 +41,7 @@ LOSS_WINDOW = 20  # logged steps the smoothed loss is the median of
 @dataclass
 class Diagnosis:
     path: str
-    state: str  # running | failed | finished | unknown
+    state: str  # running | failed | finished | cancelled | unknown
     cause: str | None
     last_step: int | None
     total_steps: int | None
@@ -62,6 +65,11 @@ class Diagnosis:
     final_safetensors: str | None = None
     log_age_s: float | None = None
     notes: list[str] = field(default_factory=list)
+    job_id: str | None = None  # the job whose record was read first (a job id, job folder or run folder of a submitted job)
+    record_status: str | None = None  # that record's status after the platform answered
+    scheduler: dict[str, Any] | None = None  # Slurm's own view {source: squeue|scontrol|sacct, state, exit_code, restarts}
+    exit_code: int = 0  # `jobs diagnose`'s exit code (EXIT_CODES)
+    bad_nodes: list[dict[str, Any]] = field(default_factory=list)  # nodes the logs blame (platform.bad_nodes): {node, why, evidence, log}; submit --retry-of excludes them
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -73,6 +81,9 @@ class Diagnosis:
             f"  state      : {self.state}" + (f" ({self.cause})" if self.cause else ""),
             *([f"  fix        : {self.fix}"] if self.fix else []),
             *[f"  also seen  : {c['name']}: {c['cause']}" for c in self.known_causes[1:]],
+            *([f"  job        : {self.job_id} (record: {self.record_status})"] if self.job_id else []),
+            *([f"  scheduler  : {self.scheduler.get('state')} ({self.scheduler.get('source')})"] if self.scheduler else []),
+            *[f"  bad node   : {n['node']} ({n['why']}: {n['evidence'][:120]})" for n in self.bad_nodes],
             f"  launched by: {self.launched_by}",
             f"  run folder : {self.run_dir or '-'}",
             f"  last step  : {step}" + (f", loss {self.last_loss:g} (raw)" if self.last_loss is not None else ""),
@@ -111,7 +122,11 @@ def _log_files(folder: Path) -> list[Path]:
 
 
 def _launch_logs(log_dir: Path) -> list[Path]:
-    """A --log-dir folder: logs_latest, else the newest logs_<time>."""
+    """A --log-dir folder: logs_latest, else the newest logs_<time>; a Slurm job's folder of node_<i>
+    folders (or one of them): every node's."""
+    nodes = sorted((p for p in log_dir.glob("node_*") if p.is_dir() and NODE_DIR.match(p.name)), key=lambda p: int(p.name[5:]))
+    if nodes:
+        return [log for node in nodes for log in _launch_logs(node)]
     latest = log_dir / "logs_latest"
     if latest.is_dir():
         return _log_files(latest)
@@ -119,11 +134,49 @@ def _launch_logs(log_dir: Path) -> list[Path]:
     return _log_files(stamped[-1]) if stamped else []
 
 
+SLURM_LOGS = "cosmos-rl-logs"  # a Slurm job's --log-dir under its run folder: node_<i>/ per node
+
+
+def run_log_files(run: Path) -> list[Path]:
+    """A skillbank cosmos-rl run's logs: the launcher's output and cosmos-rl's (<run>/logs, or a Slurm job's <run>/cosmos-rl-logs/node_<i>)."""
+    return [p for p in [run / "launcher.log"] if p.is_file()] + _launch_logs(run / "logs") + _launch_logs(run / SLURM_LOGS)
+
+
+def _log_folder(path: Path) -> tuple[Path, Path | None] | None:
+    """A log folder inside a run (cosmos-rl-logs, node_<i>, logs_latest or logs_<time> under either): (the folder whose
+    logs to read: every node's, the run folder when it is one); None for any other folder."""
+    parts = [path, *path.parents][:4]
+    for depth, folder in enumerate(parts):
+        if folder.name == SLURM_LOGS:
+            run = folder.parent
+            return folder, run if _is_run(run) else None
+        if folder.name == "logs" and depth and _is_run(folder.parent):
+            return folder, folder.parent
+    if NODE_DIR.match(path.name):
+        return path.parent, None
+    if (path.name == "logs_latest" or path.name.startswith("logs_")) and NODE_DIR.match(path.parent.name):
+        return path.parent.parent, None
+    return None
+
+
+def _is_run(folder: Path) -> bool:
+    return any((folder / name).exists() for name in ("checkpoints", layout.TOML_FILE, "launcher.log", layout.METRICS_FILE, layout.SPEC_FILE))
+
+
 def locate(path: Path) -> _Found:
     """Sort out what DIR is. Raises ValueError when it holds neither a run nor logs."""
     notes: list[str] = []
     if not path.is_dir():
         raise ValueError(f"{path} is not a folder")
+    inside = _log_folder(path)
+    if inside is not None:  # a log folder of a run: every node's logs, and the run's checkpoints when the run folder is known
+        folder, run = inside
+        logs = _launch_logs(folder) or _log_files(path)
+        if run is not None:
+            logs = [p for p in [run / "launcher.log"] if p.is_file()] + logs
+            return _Found(run, logs, "skillbank-cosmos-rl" if (run / layout.TOML_FILE).is_file() or (run / "launcher.log").is_file() else "cosmos-rl", notes)
+        run = _run_from_logs(logs)
+        return _Found(run, logs, "cosmos-rl", notes if run else [*notes, "no run folder found from these logs: pass the run folder to judge its checkpoints"])
     if not (path / "checkpoints").is_dir() and not (path / layout.SPEC_FILE).is_file():
         runs = layout.run_dirs(path)
         if runs and not _launch_logs(path) and not _log_files(path):
@@ -133,9 +186,8 @@ def locate(path: Path) -> _Found:
     if (path / layout.SPEC_FILE).is_file() or (path / layout.LOG_FILE).is_file():  # the local backend's run
         logs = [p for p in [path / layout.LOG_FILE, *sorted(path.glob("error_rank_*.txt"))] if p.is_file()]
         return _Found(path, logs, "skillbank-local", notes)
-    if (path / layout.TOML_FILE).is_file() or (path / "launcher.log").is_file():  # skillbank launched cosmos-rl here
-        logs = [p for p in [path / "launcher.log"] if p.is_file()] + _launch_logs(path / "logs")
-        return _Found(path, logs, "skillbank-cosmos-rl", notes)
+    if (path / layout.TOML_FILE).is_file() or (path / "launcher.log").is_file() or (path / SLURM_LOGS).is_dir():  # skillbank launched cosmos-rl here
+        return _Found(path, run_log_files(path), "skillbank-cosmos-rl", notes)
     logs = _launch_logs(path) or _log_files(path)
     run_dir = path if (path / "checkpoints").is_dir() else None
     if run_dir is None:
@@ -234,12 +286,17 @@ def known_causes(lines: dict[Path, list[str]], config: dict[str, Any]) -> list[c
     return [causes.Found(f.name, f.cause, f.fix, redact(f.evidence)) for f in shown]
 
 
-def diagnose(path: str | Path, *, stale_after_s: float = STALE_AFTER_S, now: float | None = None) -> Diagnosis:
-    """Read a run or log folder and say its state, cause, last step, last complete checkpoint and how to resume."""
+def diagnose(path: str | Path, *, stale_after_s: float = STALE_AFTER_S, now: float | None = None, hosts: list[str] | None = None,
+             gpus_per_node: int | None = None, extra_logs: list[Path] | None = None) -> Diagnosis:
+    """Read a run or log folder and say its state, cause, last step, last complete checkpoint and how to resume.
+    hosts / gpus_per_node / extra_logs (a job's node list, its shape, its batch log): the nodes the logs blame get their names."""
+    from skillbank.platform import bad_nodes
+
     folder = Path(path).expanduser().resolve()
     found = locate(folder)
     run_dir = found.run_dir
     lines = {log: _read_lines(log) for log in found.logs}
+    blamed = bad_nodes.blame({**lines, **{p: _read_lines(p) for p in extra_logs or [] if p.is_file()}}, hosts or [], gpus_per_node)
     watcher = _watch(lines, run_dir)
     result = watcher.finish()
     newest = layout.newest_complete_checkpoint(run_dir) if run_dir is not None else None
@@ -289,6 +346,7 @@ def diagnose(path: str | Path, *, stale_after_s: float = STALE_AFTER_S, now: flo
         final_safetensors=result.final_safetensors if run_dir else None,
         log_age_s=age,
         notes=notes,
+        bad_nodes=blamed,
     )
     diag.resume_command = resume_command(found, newest, state)
     return diag

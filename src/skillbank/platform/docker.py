@@ -139,7 +139,7 @@ def container_script(ctx: JobContext) -> Path:
         ctx.job_dir / "container.sh",
         f"inside the container of docker job {ctx.job_id}",
         [
-            *job_dir_lines(ctx.spec_copy.name),
+            *job_dir_lines(ctx.spec_copy.name, ctx.job_id),
             "python -c 'import pydantic, yaml, tomli_w, jsonschema, qwen_vl_utils' 2>/dev/null \\",
             f"  || python -m pip install --quiet --disable-pip-version-check {deps}",
             f"{FIRST_STEP}\n# a finding exits 2 here, before cosmos-rl starts.",
@@ -170,6 +170,8 @@ def docker_argv(ctx: JobContext, *, in_script: bool = False) -> tuple[list[str],
         argv += ["-v", f"{host_text}:{inside}" + (":ro" if ro else "")]
     if in_script:
         argv += ["-v", "$JOB_DIR:$JOB_DIR"]  # the job folder, wherever command.sh found it
+        if ctx.site_rel:
+            argv += ["-v", "$SITE_DIR:$SITE_DIR"]  # the submit directory the job works in, found from the job folder
     for name in names:
         argv += ["-e", name]  # by name: docker copies the value from this environment
     argv += ["-e", f"HF_HOME={CONTAINER_HF_HOME}"]
@@ -177,7 +179,7 @@ def docker_argv(ctx: JobContext, *, in_script: bool = False) -> tuple[list[str],
         argv += ["-e", f"PYTHONPATH={src}"]
     if root is not None:
         argv += ["-e", f"SKILLBANK_ROOT={root}"]
-    workdir = "$JOB_DIR" if in_script else str(ctx.job_dir)  # the job works in its folder (mounted: results_dir holds it)
+    workdir = ("$SITE_DIR" if ctx.site_rel else "$JOB_DIR") if in_script else ctx.workdir(in_script=False)  # where relative paths start (ctx.site_rel)
     script = "$JOB_DIR/container.sh" if in_script else str(container_script(ctx))
     argv += ["-w", workdir, image, "bash", script]
     return argv, image, names
@@ -194,13 +196,17 @@ def render(ctx: JobContext) -> Rendered:
     script = shell_script(
         ctx.job_dir / "command.sh",
         f"docker job {ctx.job_id}: run this on a Docker host with NVIDIA GPUs (credentials pass by name from your shell)",
-        [*_build_hint(ctx, image), *job_dir_lines(ctx.spec_copy.name), quote_argv(in_script, wrap=2)],
+        [*_build_hint(ctx, image), *job_dir_lines(ctx.spec_copy.name),
+         *([f'SITE_DIR="$(cd "$JOB_DIR/{ctx.site_rel}" && pwd)"  # the submit directory: the spec copy\'s relative paths start here'] if ctx.site_rel else []),
+         quote_argv(in_script, wrap=2)],
     )
     if ctx.backend == "cosmos-rl":
         notes.append(f"the container runs cosmos-rl on {ctx.gpus_per_node} GPU(s) (policy.parallelism); `--gpus all` exposes every GPU of the host")
     if ctx.cpu_only:
         notes.append(f"a CPU job: {ctx.ranks} CPU rank(s) (the spec's dp_shard_size*tp*cp*pp), no `--gpus` (the container sees no GPU)")
-    return Rendered(argv=argv, script=script, image=image, env=names, notes=notes)
+    fixed = ctx.automl is None and (ctx.action != "rl" or ctx.backend == "cosmos-rl")
+    return Rendered(argv=argv, script=script, image=image, env=names, notes=notes, run_dir=ctx.run_dir if fixed else None,
+                    cosmos_log_dir=ctx.run_dir / "logs" if fixed and ctx.backend == "cosmos-rl" and ctx.action != "rl" else None)
 
 
 def _build_hint(ctx: JobContext, image: str) -> list[str]:

@@ -41,8 +41,9 @@ def render(ctx: JobContext) -> Rendered:
         ctx.job_dir / "command.sh",
         f"local job {ctx.job_id}",
         [
-            *job_dir_lines(ctx.spec_copy.name),
-            'cd "$JOB_DIR"  # the job works in its own folder: a relative path in the spec copy starts here',
+            *job_dir_lines(ctx.spec_copy.name, ctx.job_id),
+            f'cd "{ctx.workdir(in_script=True)}"  # ' + ("the submit directory: a relative path in the spec copy starts here" if ctx.site_rel
+                                                        else "the job works in its own folder: the spec copy names its paths absolute"),
             *skillbank_lines(python),
             *(['export CUDA_VISIBLE_DEVICES=""  # a CPU job: no GPU, whatever the machine has'] if ctx.cpu_only else []),
             f"{FIRST_STEP}\n# a finding exits 2 here, before training (or the study) starts.",
@@ -50,8 +51,8 @@ def render(ctx: JobContext) -> Rendered:
             f"exec {quote_argv(in_script(ctx.job_argv(in_script=True)))}",
         ],
     )
-    return Rendered(argv=ctx.job_argv(), script=script, log=ctx.job_dir / LOG_NAME, notes=notes,
-                    run_dir=ctx.run_dir if ctx.action == "rl" and ctx.backend == "cosmos-rl" else None)
+    fixed = ctx.automl is None and (ctx.action != "rl" or ctx.backend == "cosmos-rl")  # `skillbank rl --backend local` picks its own
+    return Rendered(argv=ctx.job_argv(), script=script, log=ctx.job_dir / LOG_NAME, notes=notes, run_dir=ctx.run_dir if fixed else None)
 
 
 def in_script(argv: list[str]) -> list[str]:
@@ -62,9 +63,10 @@ def in_script(argv: list[str]) -> list[str]:
 
 def launch(ctx: JobContext, rendered: Rendered) -> str:
     """Start the runner in its own session (it survives this command) and return its pid. The job runs
-    in its job folder, as command.sh does; a CPU job sees no GPU."""
-    runner = runner_argv(ctx.python, state=ctx.job_dir / STATE_NAME, log=rendered.log, cwd=ctx.job_dir, command=rendered.argv)
-    env = {**os.environ, **({"CUDA_VISIBLE_DEVICES": ""} if ctx.cpu_only else {})}
+    where command.sh does (the submit directory or its job folder: ctx.workdir), marked as the job (SKILLBANK_JOB_DIR /
+    SKILLBANK_JOB_ID: the run records its attempt in node.json); a CPU job sees no GPU."""
+    runner = runner_argv(ctx.python, state=ctx.job_dir / STATE_NAME, log=rendered.log, cwd=Path(ctx.workdir(in_script=False)), command=rendered.argv)
+    env = {**os.environ, "SKILLBANK_JOB_DIR": str(ctx.job_dir), "SKILLBANK_JOB_ID": ctx.job_id, **({"CUDA_VISIBLE_DEVICES": ""} if ctx.cpu_only else {})}
     with open(ctx.job_dir / "runner.log", "ab") as out:
         proc = subprocess.Popen(
             runner, cwd=ctx.job_dir, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env

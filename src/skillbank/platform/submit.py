@@ -20,6 +20,7 @@ the TOMLs rendered into the job folder (skillbank.platform.grpo), or `skillbank 
 from __future__ import annotations
 
 import importlib
+import socket
 import sys
 import time
 from pathlib import Path
@@ -66,7 +67,7 @@ def runs_on(platform: str, dry_run: bool = False) -> str:
     return "here" if platform == "local" and not dry_run else "node"
 
 
-def preflight_gate(ctx: JobContext, *, gpus_per_node: int | None, dry_run: bool = False, loaded: Any = None) -> dict[str, Any]:
+def preflight_gate(ctx: JobContext, *, gpus_per_node: int | None, dry_run: bool = False, loaded: Any = None, described: Any = None) -> dict[str, Any]:
     """Preflight of the job's spec (`loaded`: the LoadedSpec submit read, else the file at ctx.spec_path)."""
     run = load_run_preflight()
     if run is None:
@@ -78,6 +79,7 @@ def preflight_gate(ctx: JobContext, *, gpus_per_node: int | None, dry_run: bool 
         skill=ctx.skill, action=action, spec_path=str(ctx.spec_path), **({"spec": loaded} if loaded is not None else {}),
         gpus_per_node=gpus_per_node, nodes=ctx.nodes, backend=ctx.backend, runs_on=runs_on(ctx.platform, dry_run),
         **({"paths": ctx.paths} if ctx.paths else {}), **study,
+        **({"records": described.records, "val_records": described.val_records} if described is not None and ctx.action == "train" else {}),
     )
     report.require_ok(skill=ctx.skill, action=action, spec_path=ctx.spec_path, outcome="nothing was submitted")
     ctx.preflight_stats = report.stats
@@ -154,9 +156,74 @@ def _resume_from(ctx: JobContext, path: str | None) -> list[str]:
     return [f"starts from checkpoint {ctx.resume_from}"]
 
 
-def _planned_time(ctx: JobContext) -> str:
+def _resume_run(ctx: JobContext, path: str | None) -> list[str]:
+    """--resume-run DIR (or --retry-of's run): the job continues that run folder on purpose, from its newest complete
+    checkpoint (checked here when this machine has it). Without it, a run root that already holds another run's
+    checkpoints is refused: a resume scan of that root (cosmos-rl's train.resume = true) could continue the other run."""
+    from skillbank.runs import layout
+
+    if path:
+        if ctx.automl is not None or ctx.action == "rl":
+            raise InputError("--resume-run continues one training run", where="--resume-run", fix="drop it (a study resumes itself), or submit --action train")
+        if ctx.resume_from:
+            raise InputError("--resume-run continues a run in its own folder; --resume-from starts a new run from a checkpoint: pass one",
+                             where="--resume-run", fix="drop --resume-from")
+        here = Path(ctx.here(path)).expanduser()
+        if not here.is_absolute():
+            here = ctx.cwd / here
+        ctx.resume_run = ctx.node(here if Path(path).is_absolute() or here.exists() else path)
+        if not here.exists():
+            return [f"--resume-run {path} is not on this machine: the job continues it where it runs (its newest complete checkpoint, else a new start in it)"]
+        newest = layout.newest_complete_checkpoint(here) if (here / "checkpoints").is_dir() else None
+        if newest is None:
+            raise InputError(f"--resume-run {path} holds no complete checkpoint (checkpoints/step_N/policy with every rank's marker)", where="--resume-run",
+                             fix="name a run folder with a complete checkpoint (`skillbank jobs diagnose DIR` says), or drop --resume-run for a new run")
+        return [f"continues run {ctx.resume_run} from its newest complete checkpoint (step {layout.step_of(newest)} now; a later one if it has more when the job starts)"]
+    root = Path(ctx.here(ctx.run_root))
+    root = root if root.is_absolute() else ctx.cwd / root
+    others = layout.other_runs(root, Path(ctx.here(ctx.run_dir)))
+    if others:
+        raise InputError(f"the job's run root {root} already holds another run's checkpoints ({others[0]}): a resume scan there could continue it",
+                         where="train.output_dir", fix=f"continue that run on purpose with --resume-run {others[0]}, or give train.output_dir a new folder")
+    return []
+
+
+def _spec_fits(spec: Any) -> list[dict[str, Any]]:
+    """The values `skillbank spec` fitted (the spec's fitted block), as the record's `fitted` entries."""
+    block = getattr(spec, "fitted", None)
+    if block is None or not block.ceilings:
+        return []
+    from skillbank.specification.overrides import get_dotted
+
+    data = spec.model_dump(mode="json")
+    return [{"key": key, "from": ceiling, "to": get_dotted(data, key), "where": "spec", "records": block.records,
+             "why": f"`skillbank spec` fitted it to {block.records:,} train records counted at {block.counted}"} for key, ceiling in block.ceilings.items()]
+
+
+def _fit_described(spec: Any, spec_data: dict[str, Any], described: Any) -> tuple[Any, dict[str, Any], list[dict[str, Any]]]:
+    """--records N (the real data described): the spec's fitted values fitted again to N records before the copy is written."""
+    import copy
+
+    from skillbank.runs import fitting, steps
+    from skillbank.specification.overrides import get_dotted, set_dotted
+
+    refit, changes = fitting.refit(spec, steps.train_count(spec, described.records), described.val_records,
+                                   counted=f"described: --records {described.records}", where="submit")
+    if not changes:
+        return spec, spec_data, []
+    data = copy.deepcopy(spec_data)
+    now = refit.model_dump(mode="json")
+    for change in changes:
+        if not change["key"].startswith(("steps.", "validation.every")):
+            set_dotted(data, change["key"], get_dotted(now, change["key"]))
+    data["fitted"] = now["fitted"]
+    return refit, data, changes
+
+
+def _planned_time(ctx: JobContext, described: Any = None) -> str:
     """No --time on Slurm: `skillbank plan`'s suggested time (the total with a margin) from the gate's token tally
-    and record counts; a CPU job or an AutoML study gets none (the partition's default applies). Returns the note."""
+    and record counts, or from the described dataset (--records ...: the node's data, not this machine's copy); a CPU
+    job, an AutoML study or a DEFT loop gets none (the partition's default applies). Returns the note."""
     if ctx.cpu_only or ctx.automl is not None or ctx.deft is not None:
         what = ("a CPU job" if ctx.cpu_only else "a DEFT loop (its rounds depend on the stop rule; a requeued loop resumes)" if ctx.deft
                 else "an AutoML study (its trials' time depends on pruning; a requeued study resumes)")
@@ -165,10 +232,30 @@ def _planned_time(ctx: JobContext) -> str:
 
     from skillbank.planning.plan import suggest_slurm_time
 
-    value, why = suggest_slurm_time(ctx.spec_here(), ctx.preflight_stats, action=ctx.action, nodes=ctx.nodes, gpus_per_node=ctx.gpus_per_node)
+    if described is not None and ctx.action == "train":
+        value, why = _described_time(ctx, described)
+    else:
+        value, why = suggest_slurm_time(ctx.spec_here(), ctx.preflight_stats, action=ctx.action, nodes=ctx.nodes, gpus_per_node=ctx.gpus_per_node)
     if value:
         ctx.options = replace(ctx.options, time=value)
     return why
+
+
+def _described_time(ctx: JobContext, described: Any) -> tuple[str | None, str]:
+    """`skillbank plan --records ...`'s Slurm time for the job's layout (the described data, not the files here)."""
+    from skillbank.planning.inputs import Inputs
+    from skillbank.planning.plan import build_plan
+
+    try:
+        plan = build_plan(Inputs(ctx.spec_here(), ctx.skill, "train", ctx.nodes, ctx.gpus_per_node, described=described,
+                                 has_data=bool(ctx.spec.custom.train_dataset.annotation_path)))
+    except InputError as exc:
+        return None, f"no --time suggested from the described data: {exc.message}; pass --time"
+    slurm = plan.get("slurm_time")
+    if not slurm:
+        return None, "no --time suggested: the plan has no step count; pass --time"
+    return slurm["value"], (f"--time {slurm['value']}: `skillbank plan --records {described.records} --clip-seconds {described.clip_seconds:g}`'s estimate "
+                            f"({plan['total_time_h']:.2f} h on h100-80gb, {slurm['margin']}); pass --time to set your own")
 
 
 def submit(
@@ -187,6 +274,9 @@ def submit(
     model_family: str | None = None,
     resume_from: str | None = None,
     recorded_map: bool = False,
+    described: Any = None,
+    resume_run: str | None = None,
+    time_limit: str | None = None,
 ) -> tuple[rec.JobRecord, Path]:
     """`paths` (skillbank.specification.pathmap.PathMap): data are checked at LOCAL, every file of the job folder
     and the record's node paths name REMOTE; `recorded_map`: the map the spec file records joins it. The
@@ -202,6 +292,9 @@ def submit(
         raise InputError(f"unknown backend {backend!r}", where="--backend", fix=f"one of: {', '.join(BACKENDS)}")
     if action == "rl" and automl is not None:
         raise InputError("an rl job is not an AutoML study", where="--action")
+    given = [flag for flag, value in (("--time-limit", time_limit), ("--exclude", (options or Options()).exclude)) if value]
+    if given and platform != "slurm":
+        raise InputError(f"{given[0]} is a Slurm option", where=given[0], fix="add --platform slurm, or drop it")
     if model_family is not None and action != "rl":
         raise InputError("--model-family names the family of an rl job's start checkpoint", where="--model-family", fix="add --action rl, or drop it")
     if paths and not dry_run and platform in ("local", "docker"):
@@ -214,6 +307,10 @@ def submit(
     if recorded_map:
         paths = loaded.recorded_map().with_flags((paths or PathMap()).items())
     spec, spec_data, path_notes = node_spec(loaded, skill, paths, "rl" if action == "rl" else "train")
+    fitted = _spec_fits(spec)
+    if described is not None and action == "train":
+        spec, spec_data, refitted = _fit_described(spec, spec_data, described)
+        fitted += refitted
     if automl is not None:
         automl = check_study(automl, skill, spec)
     ctx = build_context(
@@ -225,6 +322,7 @@ def submit(
         raise InputError("--resume-from starts one training run from a checkpoint; a DEFT job resumes its loop", where="--resume-from",
                          fix="drop it: every attempt continues the loop at its interrupted stage")
     notes = _resume_from(ctx, resume_from)
+    notes += _resume_run(ctx, resume_run)
     if automl is not None and automl.storage:
         from skillbank.automl.storage import socket_note
 
@@ -236,12 +334,19 @@ def submit(
         pre = gate(ctx, config, runs_on=runs_on(platform, dry_run))
         notes += deft_notes(ctx, pre)
     else:
-        pre = preflight_gate(ctx, gpus_per_node=_preflight_gpus(platform, gpus_per_node, ctx, dry_run), dry_run=dry_run, loaded=loaded)
-    if platform == "slurm" and not ctx.options.time:
-        notes.append(_planned_time(ctx))
+        pre = preflight_gate(ctx, gpus_per_node=_preflight_gpus(platform, gpus_per_node, ctx, dry_run), dry_run=dry_run,
+                             loaded=ctx.spec.model_dump(mode="json") if described is not None else loaded, described=described)  # refitted: the copy's spec
+    if platform == "slurm":
+        from skillbank.platform import slurm_limits
+
+        limit, limit_note = slurm_limits.time_limit(time_limit, ctx.options.partition)
+        if not ctx.options.time:
+            notes.append(_planned_time(ctx, described))
+        notes += slurm_limits.cap_time(ctx, limit, limit_note)
+        notes += slurm_limits.exclusion_notes(ctx)
     if not dry_run:
         module.require_engine()
-    sha = copy_spec(ctx)
+    sha = copy_spec(ctx, rewrite=any(f["where"] == "submit" for f in fitted))
     rendered = module.render(ctx)
     record = rec.JobRecord(
         id=ctx.job_id,
@@ -272,6 +377,7 @@ def submit(
             deft_dir=deft.output_dir if deft is not None else None,
         ),
         preflight=pre,
+        fitted=fitted,
         notes=[*notes, *rendered.notes, *path_notes],
     )
     atomic.write_json(ctx.job_dir / rec.FOLDER_FACTS, rec.folder_facts(record))  # the folder describes itself
@@ -293,11 +399,47 @@ def submit(
 # --- status / logs / cancel ------------------------------------------------------------------------
 
 
+def refresh(record: rec.JobRecord) -> rec.JobRecord:
+    """The platform's answer (a foreground run: its pid), then node.json and the run's progress (platform.follow)."""
+    from skillbank.platform.follow import follow
+
+    record = foreground_refresh(record) if record.kind == "foreground" else platform_module(record.platform).refresh(record)
+    return follow(record)
+
+
+def foreground_refresh(record: rec.JobRecord) -> rec.JobRecord:
+    """A foreground `skillbank train` finishes its own record; one still "running" whose process is gone was killed."""
+    if record.status in rec.TERMINAL or not record.external_id or not record.external_id.isdigit():
+        return record
+    import psutil
+
+    try:
+        alive = psutil.Process(int(record.external_id)).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        alive = False
+    if not alive and record.host in (None, socket.gethostname()):
+        record.status = "unknown"
+        note = f"process {record.external_id} is gone without finishing the record (killed with SIGKILL, or the machine restarted)"
+        if note not in record.notes:
+            record.notes.append(note)
+    return record
+
+
 def status(job: str, results_dir: str | None = None) -> tuple[rec.JobRecord, Path]:
     record, path = rec.find(job, results_dir)
-    record = platform_module(record.platform).refresh(record)
-    rec.save(record)
+    record = refresh(record)
+    _save(record, path)
     return record, path
+
+
+def _save(record: rec.JobRecord, path: Path) -> None:
+    """Write the record back where it was found (a foreground record's id has no job folder beside it)."""
+    from skillbank import atomic
+
+    if record.kind == "foreground":
+        atomic.write_json(path, record.model_dump(mode="json"))
+    else:
+        rec.save(record)
 
 
 def logs(job: str, *, tail: int = 100, results_dir: str | None = None) -> tuple[rec.JobRecord, str]:
@@ -311,9 +453,15 @@ def cancel(job: str, results_dir: str | None = None) -> tuple[rec.JobRecord, Pat
     record, path = rec.find(job, results_dir)
     if record.dry_run:
         raise InputError(f"job {record.id} was only rendered (--dry-run): nothing runs", where="JOB")
+    if record.kind == "foreground":
+        raise InputError(f"{record.id} is a foreground `skillbank {record.action}` run (pid {record.external_id} on {record.host})", where="JOB",
+                         fix=f"stop it with Ctrl-C in its terminal, or `kill {record.external_id}` (SIGTERM: it stops its whole process tree and records cancelled)")
     record = platform_module(record.platform).cancel(record)
     if record.status == "cancelled" and not record.ended:
         record.ended = rec.now()
+    from skillbank.platform.follow import follow
+
+    record = follow(record)
     rec.save(record)
     return record, path
 
@@ -335,22 +483,22 @@ def wait(
     if record.dry_run:
         raise InputError(f"job {record.id} was only rendered (--dry-run): nothing runs to wait for", where="JOB",
                          fix=f"run {record.script} (or sbatch it, then `skillbank jobs attach`), or submit without --dry-run")
-    module = platform_module(record.platform)
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     pause, seen, looked = POLL_S[0], None, False
     while True:
         try:
-            record = module.refresh(record)
+            record = refresh(record)
             looked = True
         except RunError:
             if not looked:
                 raise
         if record.status != seen:
             seen = record.status
-            rec.save(record)
+            _save(record, path)
             if on_change is not None:
                 on_change(record)
         if record.status in rec.FINAL:
+            _save(record, path)  # with the run's last progress
             return record, path, record.status
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:

@@ -51,6 +51,12 @@ def resolve(key: str, value: str, kind: Kind = "model") -> ModelRef:
     if not problem and kind == "model" and modelref.is_adapter(ref.path):
         problem = (f"is a LoRA adapter ({modelref.ADAPTER_CONFIG}), not a whole model: merge it first "
                    f"(skillbank export --source {ref.path} --out MERGED) and name MERGED")
+    if not problem and kind == "model" and ref.path is not None:
+        from skillbank.models.params import safetensors_problems
+
+        cut = safetensors_problems(ref.path)
+        if cut:
+            return ModelRef(key, ref.value, "local", path=ref.path, problem="; ".join(cut))
     return ModelRef(key, ref.value, "missing" if problem else "local", path=ref.path, problem=problem)
 
 
@@ -58,6 +64,9 @@ def check_models(refs: list[ModelRef], findings: Findings) -> None:
     """A path that is no model folder here is env.model (the node may have it); a value that names
     neither a path nor a hub repo is spec.model (wrong everywhere)."""
     for ref in refs:
+        if ref.where == "local" and ref.problem:  # a model folder whose weights are cut short: it would fail at load
+            findings.error("env.model", f"{ref.key} {ref.value}: {ref.problem}",
+                           "download or copy the model again (huggingface-cli download, or rsync the folder)", ref.key)
         if ref.where == "missing":
             findings.error(
                 "env.model" if ref.path is not None else "spec.model",
@@ -165,7 +174,12 @@ def _cached(repo: str) -> bool:
 
 
 def check_redis(backend: str | None, findings: Findings) -> None:
-    if backend == "local" or shutil.which("redis-server"):
+    if backend == "local" or (shutil.which("redis-server") and findings.runs_on != "node"):
+        return
+    if findings.runs_on == "node":
+        if backend == "cosmos-rl":
+            findings.add("env.redis", "node", "the job needs redis-server on the node's PATH (cosmos-rl's controller starts it and exits 127 without it)",
+                         "the job's first step checks it on the node", "PATH")
         return
     message = "redis-server is not on PATH; cosmos-rl's controller starts it and exits 127 without it"
     fix = "install redis (apt-get install redis-server, or conda install -c conda-forge redis) and put redis-server on PATH"
@@ -220,7 +234,12 @@ def visible_gpus() -> tuple[int, str]:
 
 
 def check_gpus(need: int, findings: Findings) -> dict[str, int]:
-    """The cosmos-rl backend: one replica needs `need` GPUs (dp_shard*tp*cp*pp) on every node."""
+    """The cosmos-rl backend: one replica needs `need` GPUs (dp_shard*tp*cp*pp) on every node. For a job that runs
+    elsewhere this machine's GPUs say nothing: the finding names what the node needs (its first step counts them)."""
+    if findings.runs_on == "node":
+        findings.add("env.gpus", "node", f"the job needs {need} GPU(s) per node (policy.parallelism dp_shard_size*tp_size*cp_size*pp_size)",
+                     "the job's first step counts the node's GPUs (nvidia-smi) and stops the job when they are fewer", "policy.parallelism.dp_shard_size")
+        return {"need": need}
     count, how = visible_gpus()
     if count < need:
         findings.error(
@@ -273,6 +292,14 @@ def nearest_existing(path: str) -> Path:
 
 
 def check_disk(key: str, output_dir: str, need_one: float, need_all: float, what: str, findings: Findings) -> dict[str, float]:
+    """Free space at the output folder against the checkpoints the run keeps. For a job that runs elsewhere
+    (runs_on "node") this machine's disk says nothing: the finding names what the node needs, measured there
+    by the job's first step."""
+    if findings.runs_on == "node":
+        findings.add("env.disk", "node", f"needs {need_all / GB:,.1f} GiB free at {output_dir or '.'} where the job runs "
+                     f"(at least {need_one / GB:,.1f} GiB for one checkpoint); {what}",
+                     "the job's first step measures the node's disk and stops the job when it is short", key)
+        return {"need_gb": round(need_all / GB, 1), "measured": "on the node"}  # type: ignore[dict-item]
     folder = nearest_existing(output_dir or ".")
     free = shutil.disk_usage(folder).free
     stats = {"free_gb": round(free / GB, 1), "need_gb": round(need_all / GB, 1)}
@@ -284,3 +311,36 @@ def check_disk(key: str, output_dir: str, need_one: float, need_all: float, what
     elif free < need_all:
         findings.warning("env.disk", f"not enough disk for every kept checkpoint: {detail}", f"free space, lower train.ckpt.max_keep, or point {key} at a larger disk", key)
     return stats
+
+
+# ---- a job's paths -------------------------------------------------------------------------------
+
+OUTPUT_KEYS = ("train.output_dir", "results_dir")  # folders the run creates: their parent must be there
+
+
+def check_job_paths(spec: Any, findings: Findings) -> list[str]:
+    """A submitted job's first step (it runs inside its job folder: runs.node.current_job): every absolute
+    path the spec names must exist where the job runs (an output folder: it or its parent), else env.paths
+    names it, so a moved site never recreates the old site's folders. Relative paths start at the job's
+    work directory (the site it moved with). Returns the keys checked."""
+    from skillbank.runs.node import current_job
+    from skillbank.specification.overrides import get_dotted
+    from skillbank.specification.pathmap import path_keys
+
+    if findings.runs_on != "here" or current_job() is None:
+        return []
+    data = spec.model_dump(mode="json")
+    checked = []
+    for key, is_model in path_keys(type(spec)):
+        value = get_dotted(data, key)
+        if not isinstance(value, str) or not value.startswith("/"):
+            continue
+        path = Path(value)
+        here = path.exists() or (key in OUTPUT_KEYS and path.parent.exists())
+        checked.append(key)
+        if not here:
+            what = "its parent folder is missing too" if key in OUTPUT_KEYS else "it does not exist"
+            findings.error("env.paths", f"{key} {value}: {what} where the job runs (an absolute path from where the spec was written?)",
+                           "fix the path in the spec (a relative path starts at the job's work directory: slurm.md, \"Relative paths: the rule\"), "
+                           "or create the folder / copy the data there; the job never creates a missing absolute path", key)
+    return checked

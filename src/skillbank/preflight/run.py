@@ -7,10 +7,9 @@ the evaluation set, model and token), inference / quantize / export (spec, data 
 and token, disk), rl (GPUs for policy plus rollout, the starting checkpoint, the answer format
 against the rewards, every record and its reference answer; preflight.rl_checks).
 
-Where the job runs decides what an environment finding means (`runs_on`): "here" checks this
-machine; "node" (a dry run, Slurm, Docker) reports env findings as "check on the node" and the
-rendered job runs `skillbank preflight --only env --runs-on here` first on the node. `only` picks
-the check groups (spec, data, env); with env alone, train does not rescan the data.
+Where the job runs decides what an environment finding means (`runs_on`): "here" checks this machine; "node" (a dry
+run, Slurm, Docker) reports env findings as "check on the node" and the rendered job runs `skillbank preflight --only env
+--runs-on here` first on the node. `only` picks the check groups (spec, data, env); with env alone, train does not rescan the data.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from skillbank.errors import InputError
-from skillbank.preflight import env_checks, spec_checks
+from skillbank.preflight import env_checks, evaluate_checks, spec_checks
 from skillbank.preflight.cache_checks import check_cache
 from skillbank.preflight.datasets import PROBE_ALL, Dataset, ScanOptions, check_clip, scan
 from skillbank.preflight.decode import ALL
@@ -46,6 +45,7 @@ class Context:
     start_check: str = "off"  # rl: sample the start model (training.local.grpo_start): off, bounded or full
     probe_sample: int = 0  # train records whose clip headers are read for the token tally (PROBE_ALL: every one)
     study: Any = None  # runs.disk.StudyShape of an AutoML study on this base spec: env.disk checks a worker's share
+    described: tuple[int, int | None] | None = None  # (train, val) records of the real data described (submit --records): the step checks count these
     datasets: list[Dataset] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
     count: Any = None  # the model's ParamCount (skillbank.models.params), once counted; None: not known here
@@ -70,6 +70,8 @@ def run_preflight(
     start_check: bool | str = False,
     probe_sample: int = PROBE_SAMPLE,
     study: Any = None,
+    records: int | None = None,
+    val_records: int | None = None,
 ) -> Report:
     """The spec: `spec` (a dict, or the LoadedSpec the command read: its file is not read again), else the
     file at `spec_path`, read once here (an unreadable one is a spec.schema finding).
@@ -86,7 +88,7 @@ def run_preflight(
     findings = Findings(runs_on=runs_on, only=groups)  # type: ignore[arg-type]
     mode = ("bounded" if start_check else "off") if isinstance(start_check, bool) else start_check
     ctx = Context(findings, gpus_per_node, nodes, backend, int(decode_sample or 0) if decode_sample == ALL else max(0, int(decode_sample or 0)), str(mode),
-                  probe_sample=probe_sample, study=study)
+                  probe_sample=probe_sample, study=study, described=(records, val_records) if records else None)
     _arguments(ctx, action)
     if isinstance(spec, LoadedSpec):
         spec_path, spec = spec.path, spec.raw()
@@ -166,13 +168,18 @@ def _tokens_per_sample(datasets: list[Dataset]) -> dict[str, Any] | None:
     return tally.to_dict()
 
 
-CPU_ACTIONS = ("evaluate", "inference", "export", "quantize")  # --gpus-per-node 0 is a CPU machine, which these run on
+CPU_ACTIONS, CPU_JOB_ACTIONS = ("evaluate", "inference", "export", "quantize"), ("train", "rl")  # --gpus-per-node 0: a CPU machine; train/rl: a local-backend CPU job
 
 
 def _arguments(ctx: Context, action: str) -> None:
     f = ctx.findings
     if ctx.backend is not None and ctx.backend not in BACKENDS:
         f.error("spec.schema", f"unknown backend {ctx.backend!r}", f"use one of: {', '.join(BACKENDS)}", "--backend")
+    if ctx.gpus_per_node == 0 and action in CPU_JOB_ACTIONS:  # a CPU job, as `skillbank submit --gpus-per-node 0` takes it: no GPU to compare
+        if ctx.backend == "cosmos-rl":
+            f.error("spec.parallelism", "--gpus-per-node 0 asks for a CPU job, but the cosmos-rl backend trains on GPUs only",
+                    "add --backend local (torchrun + FSDP2 on CPU ranks: the spec's dp_shard_size*tp*cp*pp), or pass the GPUs the node has", "--gpus-per-node")
+        ctx.gpus_per_node, ctx.stats["cpu_job"] = None, True
     for name, value in (("--gpus-per-node", ctx.gpus_per_node), ("--nodes", ctx.nodes)):
         least = 0 if name == "--gpus-per-node" and action in CPU_ACTIONS else 1
         if value is not None and value < least:
@@ -217,9 +224,10 @@ def _train(spec: Any, ctx: Context) -> None:
     if train_file:
         train = _scan(ctx, "train", train_file, ScanOptions(train_media, overlap_with=val, budget=budget, decode_sample=ctx.decode_sample,
                                                            probe_sample=ctx.probe_sample))
-        if train.complete and train.records:
-            spec_checks.steps_per_rank(spec, train.records, val.records if val else None, f, backend=ctx.backend)
-            _plan(spec, model, train.records, val, ctx)
+        if ctx.described is not None or (train.complete and train.records):  # described (submit --records): the real data's steps, not the sample's
+            n, m = ctx.described or (train.records, val.records if val else None)
+            spec_checks.steps_per_rank(spec, n, m, f, backend=ctx.backend)
+            _plan(spec, model, n, None, ctx, val_records=m)
     probed = _probe(ctx, train, budget)
     decoded = _decode(ctx, [train, val], budget)
     for data in (train, val):
@@ -229,10 +237,11 @@ def _train(spec: Any, ctx: Context) -> None:
 
 
 def _train_env(spec: Any, model: env_checks.ModelRef, ctx: Context) -> None:
-    """What only the machine that trains can answer: the token, redis-server, GPUs, free disk."""
+    """What only the machine that trains can answer: a job's paths, the token, redis-server, GPUs, free disk."""
     from skillbank.runs.steps import parallel_shape  # the GPUs per node a job asks for, decided once
 
     f = ctx.findings
+    ctx.stats["paths_checked"] = env_checks.check_job_paths(spec, f)  # a job's first step: its spec's absolute paths exist here
     env_checks.check_hf_token([model], f)
     env_checks.check_uploads(spec, f)
     env_checks.check_redis(ctx.backend, f)
@@ -349,13 +358,14 @@ def _disk_steps(spec: Any, ctx: Context) -> steps.StepPlan | None:
         return None
 
 
-def _plan(spec: Any, model: env_checks.ModelRef, train_records: int, val: Dataset | None, ctx: Context) -> None:
-    """stats["plan"]: the run's arithmetic (records per rank, global batch, steps, checkpoints, disk)."""
+def _plan(spec: Any, model: env_checks.ModelRef, train_records: int, val: Dataset | None, ctx: Context, *, val_records: int | None = None) -> None:
+    """stats["plan"]: the run's arithmetic (records per rank, global batch, steps, checkpoints, disk); steps_from names described records."""
     from skillbank.runs.disk import run_disk
 
     count = steps.train_count(spec, train_records)
     need = run_disk(spec, plan=steps.step_plan(spec, count.train), backend=ctx.backend) if ctx.count is not None else None
-    ctx.stats["plan"] = steps.run_plan(spec, count, val_records=val.records if val else None, disk=need)
+    ctx.stats["plan"] = steps.run_plan(spec, count, val_records=val.records if val else val_records, disk=need)
+    ctx.stats["steps_from"] = f"--records {train_records:,} (the real data described)" if ctx.described else "the records here"
 
 
 def _output_disk(key: str, output_dir: str, model: env_checks.ModelRef, bytes_per_param: float, ctx: Context) -> None:
@@ -486,55 +496,13 @@ def _evaluate(spec: Any, ctx: Context) -> None:
     if ctx.gpus_per_node is not None and spec.num_gpus > ctx.gpus_per_node:
         fix = "set num_gpus = 0 (evaluate runs on CPU with engine transformers)" if ctx.gpus_per_node == 0 else f"set num_gpus={ctx.gpus_per_node} or fewer"
         f.error("spec.parallelism", f"num_gpus {spec.num_gpus} but --gpus-per-node is {ctx.gpus_per_node}", fix, "num_gpus")
-    spec = _evaluate_recipe(spec, f)
+    spec = evaluate_checks.resolved_spec(spec, f)
     file = spec_checks.dataset_file("dataset.annotation_path", spec.dataset.annotation_path, f)
     media = spec_checks.media_folder("dataset.media_dir", spec.dataset.media_dir, spec.dataset.annotation_path, f)
     if file:
         data = _scan(ctx, "eval", file, ScanOptions(media, decode_sample=ctx.decode_sample))
         _decode(ctx, [data], None, fps=spec.vision.fps, nframes=spec.vision.num_frames)
-        _evaluate_overlap(spec, file, f)
-
-
-def _evaluate_overlap(spec: Any, file: str, f: Findings) -> None:
-    """annotations.training_overlap: evaluated items that share content with the training data the model's
-    recipe names (skillbank.evaluation.overlap, as evaluate checks it), or that it could not be checked."""
-    from skillbank import recipe
-    from skillbank.data.media import media_root
-    from skillbank.data.records import load_records
-    from skillbank.evaluation import overlap
-
-    found = recipe.read(spec.model.model_name)
-    if found is None or not (found.recipe.get("training_data") or {}).get("annotation_path"):
-        return  # no recipe naming training data: nothing to compare with (metrics.json says so)
-    try:
-        records = load_records(file)
-    except InputError:
-        return  # the record scan reported it
-    block = overlap.check(records, media_root(spec.dataset.media_dir, spec.dataset.annotation_path), found.recipe, recipe_source=found.source)
-    fix = ("evaluate on clips the model did not train on, or set evaluation.exclude_training_overlap = true" if block.get("checked")
-           else "copy the training data to this machine to check, or evaluate knowing it was not checked")
-    for message in overlap.warnings(block, len(records)):
-        f.warning("annotations.training_overlap", message, fix, "dataset.annotation_path")
-
-
-def _evaluate_recipe(spec: Any, f: Findings) -> Any:
-    """The spec as evaluate will run it (null vision / prompt settings from the model's recipe), with a
-    spec.recipe warning for each set value that differs from the recipe, and a spec.model warning when
-    the checkpoint's family (config.json model_type) is not the one evaluation.prompt_family names."""
-    from skillbank import recipe
-    from skillbank.evaluation.evaluate import resolve_settings
-
-    resolved, settings = resolve_settings(spec)
-    for warning in settings.warnings:
-        f.warning("spec.recipe", warning, "leave the key unset (null) to evaluate as the model was trained, or keep it to test other settings",
-                  "vision" if warning.startswith("vision.") else warning.split(" ", 1)[0])
-    found = recipe.read(spec.model.model_name)
-    model_type = recipe.model_type_of(spec.model.model_name) or (found.recipe.get("model_type", "") if found else "")
-    finding = recipe.family_finding(str(model_type), spec.evaluation.prompt_family)
-    if finding:
-        f.warning("spec.model", finding, f"set evaluation.prompt_family = auto (or {recipe.prompt_family_of(str(model_type))}), or evaluate a checkpoint of that family",
-                  "evaluation.prompt_family")
-    return resolved
+        evaluate_checks.training_overlap(spec, file, f)
 
 
 def _inference(spec: Any, ctx: Context) -> None:

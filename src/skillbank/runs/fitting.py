@@ -148,3 +148,50 @@ def fit_rl_batch(spec: Any, prompts: int, *, fixed: Collection[str] = ()) -> lis
                 fits.append(BatchFit(MINI_BATCH_KEY, mini, m, f"no batch of {top:,} samples or fewer is a multiple of {math.lcm(ranks * mini, g)}"))
             return fits
     return []
+
+
+def fitted_block(fits: list[BatchFit], records: int, counted: str, previous: dict[str, int] | None = None) -> dict[str, Any]:
+    """The spec's `fitted` block for fits made against `records` counted at `counted`: each fitted key's ceiling
+    (a key fitted before keeps its first ceiling: re-fitting always starts from the template's value)."""
+    ceilings = dict(previous or {})
+    for fit in fits:
+        ceilings.setdefault(fit.key, fit.before)
+    return {"records": records if ceilings else None, "counted": counted if ceilings else "", "ceilings": ceilings}
+
+
+def refit(spec: Any, count: TrainCount, val_records: int | None, *, counted: str, where: str = "node") -> tuple[Any, list[dict[str, Any]]]:
+    """A spec written with a `fitted` block (values fitted to the records `skillbank spec` counted, often a sample)
+    fitted again to `count`, the records where it runs: every fitted key back to its ceiling, then the one rule
+    (`fit_train_batches`) with every key the user set fixed. Returns the spec (its block now names these records) and
+    each change as {key, from, to, why, where, records}, the step count and validation cadence that follow included;
+    no block, or the same count: (spec, [])."""
+    block = getattr(spec, "fitted", None)
+    if block is None or not block.ceilings or block.records == count.train:
+        return spec, []
+    from skillbank.specification.overrides import set_dotted
+
+    data = spec.model_dump(mode="json")
+    for key, ceiling in block.ceilings.items():
+        set_dotted(data, key, ceiling)
+    data["fitted"] = fitted_block([], count.train, counted, block.ceilings)
+    ceiled = type(spec).model_validate(data)
+    fixed = {BATCH_KEY, MINI_BATCH_KEY, VALIDATION_BATCH_KEY} - set(block.ceilings)
+    fits = fit_train_batches(ceiled, count, val_records, fixed=fixed)
+    new = apply_fits(ceiled, fits)
+    from skillbank.specification.overrides import get_dotted
+
+    why = {f.key: f.why for f in fits}
+    old, now = spec.model_dump(mode="json"), new.model_dump(mode="json")
+    changes = [{"key": key, "from": get_dotted(old, key), "to": get_dotted(now, key), "where": where, "records": count.train,
+                "why": why.get(key, f"{count.train:,} train records here (the spec was fitted to {block.records:,} at {block.counted}): the ceiling "
+                                   f"{block.ceilings[key]} trains usefully")}
+               for key in block.ceilings if get_dotted(old, key) != get_dotted(now, key)]
+    before, after = step_plan(spec, block.records or 0), step_plan(new, count.train)
+    for key, a, b, said in (("steps.total", before.total_steps, after.total_steps, "optimizer steps in all"),
+                            ("steps.per_epoch", before.steps_per_epoch, after.steps_per_epoch, "optimizer steps per epoch"),
+                            ("validation.every_steps", max(1, spec.validation.freq_in_epoch * before.steps_per_epoch),
+                             max(1, new.validation.freq_in_epoch * after.steps_per_epoch), "steps between validations (validation.freq_in_epoch epochs)")):
+        if a != b:
+            changes.append({"key": key, "from": a, "to": b, "where": where, "records": count.train,
+                            "why": f"{said}: {block.records:,} counted records gave {a}, the {count.train:,} here give {b}"})
+    return new, changes

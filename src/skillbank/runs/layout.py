@@ -53,6 +53,28 @@ def new_run_dir(output_dir: str | os.PathLike[str]) -> Path:
     raise RuntimeError(f"cannot create a run folder under {root}")
 
 
+JOB_STAMP = re.compile(r"(\d{8})-(\d{6})")  # the submit time in a job id (<action>-YYYYmmdd-HHMMSS-<hex>)
+
+
+def job_run_root(output_dir: str | os.PathLike[str], job_id: str) -> Path:
+    """A submitted job's own run root, <output_dir>/<job id>: its run folder is the only one under it, so a resume scan
+    of the root (cosmos-rl's train.resume = true lists <root>/*/checkpoints/step_N and takes the highest step; it also
+    prunes incomplete ones there and keeps best/ there) sees this job's run alone, never a sibling job's."""
+    return Path(output_dir) / job_id
+
+
+def job_run_dir(output_dir: str | os.PathLike[str], job_id: str) -> Path:
+    """A submitted job's run folder: <output_dir>/<job id>/<YYYYmmddHHMMSS of the submit> (cosmos-rl's run naming)."""
+    m = JOB_STAMP.search(job_id)
+    return job_run_root(output_dir, job_id) / (m.group(1) + m.group(2) if m else job_id)
+
+
+def other_runs(run_root: str | os.PathLike[str], run_dir: str | os.PathLike[str]) -> list[Path]:
+    """Run folders under `run_root`, other than `run_dir`, that hold checkpoints: what a resume scan of the root would also see."""
+    mine = Path(run_dir).resolve()
+    return [p for p in run_dirs(run_root) if p.resolve() != mine and list_checkpoint_steps(p, complete_only=False)]
+
+
 def run_dirs(output_dir: str | os.PathLike[str]) -> list[Path]:
     """Run folders under output_dir, oldest first (timestamp names sort by time)."""
     root = Path(output_dir)

@@ -1,10 +1,16 @@
-"""The job record: one JSON shape for every platform, so an agent watches a local, Docker or Slurm job
-the same way.
+"""The job record: one JSON shape for every job, so an agent watches a local, Docker or Slurm job, and a
+foreground `skillbank train`, the same way.
 
 A record lives at `<results_dir>/jobs/<job_id>.json`, beside the job folder `<results_dir>/jobs/<job_id>/`
-(the spec copy the job runs from, the rendered command or sbatch script, logs). An index under the
-cache folder maps job ids to records, so `skillbank jobs status ID` works from any directory.
-Records hold names of credentials (`env`), never their values.
+(the spec copy the job runs from, the rendered command or sbatch script, logs; a foreground run has
+none). An index under the cache folder maps job ids to records, so `skillbank jobs status ID` works from
+any directory. Records hold names of credentials (`env`), never their values.
+
+Version 2 joined the two shapes that shared `results/jobs/`: the submit record and the foreground
+`skillbank train` record (version 1 of training/jobrecord: job_id, started_at, error,
+outputs.val_loss_last, ...), which `load` still reads (`from_foreground`). A job that runs elsewhere
+writes what happened on its node into its job folder (`node.json`, skillbank.runs.node: attempts,
+values re-fitted to the node's data); `jobs status` merges it into the record.
 """
 
 from __future__ import annotations
@@ -23,11 +29,13 @@ from skillbank import atomic
 from skillbank.errors import InputError
 from skillbank.paths import cache_dir
 from skillbank.hashing import sha256_file  # noqa: F401 - jobs and records import it from here
+from skillbank.runs.progress import Progress
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: one shape for submitted jobs and foreground runs (host, error, route, fitted, attempts, progress)
 Platform = Literal["local", "docker", "slurm"]
 Backend = Literal["local", "cosmos-rl"]
 Status = Literal["rendered", "submitted", "running", "succeeded", "failed", "cancelled", "unknown"]
+Kind = Literal["submit", "foreground"]
 TERMINAL: frozenset[str] = frozenset({"rendered", "succeeded", "failed", "cancelled"})
 FINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "unknown"})  # a launched job that will not change by itself
 
@@ -37,7 +45,7 @@ class SpecRef(BaseModel):
 
     path: str = Field(description="The spec file as given (absolute).")
     sha256: str = Field(description="sha256 of the spec file at submit time.")
-    copy_path: str = Field(description="The copy inside the job folder that the job runs from.")
+    copy_path: str | None = Field(None, description="The copy inside the job folder that the job runs from (null: a foreground run read `path` itself).")
 
 
 class Outputs(BaseModel):
@@ -46,9 +54,10 @@ class Outputs(BaseModel):
     results_dir: str = Field(description="The spec's results_dir (absolute).")
     job_dir: str = Field(description="Folder of this job: spec copy, rendered command or script, logs.")
     train_output_dir: str = Field(description="The spec's train.output_dir (absolute): run folders go under it.")
-    run_dir: str | None = Field(None, description="The run folder when the platform fixes it (slurm: <train_output_dir>/<job id>).")
-    log: str | None = Field(None, description="The job's main log file (local: the train command's output; slurm: the batch output).")
-    cosmos_log_dir: str | None = Field(None, description="cosmos-rl's --log-dir (slurm): node_<i>/logs_latest/ per node.")
+    run_dir: str | None = Field(None, description="The run folder, fixed when the job starts: <train_output_dir>/<job id>/<YYYYmmddHHMMSS> (runs.layout.job_run_dir: alone under the job's run root) for a submitted train or rl job "
+                                "(every platform, both backends), the folder a foreground run created; null for an AutoML study (its trials' runs are under study_dir).")
+    log: str | None = Field(None, description="The job's main log file (local: the train command's output; slurm: the batch output; foreground: the run's train.log or launcher.log).")
+    cosmos_log_dir: str | None = Field(None, description="cosmos-rl's --log-dir: slurm: <run_dir>/cosmos-rl-logs with node_<i>/logs_latest/ per node; foreground: <run_dir>/logs.")
     study_dir: str | None = Field(None, description="action automl: the study folder, <results_dir>/automl/<study> (study.db, trials/, best_rec.json); every submit of the same study resumes it.")
     study_storage: str | None = Field(None, description="action automl: the study's --storage URL, shared by the workers of every job that names it (never with a password); None: study.db in study_dir. `jobs status` reads the study from it.")
     deft_dir: str | None = Field(None, description="action deft: the DEFT loop's output_dir (state.json, log.jsonl, round_N/, report.html); every attempt and every submit of the same config resumes it. `jobs status` reads the loop's progress from it.")
@@ -61,6 +70,8 @@ class JobRecord(BaseModel):
 
     schema_version: int = SCHEMA_VERSION
     id: str = Field(description="Job id: <action>-<UTC YYYYmmdd-HHMMSS>-<6 hex>.")
+    kind: Kind = Field("submit", description="submit: a job `skillbank submit` launched or rendered (or `jobs attach` recorded); "
+                       "foreground: a `skillbank train` run in this shell (no job folder; `jobs status` reads its pid and run folder).")
     platform: Platform
     backend: Backend
     skill: str
@@ -83,6 +94,19 @@ class JobRecord(BaseModel):
     outputs: Outputs
     path_map: list[str] = Field(default_factory=list, description="--path-map LOCAL=REMOTE pairs: the job folder's files, train_output_dir, run_dir, cosmos_log_dir and study_dir name REMOTE (the node's paths); results_dir, job_dir, the spec path and script are where they are on the submitting machine.")
     preflight: dict[str, Any] = Field(default_factory=dict, description="{ran, ok, errors, warnings, runs_on, check_on_node} or {ran: false, reason}; check_on_node lists the environment findings a job that runs elsewhere checks on its node.")
+    host: str | None = Field(None, description="The machine the command ran on (foreground) or that submitted it.")
+    error: str | None = Field(None, description="Why it failed or was cancelled, when known (secrets masked).")
+    route: dict[str, Any] | None = Field(None, description="foreground train: the router's decision {route, reason, ...}.")
+    fitted: list[dict[str, Any]] = Field(default_factory=list, description="Values fitted to the data, in order: {key, from, to, why, where, records}; "
+                                         "where: spec (`skillbank spec`, recorded in the spec's fitted block), submit (--records), node (the job's first step re-fitted "
+                                         "them to the files where it runs). A value the user set is never changed.")
+    attempts: list[dict[str, Any]] = Field(default_factory=list, description="The job's attempts, oldest first, as its node recorded them (node.json in the job folder): "
+                                           "{attempt, started, host, slurm_job_id, run_dir, ended, status}; a Slurm job's script adds why_ended (time_limit, preempted, "
+                                           "requeued_by_hand), checkpoint_at_start / checkpoint_at_end (the newest complete step) and guard (why the "
+                                           "no-progress guard ended the job): platform.requeue.")
+    progress: Progress | None = Field(None, description="The run's progress read from its folder at the last `jobs status` / `wait` "
+                                      "(skillbank.runs.progress): state, last_step, total_steps, last_loss, last_val_loss, last_val_step, "
+                                      "last_complete_checkpoint, export, attempts, cause.")
     notes: list[str] = Field(default_factory=list)
 
 
@@ -135,13 +159,17 @@ def save(record: JobRecord, *, index: bool = True) -> Path:
     is not indexed: it writes nothing outside <results_dir>/jobs/; find it with --results-dir or by its path)."""
     path = path_of(record)
     atomic.write_json(path, record.model_dump(mode="json"))
-    if not index:
-        return path
+    if index:
+        index_record(record.id, path)
+    return path
+
+
+def index_record(job_id: str, path: Path) -> None:
+    """Point the id index at a record, so `skillbank jobs status ID` finds it from any directory."""
     try:
-        atomic.write_text(_index_dir() / record.id, str(path) + "\n")
+        atomic.write_text(_index_dir() / job_id, str(path) + "\n")
     except OSError:
         pass  # the index is a convenience; the record itself is what counts
-    return path
 
 
 def load(path: str | Path) -> JobRecord:
@@ -150,21 +178,43 @@ def load(path: str | Path) -> JobRecord:
         data = json.loads(p.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read job record: {exc}", where=str(p), fix="pass a job id or a jobs/<id>.json path") from None
-    if isinstance(data, dict) and "job_id" in data and "id" not in data:  # skillbank.training.jobrecord: a foreground run's record
-        outputs = data.get("outputs") or {}
-        raise InputError(
-            f"this is the record of a foreground `skillbank {data.get('action', '?')}` run (status {data.get('status', '?')}, "
-            f"run folder {outputs.get('run_dir', '-')}), not of a `skillbank submit` job",
-            where=str(p),
-            fix="read the record itself (JSON), and the run folder's train.log / metrics.jsonl; stop the run with Ctrl-C or "
-                f"SIGTERM to pid {data.get('pid', '?')}; `skillbank jobs` follows jobs started by `skillbank submit`",
-        )
+    if isinstance(data, dict) and "job_id" in data and "id" not in data:  # version 1 of a foreground run's record
+        data = from_foreground(data, p)
     try:
         return JobRecord.model_validate(data)
     except ValueError as exc:
         first = exc.errors()[0] if hasattr(exc, "errors") and exc.errors() else None
         detail = f"{'.'.join(str(x) for x in first['loc'])}: {first['msg']}" if first else str(exc)
         raise InputError(f"not a skillbank job record ({detail})", where=str(p), fix="pass a job id or a jobs/<id>.json path written by `skillbank submit`") from None
+
+
+FOREGROUND_STATUS = {"dry_run": "rendered"}  # version 1's statuses that version 2 names otherwise
+FOREGROUND_PROGRESS = {"last_step": "last_step", "total_steps": "total_steps", "last_loss": "last_loss", "val_loss_last": "last_val_loss",
+                       "final_safetensors": "export"}
+
+
+def from_foreground(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    """A version-1 foreground record (training/jobrecord before the shapes joined: job_id, started_at,
+    ended_at, error, pid, outputs.{run_dir, val_loss_last, ...}) as a version-2 record dict."""
+    outputs = dict(data.get("outputs") or {})
+    results_dir = path.resolve().parent.parent
+    run_dir = outputs.get("run_dir")
+    progress = {new: outputs[old] for old, new in FOREGROUND_PROGRESS.items() if outputs.get(old) is not None}
+    status = FOREGROUND_STATUS.get(data.get("status"), data.get("status") or "unknown")
+    return {
+        "schema_version": SCHEMA_VERSION, "id": data["job_id"], "kind": "foreground", "platform": "local",
+        "backend": data.get("backend") or "local", "skill": data.get("skill") or "tao-finetune-cosmos-reason", "action": data.get("action") or "train",
+        "spec": {"path": data.get("spec_path") or "", "sha256": data.get("spec_sha256") or "", "copy_path": None},
+        "argv": list(data.get("argv") or []), "status": status, "submitted": data.get("started_at") or now(),
+        "started": data.get("started_at"), "ended": data.get("ended_at"), "exit_code": data.get("exit_code"),
+        "external_kind": "pid" if data.get("pid") else None, "external_id": str(data["pid"]) if data.get("pid") else None,
+        "host": data.get("host"), "error": data.get("error") or data.get("reason"), "route": data.get("route"),
+        "outputs": {"results_dir": str(results_dir), "job_dir": str(results_dir / "jobs" / data["job_id"]),
+                    "train_output_dir": str(Path(run_dir).parent) if run_dir else "", "run_dir": run_dir,
+                    "log": outputs.get("log") or outputs.get("launcher_log"), "cosmos_log_dir": outputs.get("log_dir")},
+        "progress": {"state": status if status in ("running", "succeeded", "failed", "cancelled") else "unknown", "run_dir": run_dir, **progress} if run_dir else None,
+        "notes": [f"read from a version-1 foreground record ({path.name}: schema_version {data.get('schema_version', 1)})"],
+    }
 
 
 def find(job: str, results_dir: str | None = None) -> tuple[JobRecord, Path]:

@@ -71,6 +71,9 @@ TRAIN_KEYS: dict[str, Route] = {
     "results_dir": Route(SKILL, None, "job records and reports of skillbank"),
     "paths.map": Route(SKILL, None, "the --path-map the spec was written with: commands on this machine apply it, jobs and TOMLs name REMOTE only"),
     "user_set": Route(SKILL, None, "the keys the user chose (spec --set): AutoML leaves them out of its search"),
+    "fitted.records": Route(SKILL, None, "the records `skillbank spec` fitted the batches to (a job re-fits them where it runs)"),
+    "fitted.counted": Route(SKILL, None, "where those records were counted"),
+    "fitted.ceilings": Route(SKILL, None, "each fitted key's value before fitting: what a re-fit starts from"),
 }
 
 # How published cosmos-rl recipes spell our dataset script's keys (cosmos-reason2's examples): read by `spec --from`.

@@ -214,6 +214,15 @@ class CustomSpec(Section):
     system_prompt: str = param("You are a helpful assistant. Answer the question about the video with a short answer.", "System prompt of every chat; a record whose conversations open with its own system turn uses that one instead.")
 
 
+class FittedSpec(Section):
+    records: int | None = param(None, "Train records (after the validation split) the keys in `ceilings` were fitted to by `skillbank spec`; null: nothing was fitted.", ge=0)
+    counted: str = param("", "Where those records were counted: an annotation file on the machine that wrote the spec (under --path-map a "
+                         "local copy, often a sample of the node's data), or \"described: --records N\".")
+    ceilings: dict[str, int] = param(default_factory=dict, description="Each fitted key's value before fitting (the ceiling, from the template): the "
+                                     "spec holds the fitted value. A submitted job's first step re-fits these keys to the files where it runs "
+                                     "(recorded in the job record's `fitted`); `spec --from` treats them as not set by you. Keys you set are never here.")
+
+
 class TrainSpec(Section):
     """Train spec of tao-finetune-cosmos-reason: cosmos-rl SFT, nested as its TOML."""
 
@@ -241,3 +250,5 @@ class TrainSpec(Section):
         if unknown:
             raise ValueError(f"user_set names no spec key: {', '.join(unknown)} (dotted keys such as train.epoch)")
         return sorted(set(value))
+    fitted: FittedSpec = param(default_factory=FittedSpec, description="Values `skillbank spec` fitted to the records it counted (a batch you did not set lowered "
+                               "to train usefully): how many records, where, and each key's ceiling, so a job re-fits them to the data where it runs.")

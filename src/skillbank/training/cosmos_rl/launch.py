@@ -49,12 +49,18 @@ class RunLayout:
     run_id: str
     run_dir: Path
     job_dir: Path | None = None  # a dry run: the TOML goes here, the run folder is only named
+    logs: Path | None = None  # cosmos-rl's --log-dir when not <run>/logs (a Slurm job: <run>/cosmos-rl-logs/node_<i>)
 
     @classmethod
-    def new(cls, output_dir: str | Path) -> RunLayout:
-        """A fresh <output_dir>/<YYYYmmddHHMMSS>[-N] folder, named as cosmos-rl names its runs."""
-        run_dir = run_layout.new_run_dir(Path(output_dir).expanduser().resolve())
-        return cls(run_dir.name, run_dir)
+    def new(cls, output_dir: str | Path, *, run_dir: str | Path | None = None, log_dir: str | Path | None = None) -> RunLayout:
+        """A fresh <output_dir>/<YYYYmmddHHMMSS>[-N] folder, named as cosmos-rl names its runs; or the run
+        folder given (--run-dir: a submitted job's, fixed at submit), created when missing."""
+        if run_dir is None:
+            folder = run_layout.new_run_dir(Path(output_dir).expanduser().resolve())
+        else:
+            folder = Path(run_dir).expanduser().resolve()
+            folder.mkdir(parents=True, exist_ok=True)
+        return cls(folder.name, folder, logs=Path(log_dir).expanduser().resolve() if log_dir else None)
 
     @property
     def toml_path(self) -> Path:
@@ -62,7 +68,7 @@ class RunLayout:
 
     @property
     def log_dir(self) -> Path:
-        return self.run_dir / "logs"  # cosmos-rl writes logs_<time>/ and the logs_latest link here
+        return self.logs or self.run_dir / "logs"  # cosmos-rl writes logs_<time>/ and the logs_latest link here
 
     @property
     def launcher_log(self) -> Path:
@@ -135,14 +141,25 @@ def train_cosmos_rl(
     log: Callable[[str], None] = print,
     resume_from: Path | None = None,
     paths: Any = None,
+    run_dir: Path | None = None,
+    log_dir: Path | None = None,
+    launcher_args: list[str] | None = None,
 ) -> int:
     """Run (or, with dry_run, plan) one cosmos-rl SFT run. Returns 0; a failed run raises RunError.
 
     resume_from: a step_N/policy folder: the new run starts from it (train.resume = its path); with
     resume too, the newest complete checkpoint under output_dir wins when there is one.
-    `paths` (a dry run's --path-map): `spec` names the node's paths; they are read at LOCAL here."""
-    layout = _planned_layout(spec, paths, spec_path) if dry_run else RunLayout.new(spec.train.output_dir)
-    plan = prepare(spec, layout=layout, resume=resume_setting(spec, resume, resume_from), dry_run=dry_run, log=log, paths=paths)
+    `paths` (a dry run's --path-map): `spec` names the node's paths; they are read at LOCAL here.
+    run_dir / log_dir / launcher_args: a submitted job's run folder (fixed at submit; a resume looks only
+    in it), its --log-dir, and the launcher flags of a multi-node job (--num-workers, --worker-idx,
+    --node-ip-list, --port, --rdzv-port): node 0 runs this, the other nodes the launcher alone."""
+    if dry_run:
+        layout = _planned_layout(spec, paths, spec_path)
+    else:
+        _check_fixed_run(run_dir, resume)
+        layout = RunLayout.new(spec.train.output_dir, run_dir=run_dir, log_dir=log_dir)
+    plan = prepare(spec, layout=layout, resume=resume_setting(spec, resume, resume_from, run_dir=run_dir if not dry_run else None),
+                   dry_run=dry_run, log=log, paths=paths, launcher_args=launcher_args)
     if layout.job_dir is not None:
         log(f"job folder: {layout.job_dir} (the only thing this dry run wrote: {run_layout.TOML_FILE})")
     for line in plan.lines(dry_run=dry_run, spec_path=spec_path):
@@ -168,7 +185,7 @@ def train_cosmos_rl(
     process = _start(plan)
     try:
         _update(job, status="running", pid=process.pid, **fields)
-        result = watch(process, watcher, interval=POLL_INTERVAL_S)
+        result = watch(process, watcher, interval=POLL_INTERVAL_S, tick=getattr(job, "tick", None))
     except BaseException as exc:  # Ctrl-C, SIGTERM (skillbank.procs.stop_on_signals) or a watcher error
         stop(process)
         if isinstance(exc, KeyboardInterrupt):
@@ -193,15 +210,31 @@ def _planned_layout(spec: TrainSpec, paths: Any = None, spec_path: Path | None =
     return RunLayout(stamp, (output_dir if output_dir.is_absolute() else output_dir.resolve()) / stamp, job_dir(results, new_job_id("train")))
 
 
-def resume_setting(spec: TrainSpec, resume: bool, resume_from: Path | None) -> bool | str:
+def _check_fixed_run(run_dir: Path | None, resume: bool) -> None:
+    """--run-dir holding checkpoints continues only with --resume (else they would be overwritten)."""
+    newest = run_layout.newest_complete_checkpoint(run_dir) if run_dir is not None and (Path(run_dir) / "checkpoints").is_dir() else None
+    if newest is not None and not resume:
+        raise InputError(f"--run-dir {run_dir} already holds checkpoints (newest {newest})", where="--run-dir",
+                         fix="add --resume to continue it, or name a new run folder")
+
+
+def resume_setting(spec: TrainSpec, resume: bool, resume_from: Path | None, *, run_dir: Path | None = None) -> bool | str:
     """cosmos-rl's train.resume for --resume / --resume-from. A chosen checkpoint must have been
-    written by as many ranks as this spec saves with (one shard file per rank)."""
+    written by as many ranks as this spec saves with (one shard file per rank). With a fixed run folder
+    (--run-dir), --resume names that run's own newest complete checkpoint (cosmos-rl's `true` would scan
+    every sibling run under output_dir), or starts fresh when it has none."""
+    if resume and run_dir is not None:
+        newest = run_layout.newest_complete_checkpoint(run_dir) if (Path(run_dir) / "checkpoints").is_dir() else None
+        if newest is not None:
+            return str(newest)
+        resume = False
     if resume_from is None:
-        return resume
+        newest = run_layout.newest_complete_checkpoint(spec.train.output_dir) if resume else None
+        return str(newest) if newest is not None else False  # named, never `true` (see below); nothing to resume: a new start
     if resume:
         newest = run_layout.newest_complete_checkpoint(spec.train.output_dir)
         if newest is not None:
-            return True  # cosmos-rl scans the sibling run folders itself
+            return str(newest)  # named, never `true`: cosmos-rl's scan takes the highest step of any run under the root (and prunes there)
     if resume_from.exists():
         par = spec.policy.parallelism
         want, have = par.tp_size * par.cp_size * par.pp_size * par.dp_shard_size, run_layout.saving_ranks(resume_from)
@@ -214,7 +247,8 @@ def resume_setting(spec: TrainSpec, resume: bool, resume_from: Path | None) -> b
     return str(resume_from)
 
 
-def prepare(spec: TrainSpec, *, layout: RunLayout, resume: bool | str, dry_run: bool, log: Callable[[str], None] = print, paths: Any = None) -> LaunchPlan:
+def prepare(spec: TrainSpec, *, layout: RunLayout, resume: bool | str, dry_run: bool, log: Callable[[str], None] = print, paths: Any = None,
+            launcher_args: list[str] | None = None) -> LaunchPlan:
     """Everything short of launching: checks, model download (not in a dry run), the TOML on disk.
     With `paths`, `spec` names the node's paths: the records and the model's config are read at LOCAL."""
     env = launch_env()
@@ -230,7 +264,7 @@ def prepare(spec: TrainSpec, *, layout: RunLayout, resume: bool | str, dry_run: 
     family = family_of(str(local_model) if local_model is not None and local_model.exists() else model)
     built = build_toml(spec, model=model, family=family, run_dir=layout.run_dir, run_id=layout.run_id, resume=resume, counts=counts)
     write_toml(layout.toml_path, built.data)
-    argv = ["cosmos-rl", "--config", str(layout.toml_path), "--log-dir", str(layout.log_dir), str(SCRIPT)]
+    argv = [launcher(env), "--config", str(layout.toml_path), "--log-dir", str(layout.log_dir), *(launcher_args or []), str(SCRIPT)]
     return LaunchPlan(
         layout=layout,
         argv=argv,
@@ -285,6 +319,12 @@ TOOLS = {
 }
 
 
+def launcher(env: dict[str, str]) -> str:
+    """The cosmos-rl launcher to run: the first on the caller's PATH (a job's environment puts its own first), else the
+    one beside this interpreter (a venv run without activating it); its name alone when neither has one (a dry run)."""
+    return shutil.which("cosmos-rl") or shutil.which("cosmos-rl", path=env.get("PATH", "")) or "cosmos-rl"
+
+
 def missing_tools(env: dict[str, str]) -> list[str]:
     return [tool for tool in TOOLS if shutil.which(tool, path=env.get("PATH", "")) is None]
 
@@ -299,22 +339,16 @@ def _start(plan: LaunchPlan) -> subprocess.Popen[bytes]:
 
 
 def _report(result: WatchResult, *, layout: RunLayout, job: Any, fields: dict[str, Any], log: Callable[[str], None]) -> int:
-    atomic.write_json(layout.result_path, result.as_dict())
-    summary = {
-        "reason": redact(result.reason),
-        "last_step": result.last_step,
-        "total_steps": result.total_steps,
-        "final_safetensors": result.final_safetensors,
-        "last_loss": result.last_loss,
-        "val_loss_last": result.last_val_loss,
-        "result": str(layout.result_path),
-    }
-    _update(job, status=result.status, **fields, **summary)
+    atomic.write_json(layout.result_path, redact(result.as_dict()))
+    _update(job, status=result.status, reason=redact(result.reason) if result.status != "succeeded" else None, **fields)
     for warning in result.warnings:
         log(f"warning: {redact(warning)}")
     if result.status != "succeeded":
         raise RunError(f"cosmos-rl run failed: {redact(result.reason)} (logs: {layout.log_dir / 'logs_latest'}, {layout.launcher_log})")
     log(f"cosmos-rl run succeeded: {result.reason}; final safetensors: {result.final_safetensors}")
+    from skillbank.runs.progress import final_validation_line
+
+    log(final_validation_line(result.as_dict()))
     return 0
 
 

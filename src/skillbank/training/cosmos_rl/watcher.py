@@ -2,8 +2,10 @@
 
 cosmos-rl exits 0 when a policy process crashes, so progress and failure are read from the lines
 it writes: `<log_dir>/logs_latest/{controller.log, policy_*.log}` (policy lines carry torchrun's
-`[rankN]:` prefix) and the launcher's own output (`Process P failed with return code R`).
-Master-rank `Step: s/T, Loss: l` lines become a progress bar and metrics.jsonl rows.
+`[rankN]:` prefix), on a multi-node job every node's (a log_dir named node_<i> has siblings
+node_0, node_1, ...: all are read), and the launcher's own output (`Process P failed with return code R`).
+Master-rank `Step: s/T, Loss: l` lines become a progress bar and metrics.jsonl rows: one row per step
+and one per validation, each with step, total_steps, epoch and time (the local backend writes the same).
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ class WatchResult:
     total_epochs: int | None = None
     last_loss: float | None = None
     last_val_loss: float | None = None
+    last_val_step: int | None = None
+    val_at_final_step: bool | None = None  # the last validation was taken at the final step (the loss to report)
     final_safetensors: str | None = None
     checkpoints: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -144,9 +148,10 @@ class LogWatcher:
 
     def sources(self) -> list[Path]:
         found = [self.launcher_log] if self.launcher_log else []
-        latest = self.log_dir / "logs_latest"
-        if latest.is_dir():
-            found += sorted(latest.glob("*.log"))
+        for folder in node_log_dirs(self.log_dir):
+            latest = folder / "logs_latest"
+            if latest.is_dir():
+                found += sorted(latest.glob("*.log"))
         return found
 
     def poll(self, *, final: bool = False) -> None:
@@ -189,7 +194,7 @@ class LogWatcher:
         self.losses.append((step, loss))
         if loss is None:
             self.warnings.append(f"non-finite loss at step {step}")
-        self._row({"step": step, "epoch": self.epoch, "loss": loss, **(fields or {})})
+        self._row({"step": step, "total_steps": total, "epoch": self.epoch, "loss": loss, **(fields or {}), "time": time.time()})
         bar = self._progress_bar(total, previous)
         if bar is not None:
             bar.update(step - bar.n)
@@ -201,7 +206,7 @@ class LogWatcher:
         self._val_steps.add(step)
         self.last_val_loss, self.last_val_step = val_loss, step
         epoch = self.epoch if self.epoch is not None else epoch0 + 1  # cosmos-rl logs a 0-based epoch here
-        self._row({"step": step, "epoch": epoch, "val_loss": val_loss})
+        self._row({"step": step, "total_steps": total, "epoch": epoch, "val_loss": val_loss, "time": time.time()})
         self.log(f"validation loss {val_loss} at step {step}/{total}")
 
     def _check_failure(self, text: str, source: str) -> None:
@@ -310,6 +315,8 @@ class LogWatcher:
             total_epochs=self.total_epochs,
             last_loss=self.last_loss,
             last_val_loss=self.last_val_loss,
+            last_val_step=self.last_val_step,
+            val_at_final_step=None if self.last_val_step is None else self.last_val_step == (self.total_steps or self.last_step),
             final_safetensors=final,
             checkpoints=list(self.checkpoints),
             warnings=list(self.warnings),
@@ -330,6 +337,16 @@ class LogWatcher:
         return ""
 
 
+NODE_DIR = re.compile(r"^node_\d+$")
+
+
+def node_log_dirs(log_dir: Path) -> list[Path]:
+    """A launcher's --log-dir and, for node_<i> of a multi-node job, every node's (node_0, node_1, ...: one replica spans them)."""
+    if NODE_DIR.match(log_dir.name) and log_dir.parent.is_dir():
+        return sorted((p for p in log_dir.parent.iterdir() if NODE_DIR.match(p.name)), key=lambda p: int(p.name[5:])) or [log_dir]
+    return [log_dir]
+
+
 def _step_fields(text: str) -> dict[str, float | None]:
     return {key: _number(m[1]) for key, pattern in STEP_FIELDS.items() if (m := pattern.search(text))}
 
@@ -345,6 +362,7 @@ def watch(
     *,
     interval: float = 1.0,
     fail_grace_s: float = 120.0,
+    tick: Callable[[], None] | None = None,
 ) -> WatchResult:
     """Tail the logs until the launcher exits. After a failure, give the run `fail_grace_s` to end by
     itself (steps still coming restart the wait), then stop the launcher's process tree."""
@@ -355,6 +373,8 @@ def watch(
     while process.poll() is None:
         procs.raise_if_stopped()  # a safe point: SIGTERM / Ctrl-C under procs.stop_on_signals stops the launcher (the caller's cleanup)
         watcher.poll()
+        if tick is not None:
+            tick()  # the job record reads the progress the watcher just wrote
         if watcher.failures:
             if failed_at is None or watcher.last_step != step_at_failure:
                 failed_at, step_at_failure = time.monotonic(), watcher.last_step

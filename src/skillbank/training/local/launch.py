@@ -76,13 +76,30 @@ def resolve_model(ref: str, *, download: bool) -> tuple[str, list[str]]:
     return path, [f"{ref} would be downloaded with huggingface_hub.snapshot_download before launch"] if hub and not download else []
 
 
-def pick_run_dir(output_dir: Path, resume_from: Path | None, *, dry_run: bool) -> Path:
-    """The run a resume continues; else a new timestamped run folder (a dry run only names it)."""
+def pick_run_dir(output_dir: Path, resume_from: Path | None, *, dry_run: bool, fixed: Path | None = None) -> Path:
+    """The run a resume continues; else the fixed run folder (--run-dir: a submitted job's), else a new
+    timestamped one (a dry run only names it)."""
     if resume_from is not None:
         return layout.run_of(resume_from).resolve()
+    if fixed is not None:
+        if not dry_run:
+            fixed.mkdir(parents=True, exist_ok=True)
+        return fixed.resolve()
     if dry_run:
         return (output_dir / layout.timestamp()).resolve()
     return layout.new_run_dir(output_dir).resolve()
+
+
+def check_fixed_run(run_dir: Path | None, resume: bool) -> Path | None:
+    """--run-dir: the newest complete checkpoint a --resume continues (only this run's, never a sibling's);
+    a folder holding checkpoints without --resume is refused (it would be overwritten)."""
+    if run_dir is None:
+        return None
+    newest = layout.newest_complete_checkpoint(run_dir) if (run_dir / "checkpoints").is_dir() else None
+    if newest is not None and not resume:
+        raise InputError(f"--run-dir {run_dir} already holds checkpoints (newest {newest})", where="--run-dir",
+                         fix="add --resume to continue it, or name a new run folder")
+    return newest
 
 
 def check_ranks(checkpoint: Path, world: int, *, flag: str) -> None:
@@ -96,13 +113,14 @@ def check_ranks(checkpoint: Path, world: int, *, flag: str) -> None:
         )
 
 
-def plan_local(spec, *, resume: bool = False, dry_run: bool = False, resume_from: Path | None = None) -> LocalPlan:
+def plan_local(spec, *, resume: bool = False, dry_run: bool = False, resume_from: Path | None = None, run_dir: Path | None = None) -> LocalPlan:
     """Everything short of launching (nothing is created or downloaded in a dry run).
 
     resume: continue the run of the newest complete checkpoint under train.output_dir (its folder).
     resume_from: a complete step_N/policy folder (`skillbank.runs.layout.resolve_checkpoint`) of this
     run or another; a NEW run folder starts from its weights, optimizer, schedule and step. With both,
     the newest checkpoint under output_dir wins when there is one (a requeued job continues its own run).
+    run_dir: the run folder is this one (a submitted job's, fixed at submit); resume looks only in it.
     """
     par = spec.policy.parallelism
     for key in ("tp_size", "cp_size", "pp_size"):
@@ -124,19 +142,22 @@ def plan_local(spec, *, resume: bool = False, dry_run: bool = False, resume_from
         notes.append("train.ckpt.save_mode async is a cosmos-rl setting: the local backend writes checkpoints synchronously")
     output_dir = Path(spec.train.output_dir)
     chosen, continue_run = resume_from, False
+    fixed = Path(run_dir).expanduser() if run_dir is not None else None
     if resume:
-        newest = layout.newest_complete_checkpoint(output_dir)
+        newest = check_fixed_run(fixed, resume) if fixed is not None else layout.newest_complete_checkpoint(output_dir)
         if newest is not None:
             chosen, continue_run = newest, True
         elif resume_from is None:
-            notes.append(f"--resume: no complete checkpoint under {output_dir}; starting a new run")
+            notes.append(f"--resume: no complete checkpoint under {fixed or output_dir}; starting a new run")
         else:
             notes.append(f"--resume: no complete checkpoint under {output_dir} yet; starting from --resume-from {resume_from}")
     if chosen is not None and chosen.exists():
         check_ranks(chosen, world, flag="--resume" if continue_run else "--resume-from")
     elif chosen is not None:
         notes.append(f"--resume-from {chosen} is not on this machine: it must be a complete checkpoint on the machine that trains")
-    run_dir = pick_run_dir(output_dir, chosen if continue_run else None, dry_run=dry_run)
+    if fixed is not None and not resume:
+        check_fixed_run(fixed, resume)
+    run_dir = pick_run_dir(output_dir, chosen if continue_run else None, dry_run=dry_run, fixed=fixed)
     resume_from = chosen
     argv = [sys.executable, "-m", "skillbank.training.local.torchrun", "--standalone", f"--nproc_per_node={world}",
             *process_args(WORKER, run_dir, model_path, resume_from)]
@@ -145,11 +166,42 @@ def plan_local(spec, *, resume: bool = False, dry_run: bool = False, resume_from
 
 
 def _error_summary(run_dir: Path) -> str:
+    """The first rank error's last line and its file; else the run's log, when it was written (a crash before
+    the first log line leaves only torchrun's output, printed above)."""
     for path in sorted(run_dir.glob("error_rank_*.txt")):
         lines = [ln for ln in path.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
         if lines:
             return f"{lines[-1]} (traceback: {path})"
-    return f"see {run_dir / layout.LOG_FILE}"
+    log = run_dir / layout.LOG_FILE
+    return f"see {log}" if log.is_file() else "no rank wrote an error file or a log line: see torchrun's output above"
+
+
+def _how_to_go_on(run_dir: Path) -> str:
+    """What to do after a failure: resume only when a complete checkpoint exists to resume from."""
+    newest = layout.newest_complete_checkpoint(run_dir) if (run_dir / "checkpoints").is_dir() else None
+    if newest is None:
+        return "no checkpoint was written: fix the cause and train again (a new run)"
+    return f"resume with --resume (from {newest})"
+
+
+def write_result(run_dir: Path, status: str, reason: str, returncode: int | None) -> dict[str, Any]:
+    """result.json with the fields the cosmos-rl watcher writes (training.cosmos_rl.watcher.WatchResult), from the run's files."""
+    from skillbank.runs import progress
+
+    seen = progress.read(run_dir)
+    ended = status in ("succeeded", "failed")
+    rows = layout.read_metrics(run_dir)
+    epochs = [r["epoch"] for r in rows if r.get("epoch") is not None]
+    doc = {
+        "status": status, "reason": reason, "last_step": seen.last_step, "total_steps": seen.total_steps,
+        "epoch": epochs[-1] if epochs else None, "total_epochs": None, "last_loss": seen.last_loss,
+        "last_val_loss": seen.last_val_loss, "last_val_step": seen.last_val_step,
+        "val_at_final_step": None if seen.last_val_step is None or not ended else seen.last_val_step == (seen.total_steps or seen.last_step),
+        "final_safetensors": seen.export, "checkpoints": [str(layout.checkpoint_dir(run_dir, s)) for s in layout.list_checkpoint_steps(run_dir)],
+        "warnings": [], "launcher_returncode": returncode,
+    }
+    atomic.write_json(run_dir / progress.RESULT_FILE, doc)
+    return doc
 
 
 def prepare_run_dir(run_dir: Path, spec, model_path: str, *, resumed: bool, log: Callable[[str], None]) -> None:
@@ -170,10 +222,9 @@ def launch(plan: LocalPlan, spec, *, job: Any, stdout: Any, log: Callable[[str],
     error's last line."""
     run_dir = plan.run_dir
     prepare_run_dir(run_dir, spec, plan.model_path, resumed=plan.resume_from is not None, log=log)
+    (run_dir / "result.json").unlink(missing_ok=True)  # a resumed run's previous end is not this one's
     if job is not None:
-        job.update(run_dir=run_dir, metrics=run_dir / layout.METRICS_FILE, log=run_dir / layout.LOG_FILE,
-                   checkpoints=run_dir / "checkpoints", safetensors=run_dir / "safetensors", launch_argv=plan.argv,
-                   resume_from=str(plan.resume_from) if plan.resume_from else None)
+        job.update(run_dir=run_dir, log=run_dir / layout.LOG_FILE, resume_from=str(plan.resume_from) if plan.resume_from else None)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     proc = None
     try:
@@ -181,7 +232,7 @@ def launch(plan: LocalPlan, spec, *, job: Any, stdout: Any, log: Callable[[str],
         proc = procs.start(plan.argv, pid_file=run_dir / procs.PID_FILE, env=env, stdout=stdout, stderr=None)
         if job is not None:
             job.update(pid=proc.pid)
-        rc = procs.wait(proc)  # a safe point: Interrupted once SIGTERM / Ctrl-C asked to stop
+        rc = procs.wait(proc, tick=getattr(job, "tick", None))  # a safe point: Interrupted once SIGTERM / Ctrl-C asked to stop
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM under skillbank.procs.stop_on_signals
         if proc is None:
             raise
@@ -189,7 +240,9 @@ def launch(plan: LocalPlan, spec, *, job: Any, stdout: Any, log: Callable[[str],
         proc.wait()
         raise
     if rc != 0:
-        raise RunError(f"{name} failed ({process} exit {rc}): {_error_summary(run_dir)}; resume with --resume")
+        reason = f"{name} failed ({process} exit {rc}): {_error_summary(run_dir)}"
+        write_result(run_dir, "failed", reason, rc)
+        raise RunError(f"{reason}; {_how_to_go_on(run_dir)}")
 
 
 def run_outputs(run_dir: Path) -> dict[str, Any]:
@@ -241,13 +294,15 @@ def train_local(
     log: Callable[[str], None] = print,
     stdout: Any = None,
     resume_from: Path | None = None,
+    run_dir: Path | None = None,
 ) -> dict[str, Any]:
     """Run (or plan, with dry_run) a local FSDP2 training. Returns the plan (dry run) or a summary.
+    run_dir: the run folder to create or continue (--run-dir) instead of a new <output_dir>/<timestamp>.
 
     stdout: where the ranks' output goes (None: inherit; the CLI passes stderr under --json).
     Raises RunError when a rank fails.
     """
-    plan = plan_local(spec, resume=resume, dry_run=dry_run, resume_from=resume_from)
+    plan = plan_local(spec, resume=resume, dry_run=dry_run, resume_from=resume_from, run_dir=run_dir)
     for line in plan.lines():
         log(line)
     for line in [*monitor.where_to_look(plan.run_dir, spec.logging.logger), *(f"upload     : {n}" for n in upload.credential_notes(spec))]:
@@ -260,9 +315,14 @@ def train_local(
     launch(plan, spec, job=job, stdout=stdout, log=log, name="local training", process="torchrun")
     upload.after_run(spec, run_dir, log=log)  # upload_hf: the final export (the ranks ran offline)
     result = summary(run_dir)
+    done = write_result(run_dir, "succeeded", f"trained {result['last_step']}/{plan.total_steps} steps", 0)
+    result.update(last_val_step=done["last_val_step"], val_at_final_step=done["val_at_final_step"], total_steps=done["total_steps"])
     if job is not None:
-        job.update(**{k: v for k, v in result.items() if k in ("last_step", "final_safetensors", "last_loss", "val_loss_last", "tensorboard", "uploads")})
+        job.update(uploads=result["uploads"])
     log(f"local training finished: step {result['last_step']}, loss {result['last_loss']}, final export {result['final_safetensors']}")
+    from skillbank.runs.progress import final_validation_line
+
+    log(final_validation_line(done))
     for row in upload.failed_uploads(run_dir):
         log(f"WARNING: upload of {row['what']} step {row['step']} to {row['destination']} failed ({row['error']}); the local copy is kept: {row['source'] or run_dir}")
     return result

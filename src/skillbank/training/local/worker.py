@@ -298,7 +298,7 @@ class Trainer:
         )
         if not self.resumed and self.spec.validation.enable and self.data.val:
             val = self.validate()
-            self.metric({"step": 0, "epoch": 0, "val_loss": val})
+            self.metric({"step": 0, "total_steps": total, "epoch": 0, "val_loss": val, "time": time.time()})
             self.log(f"[SFT] Validation loss: {val:.6f} for train step 0/{total}, epoch 0", echo=True)
         bar = tqdm(total=total, initial=self.step, desc="train", unit="step", disable=not self.d.main, dynamic_ncols=True, file=sys.stderr)
         epoch = plan.epoch_of(self.step)
@@ -312,8 +312,9 @@ class Trainer:
             loss, grad_norm = self.train_step(items)
             elapsed = time.perf_counter() - started
             self.step += 1
-            row: dict[str, Any] = {
+            row: dict[str, Any] = {  # metrics.jsonl's step row: the watcher writes the same keys from cosmos-rl's lines
                 "step": self.step,
+                "total_steps": total,
                 "epoch": epoch + 1,
                 "loss": loss,
                 "lr": lr,
@@ -326,12 +327,12 @@ class Trainer:
             self.log(f"Step: {self.step}/{total}, Loss: {loss:.6f}, Learning rate: {lr:.3e}, grad_norm: {grad_norm:.4f}")
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.2e}")
-            do_val, do_save = self._due(self.step)
-            if do_val:
-                val = self.validate()
-                row["val_loss"] = val
-                self.log(f"[SFT] Validation loss: {val:.6f} for train step {self.step}/{total}, epoch {epoch + 1}", echo=True)
             self.metric(row)
+            do_val, do_save = self._due(self.step)
+            if do_val:  # a row of its own, as cosmos-rl prints validation after the step
+                val = self.validate()
+                self.metric({"step": self.step, "total_steps": total, "epoch": epoch + 1, "val_loss": val, "time": time.time()})
+                self.log(f"[SFT] Validation loss: {val:.6f} for train step {self.step}/{total}, epoch {epoch}", echo=True)
             if do_save:
                 self.save(self.step)
         bar.close()
