@@ -225,7 +225,8 @@ def lookup(value: str, where: str = MODEL_KEY) -> ParamCount | None:
         headers = safetensors_params(ref.path)
         if headers is not None:  # the tensors' shapes in the files' headers: exact, even when a file is cut short
             count, problems = headers
-            return float(count), f"the tensor shapes in {ref.path}'s safetensors headers" + (f" ({'; '.join(problems)})" if problems else "")
+            how = f"the tensor shapes in {ref.path}'s safetensors headers" + (f" ({'; '.join(problems)})" if problems else "")
+            return ParamCount(int(count), int(count), 0, 0, 0, how)
         size = weights_bytes(ref.path)
         if size:
             data = config.data if config is not None else {}
