@@ -185,11 +185,13 @@ class Workspace:
         elif source.args is not None:
             proc = (run or self.run_cli)(source.args)
             shown = "skillbank " + shlex.join(source.args)
-            if proc.returncode != 0:
-                return MISSING, f"`{shown}` exited {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-300:]}"
-            try:
+            try:  # a verdict's exit code (jobs diagnose: 1 for a failed run) still comes with its document; bad input has ok false
                 data = json.loads(proc.stdout)
             except ValueError:
+                data = None
+            if proc.returncode != 0 and (not isinstance(data, dict) or data.get("ok") is False or proc.returncode == 2):
+                return MISSING, f"`{shown}` exited {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-300:]}"
+            if data is None:
                 return MISSING, f"`{shown}` printed no JSON document"
             where = f"`{shown}`"
         else:
