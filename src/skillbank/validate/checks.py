@@ -208,7 +208,7 @@ def models() -> list[str]:
 
 
 def evals() -> list[str]:
-    """Every skill ships evals/evals.json, valid against schemas/evals.schema.json (generated from
+    """Every skill ships BENCHMARK.md and evals/evals.json, valid against schemas/evals.schema.json (generated from
     specification/evals.py) and the model's rules (check ids unique, fixtures.bad_fails naming checks); every
     expected_skill is a skill of the bank; eval ids are unique across the bank."""
     from jsonschema import Draft202012Validator
@@ -223,6 +223,9 @@ def evals() -> list[str]:
     for folder in skill_folders():
         path = folder / "evals" / "evals.json"
         where = _rel(path)
+        if not (folder / "BENCHMARK.md").is_file():
+            found.append(f"{_rel(folder / 'BENCHMARK.md')}: missing (every skill states how a real agent did on its evals: "
+                         "`skillbank evals run`, docs/development.md, \"Agent evals\")")
         if not path.is_file():
             found.append(f"{where}: missing (every skill ships agent evals: docs/development.md, \"Agent evals\")")
             continue
