@@ -14,8 +14,8 @@ depends on question and clip together, and nothing pushed the answer position to
 train yes/no question about a colour no ball has (assets.demo_dataset.DISTRACTORS), whose answer follows
 from the asked word alone. In a screen of seeds 0-9 (one process, same global batch, held-out clips
 scored every 50 steps, on a close variant of the dataset) all three families reached 95% by step
-400-750, hence 1,000 steps. The demo itself on this recipe: every family >= 99% held-out on seeds 0, 1,
-2, 3, 4, 5, 6, 7, 8 and 9, the seeds it ran (benchmarks/demo_seeds.md).
+400-750, hence 1,000 steps. The demo itself on this recipe: every family >= 99% held-out on each of seeds
+0-9 (benchmarks/demo_seeds.md).
 Tried and dropped: the asked colour quoted so that it is the colour answer's own token (seed 3 still at
 chance), three yes/no records in five (seed 3 at step 600, but directionality then came later: 700 on
 seed 2).
