@@ -121,8 +121,13 @@ def test_demo_dataset_layout_families_and_answers(demo_dataset_dir):
                 assert human["value"].endswith("Answer left, right or straight.")
             else:
                 assert human["value"].endswith("Answer with one word.")
-    yes_no = Counter(r["conversations"][1]["value"] for r in train if r["family"] == "yes_no")
-    assert yes_no["yes"] == yes_no["no"]
+    for split, records in (("train", train), ("val", val)):  # balanced over the ball colours; train adds distractors (no)
+        asked = [(r["conversations"][0]["value"].split("Is the ball ")[1].split("?")[0], r["conversations"][1]["value"])
+                 for r in records if r["family"] == "yes_no"]
+        on_balls = Counter(answer for colour, answer in asked if colour in demo.COLOURS)
+        assert on_balls["yes"] - on_balls["no"] in (0, 1) and on_balls["no"] > 0  # yes first: an odd count has one more
+        distractors = [answer for colour, answer in asked if colour in demo.DISTRACTORS]
+        assert distractors == (["no"] * (len(asked) // demo.DISTRACTOR_EVERY) if split == "train" else [])
     directions = Counter(r["conversations"][1]["value"] for r in train if r["family"] == "directionality")
     assert set(directions) == {"left", "right", "straight"} and max(directions.values()) - min(directions.values()) <= 1
 

@@ -32,7 +32,7 @@ def test_quick_demo_runs_the_whole_flow_and_prints_one_json_document(tmp_path):
 
 def test_the_table_gives_intervals_and_says_when_a_family_fell_short():
     """Each trained accuracy with its Wilson interval and n; a family under what the default recipe
-    reached on seeds 0-2 gets a line saying so (the full demo on --seed 3 left yes/no at 42.9%)."""
+    reached on seeds 0-9 gets a line saying so (the full demo on --seed 3 once left yes/no at 42.9%)."""
     from skillbank.demo.run import table
 
     result = {

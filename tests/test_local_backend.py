@@ -175,12 +175,14 @@ def test_tracking_finishes_the_record_however_the_job_ends(tmp_path, raised, sta
 
 
 def test_loss_falls_on_one_batch(tiny_model_dir, demo_dataset_dir):
-    """The model, the data path and the labels fit together: a few dozen steps memorise one batch."""
+    """The model, the data path and the labels fit together: a few dozen steps memorise one batch; the
+    trainer's loss (logits at the answer positions only) is the model's own loss from labels."""
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
     from skillbank.data.examples import ExampleBuilder, VisionSettings, collate
     from skillbank.data.records import load_records
+    from skillbank.training.local.worker import answer_loss
 
     torch.manual_seed(0)
     processor = AutoProcessor.from_pretrained(tiny_model_dir)
@@ -202,6 +204,35 @@ def test_loss_falls_on_one_batch(tiny_model_dir, demo_dataset_dir):
     finally:
         torch.set_num_threads(threads)
     assert losses[-1] < 0.25 * losses[0], losses
+    assert len({int(n) for n in batch["attention_mask"].sum(dim=1)}) > 1  # rows of other lengths: answers at other positions
+    with torch.no_grad():
+        assert answer_loss(model, batch).item() == pytest.approx(model(**batch).loss.item(), rel=1e-5)
+
+
+def test_linear_patch_embedding_is_the_convolution():
+    """skillbank.compat.patch_embed_linear: both Qwen-VL patch embeddings give the Conv3d's output and
+    gradients from the same weights (the local backend installs it)."""
+    from types import SimpleNamespace
+
+    import torch
+    from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VisionPatchEmbed
+    from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLVisionPatchEmbed
+
+    from skillbank.compat import patch_embed_linear
+
+    torch.manual_seed(0)
+    modules = [Qwen2_5_VisionPatchEmbed(patch_size=14, temporal_patch_size=2, in_channels=3, embed_dim=32),
+               Qwen3VLVisionPatchEmbed(SimpleNamespace(patch_size=16, temporal_patch_size=2, in_channels=3, hidden_size=32))]
+    patch_embed_linear.install()
+    assert not patch_embed_linear.install() and all(getattr(type(m), patch_embed_linear.MARK) for m in modules)
+    for module in modules:
+        p, t = module.patch_size, module.temporal_patch_size
+        x = torch.randn(10, 3 * t * p * p)
+        conv = module.proj(x.view(-1, 3, t, p, p)).view(-1, 32)  # what the original forward computes
+        (conv_grad,) = torch.autograd.grad(conv.square().sum(), module.proj.weight)
+        linear = module(x)
+        (linear_grad,) = torch.autograd.grad(linear.square().sum(), module.proj.weight)
+        assert torch.allclose(linear, conv, atol=1e-5) and torch.allclose(linear_grad, conv_grad, atol=1e-4)
 
 
 # --- the CLI without launching ---------------------------------------------------------------------

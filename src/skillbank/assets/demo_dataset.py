@@ -1,11 +1,20 @@
 """The synthetic demo dataset: LLaVA-format video QA about a coloured square moving on black.
 
 Three task families, each with a short constrained answer so exact-match evaluation is meaningful:
-- yes_no: "Is the ball red? Answer yes or no." (balanced yes / no)
+- yes_no: "Is the ball red? Answer yes or no." (balanced yes / no over the four ball colours)
 - directionality: "Which way does the ball move? Answer left, right or straight." (straight = static
   or vertical motion; balanced over the three answers)
 - colour: "What colour is the ball? Answer with one word." Without this family a tiny model never
   learns yes_no: nothing pushes it to read the colour first (docs: cpu-stack).
+
+Every fourth yes_no question of the train split asks about a colour no ball has ("Is the ball white?",
+answer no; DISTRACTORS). Why: yes_no's answer depends on question and clip together (asked colour ==
+seen colour), so for a balanced set neither alone says anything and nothing pushes the answer position to
+read the asked colour until a late jump, at a step that depends on the seed (seed 3 was still at chance
+after 1,000 steps of 32). A distractor's answer follows from the asked word alone, which teaches the
+model to carry the asked colour to the answer early; the comparison follows within a few hundred steps
+(benchmarks/demo_seeds.md). The held-out split asks only about the four ball colours, balanced, so its
+yes_no accuracy measures the comparison.
 
 Clips: 16 frames of 64x64 at 8 fps (2 s), a 20-px square moving ~2.5 px per frame, written with PyAV;
 no two clips have the same pixels, so no validation clip repeats a training clip.
@@ -37,6 +46,8 @@ COLOURS: dict[str, tuple[int, int, int]] = {
     "blue": (40, 60, 240),
     "yellow": (235, 225, 30),
 }
+DISTRACTORS = ("white", "black", "brown")  # asked about in train yes_no questions, never a ball's colour
+DISTRACTOR_EVERY = 4  # every 4th train yes_no question asks about one
 FAMILIES = ("yes_no", "directionality", "colour")
 MOTIONS = ("left", "right", "static", "up", "down")
 DIRECTIONS = ("left", "right", "straight")
@@ -111,11 +122,14 @@ def _draw(rng: random.Random, colour: str, motion: str) -> Clip:
 
 
 def make_record(rng: random.Random, split: str, index: int, family: str, nth_in_family: int, used: set[tuple] | None = None) -> tuple[dict, Clip]:
-    """One record and its clip; answers are balanced by `nth_in_family`; the clip is none of `used`."""
+    """One record and its clip; answers are balanced by `nth_in_family`; the clip is none of `used`.
+    In the train split every DISTRACTOR_EVERY-th yes_no record asks about a DISTRACTORS colour (no)."""
     colours = list(COLOURS)
     if family == "yes_no":
-        asked = rng.choice(colours)
-        answer = "yes" if nth_in_family % 2 == 0 else "no"
+        distractor = split == "train" and nth_in_family % DISTRACTOR_EVERY == DISTRACTOR_EVERY - 1
+        nth = nth_in_family - nth_in_family // DISTRACTOR_EVERY if split == "train" else nth_in_family  # among ball colours
+        asked = rng.choice(DISTRACTORS if distractor else colours)
+        answer = "yes" if nth % 2 == 0 and not distractor else "no"
         colour = asked if answer == "yes" else rng.choice([c for c in colours if c != asked])
         motion = rng.choice(MOTIONS)
         prompt = PROMPTS["yes_no"].format(colour=asked)

@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--records", type=int, help=f"training clips (default: {d.records})")
     p.add_argument("--seed", type=int, help=f"seed of data, model and training (default: {d.seed})")
     p.add_argument("--family", choices=FAMILIES, help=f"tiny model family (default: {d.family})")
-    add_json(p, "print one JSON document {families, artifacts, timings, wall_s, cpu_s (with the training ranks), load_average, short_of_expected (the families under what the default recipe reached on seeds 0-2), ...}; "
+    add_json(p, "print one JSON document {families, artifacts, timings, wall_s, cpu_s (with the training ranks), load_average, short_of_expected (the families under the 95%% every family reached with the default recipe on every seed measured), ...}; "
                    "with --deft {arms: {mined, random}: rounds (records added, benchmark per family), comparison, report}")
     g = p.add_argument_group("--deft: the DEFT loop, mined selection against random (default --out results/demo-deft)")
     g.add_argument("--deft", action="store_true", help=f"run the DEFT demo (--steps then means each round's training steps, default {dd.steps}; "

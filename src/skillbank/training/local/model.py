@@ -25,9 +25,10 @@ def load_policy(model_path: str, *, lora: Any = None, gradient_checkpointing: bo
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    from skillbank.compat import qwen25_temporal
+    from skillbank.compat import patch_embed_linear, qwen25_temporal
 
     qwen25_temporal.install()  # frame order at fps > 2 on Qwen2.5-VL, as cosmos-rl keeps it
+    patch_embed_linear.install()  # the vision patch embedding as one matmul, not a CPU 3-D convolution
     processor = AutoProcessor.from_pretrained(model_path)
     model = AutoModelForImageTextToText.from_pretrained(model_path, dtype=torch.float32)
     model.config.use_cache = False
