@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from skillbank.specification.io import drop_none
 from skillbank.specification.train import TrainSpec
 from skillbank.training.cosmos_rl.toml import _train
 from skillbank.training.local import schedule
@@ -38,7 +39,7 @@ def _cosmos_lrs(cosmos, spec: TrainSpec, total: int, tmp: Path) -> list[float]:
     import torch
 
     config_cls, optm = cosmos
-    train = _train(spec, run_dir=tmp, run_id="run", resume=False)  # the [train] table our TOML writes
+    train = drop_none(_train(spec, run_dir=tmp, run_id="run", resume=False))  # the [train] table our TOML writes (nulls left out)
     config = config_cls.from_dict(copy.deepcopy({"train": train, "policy": {"model_name_or_path": "unused"}}))
     model = torch.nn.Linear(2, 2)
     optimizers = optm.OptimizersContainer(torch.optim.AdamW, [model], [{"lr": spec.train.optm_lr}])
