@@ -597,7 +597,8 @@ def test_dry_run_writes_the_toml_and_prints_the_plan(tmp_path, monkeypatch):
     assert "downloaded before a real launch" in text
     # the launch command is skillbank train; the raw cosmos-rl line is labelled as what that command runs
     assert f"launch with: skillbank train --spec {tmp_path / 'spec.yaml'} --backend cosmos-rl" in text
-    assert "job runs   : cosmos-rl --config" in text and "not a launch command alone" in text
+    [runs] = [line for line in said if line.strip().startswith("job runs   :")]
+    assert "cosmos-rl --config" in runs and "not a launch command alone" in runs
     assert toml_pkg.load(toml_path)["policy"]["model_name_or_path"] == "nvidia/Cosmos-Reason2-8B"
     assert job.updates[-1]["status"] == "dry_run" and job.updates[-1]["toml"] == str(toml_path)
     for blob in (text, toml_path.read_text(), json.dumps(job.updates)):

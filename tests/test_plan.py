@@ -323,7 +323,7 @@ def test_submit_to_slurm_uses_the_suggested_time_and_an_automl_job_gates_the_stu
     code, out, err = run_cli(capsys, "submit", "--platform", "slurm", "--spec", spec, "--dry-run", "--json")
     assert code == 0, err + out
     record = json.loads(out)["record"]
-    [line] = [n for n in record["notes"] if n.startswith("--time ")]
+    [line] = [n for n in record["notes"] if n.startswith("--time ") and "skillbank plan" in n]  # beside "--time is not capped: ..."
     value = line.split()[1].rstrip(":")
     assert f"#SBATCH --time={value}" in Path(record["script"]).read_text() and "skillbank plan" in line
     report = run_preflight(skill=SKILL, action="train", spec_path=spec, runs_on="node")  # the gate's tally: a sample of the clips, said
