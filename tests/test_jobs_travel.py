@@ -143,7 +143,7 @@ def test_a_spec_with_absolute_paths_is_copied_byte_for_byte(tmp_path, capsys, mo
     assert Path(record["spec"]["copy_path"]).read_text() == text  # comments kept: nothing to rewrite
     facts = json.loads((Path(record["outputs"]["job_dir"]) / "job.json").read_text())
     assert facts["id"] == record["id"] and facts["platform"] == "slurm" and facts["spec_copy"] == "spec.yaml"
-    assert set(facts["outputs"]) == {"train_output_dir", "run_dir", "cosmos_log_dir", "study_dir"}
+    assert set(facts["outputs"]) == {"train_output_dir", "run_dir", "cosmos_log_dir", "study_dir", "deft_dir"}
 
 
 # --- jobs wait -----------------------------------------------------------------------------------

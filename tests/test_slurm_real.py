@@ -402,12 +402,14 @@ def test_a_job_past_its_time_limit_requeues_itself_and_resumes_without_repeating
     """`--time 00:02:00` on a run longer than that: Slurm signals the batch shell 30 s before the limit (--signal=B:USR1@30),
     the trap requeues the same job id, the next attempt resumes from the run's newest complete checkpoint, and the job
     completes. Steps run again only after the checkpoint an attempt resumed from; `jobs status` counts the attempts and
-    says why each ended. Sized to a 2-core machine: one CPU rank at ~2 s a step with its checkpoint, an attempt trains ~1 min of its 2 (a
-    machine far faster finishes in one attempt and fails here; one so loaded that an attempt trains no step ends failed)."""
+    says why each ended. Sized to a 2-core machine: one CPU rank, a checkpoint every step, an attempt trains ~1 min of its 2; 96 steps
+    (48 fitted in one attempt on a quiet 2-core machine once the local backend got faster: a machine far faster still would
+    finish in one attempt and fail here; one so loaded that an attempt trains no step ends failed)."""
+    total = 96
     spec = tmp_path / "train.yaml"
     spec.write_text(yaml.safe_dump(local_train_spec(tiny_model_dir, demo_dataset_dir, tmp_path / "out", {
-        "train.epoch": 4, "train.ckpt.save_freq": 1, "train.ckpt.max_keep": 60, "validation.enable": False,
-    }, dp_shard_size=1)))  # 48 steps, a checkpoint each (an attempt that trains a step keeps it): an attempt trains ~30 of them on 2 quiet cores
+        "train.epoch": 8, "train.ckpt.save_freq": 1, "train.ckpt.max_keep": 200, "validation.enable": False,
+    }, dp_shard_size=1)))  # 96 steps, a checkpoint each (an attempt that trains a step keeps it)
     t0 = time.monotonic()
     record = submit(spec, env, "--time", "00:02:00")
     script = Path(record["script"]).read_text()
@@ -432,19 +434,19 @@ def test_a_job_past_its_time_limit_requeues_itself_and_resumes_without_repeating
     assert all(a["why_ended"] == "time_limit" and a["status"] == "requeued" for a in attempts[:-1]), attempts
     run = Path(done["outputs"]["run_dir"])
     rows = [r["step"] for r in layout.read_metrics(run) if "loss" in r]  # a resume drops the killed attempt's rows past its checkpoint
-    assert rows == list(range(1, 49)) and layout.list_checkpoint_steps(run)[-1] == 48
+    assert rows == list(range(1, total + 1)) and layout.list_checkpoint_steps(run)[-1] == total
     for before, after in zip(attempts, attempts[1:]):  # each attempt starts from the newest checkpoint the previous one left
         assert after["checkpoint_at_start"] >= before["checkpoint_at_end"] is not None, attempts
     text = (run / "train.log").read_text()  # every attempt's lines, appended
-    resumed = [int(s) for s in re.findall(r"Resumed from step (\d+)/48", text)]
+    resumed = [int(s) for s in re.findall(rf"Resumed from step (\d+)/{total}", text)]
     assert resumed == [a["checkpoint_at_start"] for a in attempts[1:]], resumed
-    ran = [int(s) for s in re.findall(r"Step: (\d+)/48,", text)]  # each step each attempt trained
+    ran = [int(s) for s in re.findall(rf"Step: (\d+)/{total},", text)]  # each step each attempt trained
     restarts = [step for i, step in enumerate(ran) if i and step <= ran[i - 1]]
     assert all(step - 1 in resumed for step in restarts), (ran, resumed)  # a step runs again only after the checkpoint its attempt resumed from
-    repeated = len(ran) - 48
+    repeated = len(ran) - total
     out = skillbank("jobs", "status", record["id"], env=env).stdout
     assert f"attempts: {len(attempts)}" in out and "0: time_limit" in out
-    print(f"\nslurm time limit: --time 00:02:00, {len(attempts)} attempts, {len(ran)} steps run for 48 ({repeated} repeated after a "
+    print(f"\nslurm time limit: --time 00:02:00, {len(attempts)} attempts, {len(ran)} steps run for {total} ({repeated} repeated after a "
           f"checkpoint), resumed from steps {resumed}, wall {wall:.0f} s")
 
 

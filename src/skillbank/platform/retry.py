@@ -37,9 +37,7 @@ def _sbatch_options(script: str | None) -> dict[str, str]:
 def retry_arguments(args: Any) -> list[str]:
     """Fill the submit flags from --retry-of's job (those not given); returns the notes. Without --retry-of: checks --spec."""
     if not getattr(args, "retry_of", None):
-        if not args.spec:
-            raise InputError("--spec is required", where="--spec", fix="pass the train spec, or --retry-of JOB to resubmit a job's run")
-        return []
+        return []  # --spec (or a DEFT job's --config) is checked by the command (commands.jobs.spec_or_config)
     from skillbank.hashing import sha256_file
     from skillbank.runs import record as rec
 
