@@ -405,11 +405,11 @@ def test_a_job_past_its_time_limit_requeues_itself_and_resumes_without_repeating
     says why each ended. Sized to a 2-core machine: one CPU rank, a checkpoint every step, an attempt trains ~1 min of its 2; 96 steps
     (48 fitted in one attempt on a quiet 2-core machine once the local backend got faster: a machine far faster still would
     finish in one attempt and fail here; one so loaded that an attempt trains no step ends failed)."""
-    total = 96
+    total = 480  # 0.3 s a step on a quiet 2-core machine since the local backend's speed-ups (96 steps fitted in one attempt)
     spec = tmp_path / "train.yaml"
     spec.write_text(yaml.safe_dump(local_train_spec(tiny_model_dir, demo_dataset_dir, tmp_path / "out", {
-        "train.epoch": 8, "train.ckpt.save_freq": 1, "train.ckpt.max_keep": 200, "validation.enable": False,
-    }, dp_shard_size=1)))  # 96 steps, a checkpoint each (an attempt that trains a step keeps it)
+        "train.epoch": 40, "train.ckpt.save_freq": 4, "train.ckpt.max_keep": 4, "validation.enable": False,
+    }, dp_shard_size=1)))  # 480 steps, a checkpoint every 4
     t0 = time.monotonic()
     record = submit(spec, env, "--time", "00:02:00")
     script = Path(record["script"]).read_text()
@@ -425,7 +425,7 @@ def test_a_job_past_its_time_limit_requeues_itself_and_resumes_without_repeating
             slurm.run("scontrol", "update", f"JobId={job}", "StartTime=now", check=False)
         return settled(slurm, job)
 
-    end = wait_for("end of the job", ended, 1200, slurm, job, every=1.0, log=log)
+    end = wait_for("end of the job", ended, 2400, slurm, job, every=1.0, log=log)
     wall = time.monotonic() - t0
     assert end["JobState"] == "COMPLETED", Path(log).read_text()[-3000:]
     done = status(record["id"], env)
