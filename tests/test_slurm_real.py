@@ -405,11 +405,11 @@ def test_a_job_past_its_time_limit_requeues_itself_and_resumes_without_repeating
     says why each ended. Sized to a 2-core machine: one CPU rank, a checkpoint every step, an attempt trains ~1 min of its 2; 96 steps
     (48 fitted in one attempt on a quiet 2-core machine once the local backend got faster: a machine far faster still would
     finish in one attempt and fail here; one so loaded that an attempt trains no step ends failed)."""
-    total = 480  # 0.3 s a step on a quiet 2-core machine since the local backend's speed-ups (96 steps fitted in one attempt)
+    total = 960  # 0.2-0.3 s a step on a quiet 2-core machine since the local backend's speed-ups (480 steps fitted in one attempt)
     spec = tmp_path / "train.yaml"
     spec.write_text(yaml.safe_dump(local_train_spec(tiny_model_dir, demo_dataset_dir, tmp_path / "out", {
-        "train.epoch": 40, "train.ckpt.save_freq": 4, "train.ckpt.max_keep": 4, "validation.enable": False,
-    }, dp_shard_size=1)))  # 480 steps, a checkpoint every 4
+        "train.epoch": 80, "train.ckpt.save_freq": 8, "train.ckpt.max_keep": 4, "validation.enable": False,
+    }, dp_shard_size=1)))  # 960 steps, a checkpoint every 8
     t0 = time.monotonic()
     record = submit(spec, env, "--time", "00:02:00")
     script = Path(record["script"]).read_text()
