@@ -100,6 +100,25 @@ def cmdlines(slurm, job: str) -> list[str]:
     return out
 
 
+def freeze_training(slurm, job: str) -> list[str]:
+    """SIGSTOP the job's `skillbank train` process and its children (the ranks; not the batch shell, srun or the attempt
+    hook): the attempt makes no progress until Slurm ends it. Returns their command lines."""
+    import signal
+
+    frozen = []
+    for proc in slurm.job_pids(job):
+        try:
+            argv = proc.cmdline()
+            if "train" not in argv or "attempt" in argv or Path(argv[0]).name in ("bash", "sh", "srun"):
+                continue
+            for one in [*proc.children(recursive=True), proc]:
+                one.send_signal(signal.SIGSTOP)
+                frozen.append(" ".join(one.cmdline()))
+        except Exception:  # noqa: BLE001 - it ended meanwhile
+            pass
+    return frozen
+
+
 def settled(slurm, job: str) -> dict | None:
     info = slurm.job(job)
     return info if info.get("JobState") in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT") else None
@@ -402,19 +421,24 @@ def test_a_job_past_its_time_limit_requeues_itself_and_resumes_without_repeating
     """`--time 00:02:00` on a run longer than that: Slurm signals the batch shell 30 s before the limit (--signal=B:USR1@30),
     the trap requeues the same job id, the next attempt resumes from the run's newest complete checkpoint, and the job
     completes. Steps run again only after the checkpoint an attempt resumed from; `jobs status` counts the attempts and
-    says why each ended. Sized to a 2-core machine: one CPU rank, a checkpoint every step, an attempt trains ~1 min of its 2; 96 steps
-    (48 fitted in one attempt on a quiet 2-core machine once the local backend got faster: a machine far faster still would
-    finish in one attempt and fail here; one so loaded that an attempt trains no step ends failed)."""
-    total = 960  # 0.2-0.3 s a step on a quiet 2-core machine since the local backend's speed-ups (480 steps fitted in one attempt)
+    says why each ended. The first attempt outlasts its limit on any machine: once it has written its first checkpoint the
+    test freezes its training processes (SIGSTOP; Slurm's own kill after the requeue ends them), so whether 192 steps take
+    15 s or 5 min, attempt 0 ends at the limit (its step count varies, not its end). Later attempts run as they are: each
+    trains ~1 min of its 2 (192 steps, one CPU rank: ~1 min on a quiet 2-core machine, so 2 attempts; a loaded one takes more)."""
+    total = 192
     spec = tmp_path / "train.yaml"
     spec.write_text(yaml.safe_dump(local_train_spec(tiny_model_dir, demo_dataset_dir, tmp_path / "out", {
-        "train.epoch": 80, "train.ckpt.save_freq": 8, "train.ckpt.max_keep": 4, "validation.enable": False,
-    }, dp_shard_size=1)))  # 960 steps, a checkpoint every 8
+        "train.epoch": 16, "train.ckpt.save_freq": 8, "train.ckpt.max_keep": 4, "validation.enable": False,
+    }, dp_shard_size=1)))  # 192 steps, a checkpoint every 8
     t0 = time.monotonic()
     record = submit(spec, env, "--time", "00:02:00")
     script = Path(record["script"]).read_text()
     assert "#SBATCH --signal=B:USR1@30" in script and "#SBATCH --time=00:02:00" in script and "trap on_usr1 USR1" in script
     job, log = record["external_id"], record["outputs"]["log"]
+    run = Path(record["outputs"]["run_dir"])
+    wait_for("first checkpoint", lambda: layout.newest_complete_checkpoint(run) if run.is_dir() else None, 600, slurm, job, every=0.1, log=log)
+    frozen = freeze_training(slurm, job)
+    assert frozen, cmdlines(slurm, job)
     moved: set[str] = set()
 
     def ended() -> dict | None:
@@ -432,7 +456,7 @@ def test_a_job_past_its_time_limit_requeues_itself_and_resumes_without_repeating
     attempts = done["attempts"]
     assert done["status"] == "succeeded" and len(attempts) >= 2 and int(end["Restarts"]) == len(attempts) - 1, attempts
     assert all(a["why_ended"] == "time_limit" and a["status"] == "requeued" for a in attempts[:-1]), attempts
-    run = Path(done["outputs"]["run_dir"])
+    assert Path(done["outputs"]["run_dir"]) == run
     rows = [r["step"] for r in layout.read_metrics(run) if "loss" in r]  # a resume drops the killed attempt's rows past its checkpoint
     assert rows == list(range(1, total + 1)) and layout.list_checkpoint_steps(run)[-1] == total
     for before, after in zip(attempts, attempts[1:]):  # each attempt starts from the newest checkpoint the previous one left
