@@ -53,6 +53,7 @@ def test_render_local_docker_slurm_runs_the_loop_resumed_on_the_jobs_allocation(
         assert f"--spec {given['train_spec']}" in first and "--only env --runs-on here --backend local" in first
         if platform == "slurm":
             assert "#SBATCH --cpus-per-task=1" in text and '--cpus-per-task="$SLURM_CPUS_PER_TASK"' in line and "DEFT loop (local rounds)" in text
+            assert "trap on_usr1 USR1" in text and "#SBATCH --signal=B:USR1@" in text and line.startswith("run_step ")  # requeued near --time
         if platform == "docker":  # the sets, the specs and the loop's folder are mounted where the config names them
             mounts = [a for a in record["argv"] if ":" in a and a.startswith("/")]
             for folder, ro in ((given["pool"]["media_dir"], ":ro"), (str(Path(given["benchmark"]["annotation_path"]).parent), ":ro"),

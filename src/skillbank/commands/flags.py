@@ -37,6 +37,14 @@ def add_skill(p: Any, help: str, *, required: bool = False, default: str | None 
     p.add_argument("--skill", required=required, default=default, help=help)
 
 
+def action_names(skill: str = DEFAULT_SKILL) -> str:
+    """The model skill's actions for a --action help ("train, evaluate, ... or rl"), from the spec registry."""
+    from skillbank.specification.registry import spec_models
+
+    names = list(spec_models(skill))
+    return ", ".join(names[:-1]) + f" or {names[-1]}"
+
+
 def add_spec(p: Any, help: str, *, required: bool = False, metavar: str | None = None) -> None:
     p.add_argument("--spec", required=required, metavar=metavar, help=help)
 

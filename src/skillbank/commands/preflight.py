@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from skillbank.commands.flags import (add_assignments, add_backend, add_gpus_per_node, add_json, add_nodes, add_skill, add_spec,
+from skillbank.commands.flags import (action_names, add_assignments, add_backend, add_gpus_per_node, add_json, add_nodes, add_skill, add_spec,
                                       add_start_check, command_parser, parse_count, start_check_mode)
 
 DESCRIPTION = """\
@@ -41,7 +41,7 @@ the same --path-map: its REMOTE paths are read at LOCAL (stats.path_map lists th
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_skill(parser, "model skill, e.g. tao-finetune-cosmos-reason", required=True)
-    parser.add_argument("--action", required=True, help="train, evaluate, inference, quantize or export")
+    parser.add_argument("--action", required=True, help=action_names())
     add_spec(parser, "the action's spec (YAML, JSON or TOML)", required=True, metavar="FILE")
     add_gpus_per_node(parser, "GPUs per node the job gets (checks the parallel sizes)", metavar="N")
     add_nodes(parser, "nodes the job gets (checks dp_replicate_size)", metavar="M")

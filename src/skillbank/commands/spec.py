@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any
 
-from skillbank.commands.flags import add_assignments, add_json, add_skill, command_parser, DEFAULT_SKILL
+from skillbank.commands.flags import action_names, add_assignments, add_json, add_skill, command_parser, DEFAULT_SKILL
 
 SHORTHANDS = "@@shorthands@@"  # replaced by the skill's shorthand table when --help is printed
 
@@ -112,7 +112,7 @@ def _shorthand_table(skill: str) -> str:
 def register(sub: argparse._SubParsersAction) -> None:
     p = command_parser(sub, "spec", DESCRIPTION, epilog=EXAMPLES, formatter_class=_HelpFormatter)
     add_skill(p, f"model skill (default {DEFAULT_SKILL})", default=DEFAULT_SKILL)
-    p.add_argument("--action", help="train, evaluate, inference, quantize or export (with --from: inferred from the file when left out)")
+    p.add_argument("--action", help=f"{action_names()} (with --from: inferred from the file when left out)")
     p.add_argument("--from", dest="from_file", metavar="FILE", help="edit this spec (YAML, JSON or TOML) instead of starting from the template; it is not modified unless -o names it. "
                    "A cosmos-rl SFT config (the TOML cosmos-rl ran with, or a checkpoint's cosmos_config) becomes a train spec: keys it leaves "
                    "out keep cosmos-rl's own defaults (what that run used), and every place the skill's template differs is listed")

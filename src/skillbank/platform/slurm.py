@@ -412,10 +412,13 @@ def _automl_body(ctx: JobContext) -> list[str]:
 
 def _deft_body(ctx: JobContext) -> list[str]:
     """`skillbank deft --resume` on one node (skillbank.platform.deft_job): every round trains on the
-    allocation; a requeued or re-submitted job continues the loop at its interrupted stage."""
+    allocation; a job near its --time requeues itself (the USR1 trap, as a study's: no single run folder for the
+    no-progress guard to judge), and a requeued or re-submitted job continues the loop at its interrupted stage."""
     return [
-        "# The DEFT loop on this node: every round trains on the allocation; every attempt resumes at the interrupted stage (state.json).",
-        srun(*_one_task(ctx), quote_argv(ctx.job_argv("python", in_script=True))),
+        *requeue_lines(ctx, None),
+        "# The DEFT loop on this node: every round trains on the allocation; every attempt resumes at the interrupted stage (state.json),",
+        "# a round's interrupted training at its newest complete checkpoint.",
+        "run_step " + srun(*_one_task(ctx), quote_argv(ctx.job_argv("python", in_script=True))),
     ]
 
 
