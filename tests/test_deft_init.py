@@ -85,6 +85,12 @@ def test_init_writes_sets_and_a_config_that_passes_the_dry_run(tmp_path, user):
     assert overlap["proxy"]["count"] == overlap["proxy"]["of"] == len(proxy) and overlap["proxy"]["share"] == 1.0
     assert any("the pool is already the model's training data" in w for w in doc["warnings"])
     assert any(w.startswith(f"{len(proxy)} of {len(proxy)} proxy record(s) (100%)") and "proxy_is_training_data" in w for w in doc["warnings"])
+    # a proxy of a handful of records cannot measure a gap: warned with its count and interval, counted in proxy_size
+    assert doc["proxy_size"] | {"ci95_half_width": None} == {"records": len(proxy), "min_records": 39, "ci95_half_width": None,
+                                                             "one_answer": round(1 / len(proxy), 4), "enough": False}
+    assert doc["proxy_size"]["ci95_half_width"] > 0.15
+    assert any(w.startswith(f"the proxy set has only {len(proxy)} record(s)") and "+-" in w and "39 records or more" in w
+               and "larger pool" in w for w in doc["warnings"])
     # the benchmark as given, never written
     assert {k: _sha(user[k]) for k in ("pool", "bench")} == before and doc["sets"]["benchmark"]["written"] is False
     config = yaml.safe_load((out / "deft.yaml").read_text())
@@ -101,6 +107,8 @@ def test_init_writes_sets_and_a_config_that_passes_the_dry_run(tmp_path, user):
     assert pre["benchmark_disjoint"] is True and pre["runs_on"] == "here"
     assert {k: (v["count"], v["of"]) for k, v in pre["training_overlap"].items()} == {"proxy": (len(proxy), len(proxy)), "pool": (len(rest), len(rest))}
     assert any("a round that finds no gaps stops with proxy_is_training_data" in w for w in pre["warnings"])
+    assert pre["proxy_size"] == doc["proxy_size"] and any(w.startswith(f"the proxy set has only {len(proxy)} record(s)")
+                                                          and "proxy.annotation_path" in w for w in pre["warnings"])
 
 
 def test_init_with_base_file_and_bad_input(tmp_path, user, tiny_model_dir):
@@ -168,6 +176,58 @@ def test_init_for_a_cluster_records_shape_backend_family_and_path_map_and_the_dr
                          "--out", str(bad), *flags, "--json")
         assert proc.returncode == 2 and json.loads(proc.stdout)["error"]["where"] == where, proc.stdout + proc.stderr
         assert not bad.exists()
+
+
+def test_proxy_size_threshold_and_the_fraction_it_asks_for():
+    from skillbank.deft import bootstrap, rules
+    from skillbank.scoring.stats import wilson_half_width
+
+    assert rules.PROXY_MIN_RECORDS == 39  # the smallest n whose 95% Wilson interval at 50% is at most +-15 points
+    assert wilson_half_width(0.5, 39) <= rules.PROXY_HALF_WIDTH < wilson_half_width(0.5, 38)
+    assert rules.proxy_size_warning(rules.proxy_size(39), "fix") is None and rules.proxy_size_warning(rules.proxy_size(0), "fix") is None
+    five = rules.proxy_size(5)  # 1 error in 5 is 20 points; the interval is +-33 points
+    assert five["one_answer"] == 0.2 and round(five["ci95_half_width"], 2) == 0.33
+    warning = rules.proxy_size_warning(five, "pass more")
+    assert "only 5 record(s)" in warning and "20 points" in warning and "+-33 points" in warning and warning.endswith("pass more")
+    assert "+-33 points" in rules.proxy_size_line(five)
+    # 20 proxy records at fraction 0.1 of a 200-record pool: 0.2 gives about 39; a pool too small for that says so
+    assert bootstrap._larger_proxy(0.1, 20, 200).startswith("pass --proxy-fraction 0.2 (about 39 of the pool's 200 records)")
+    assert "larger pool" in bootstrap._larger_proxy(0.1, 2, 24)
+
+
+def test_init_set_writes_loop_settings_and_names_a_bad_key(tmp_path, user):
+    """--set KEY=VALUE writes mining and stop settings into deft.yaml (no sed); a bad key or value exits 2 naming
+    the dotted key and the fix, no traceback, nothing written."""
+    args = ("deft", "init", "--model", str(user["model"]), "--pool", str(user["pool"]), "--benchmark", str(user["bench"]))
+    out = tmp_path / "deft"
+    proc = skillbank(*args, "--out", str(out), "--set", "mining.records_per_round=2", "--set", "stop.max_rounds=5",
+                     "--set", "stop.adopt_on=directionality", "--set", "mining.strategy=random", "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert doc["set"] == {"mining.records_per_round": 2, "stop.max_rounds": 5, "stop.adopt_on": "directionality", "mining.strategy": "random"}
+    assert doc["adopt_on"] == "directionality"  # --set stop.adopt_on is --adopt-on
+    config = yaml.safe_load((out / "deft.yaml").read_text())
+    assert (config["mining"]["records_per_round"], config["mining"]["strategy"], config["stop"]["max_rounds"], config["stop"]["adopt_on"]) == (
+        2, "random", 5, "directionality")
+    text = skillbank(*args, "--out", str(tmp_path / "text"), "--set", "stop.max_rounds=4")
+    assert text.returncode == 0 and "stop.max_rounds = 4 (--set)" in text.stdout and "proxy size:" in text.stdout
+
+    for setting, where, fix in (("mining.records_per_rnd=3", "mining.records_per_rnd", "did you mean mining.records_per_round"),
+                                ("stop.max_rounds=0", "stop.max_rounds", "stop.max_rounds"),
+                                ("stop.max_rounds=many", "stop.max_rounds", "int"),
+                                ("mining.strategy=best", "mining.strategy", "mining.strategy"),
+                                ("nosuch=1", "nosuch", "parameters.md"),
+                                ("output_dir=/elsewhere", "output_dir", "--out"),
+                                ("proxy.annotation_path=/x.json", "proxy.annotation_path", "--proxy-fraction"),
+                                ("stop.max_rounds", "--set", "KEY=VALUE")):
+        bad = tmp_path / "bad"
+        proc = skillbank(*args, "--out", str(bad), "--set", setting, "--json")
+        assert proc.returncode == 2, (setting, proc.stdout, proc.stderr)
+        error = json.loads(proc.stdout)["error"]
+        assert where in error["where"] and fix in error["fix"] + error["message"], (setting, error)
+        assert "Traceback" not in proc.stderr and not bad.exists()
+    proc = skillbank(*args, "--out", str(tmp_path / "bad"), "--adopt-on", "directionality", "--set", "stop.adopt_on=yes_no")
+    assert proc.returncode == 2 and "disagree" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_dry_run_json_lists_every_overlapping_record(tmp_path, user):

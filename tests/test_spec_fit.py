@@ -233,3 +233,38 @@ def test_a_spec_fitted_to_a_sample_says_so_and_is_refitted_to_the_real_files(tmp
     rc, doc = spec_json(capsys, "--from", str(out), "--set", "train.train_batch_per_replica=4", "--records", "2000", "--clip-seconds", "2")
     assert rc == 0 and doc["spec"]["train"]["train_batch_per_replica"] == 4 and doc["plan"]["train_records"] == 2000  # the described data: it runs
     assert doc["spec"]["fitted"]["ceilings"] == {} and doc["spec"]["validation"]["batch_size"] == 8
+
+
+def test_spec_from_that_changes_data_parallelism_names_the_global_batch_it_changes(tmp_path, capsys):
+    """The benchmark's case: a spec for 8 GPUs derived for 4 (--set dp_shard_size=4) halves the global batch
+    (train_batch_per_replica is per rank): spec says so, old and new, and the per-rank batch that keeps it."""
+    write_records(tmp_path / "qa" / "train" / "annotations.json", 800)
+    eight = tmp_path / "eight.yaml"
+    assert main(["spec", "--action", "train", "--dataset-root", str(tmp_path / "qa"), "--set", "dp_shard_size=8",
+                 "--set", "train.train_batch_per_replica=8", "--set", "validation.enable=false", "-o", str(eight)]) == 0
+    capsys.readouterr()
+    rc = main(["spec", "--from", str(eight), "--set", "dp_shard_size=4", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    change = doc["batch_change"]
+    assert rc == 0 and change["global_batch"] == {"from": 64, "to": 32} and change["data_parallel_ranks"] == {"from": 8, "to": 4}
+    assert change["steps_per_epoch"] == {"from": 12, "to": 25} and change["records"] == 800  # 100 then 200 records per rank, batch 8
+    assert change["keep"].startswith("set train.train_batch_per_replica=16 to keep 64 (8 forward/backward pass(es) of mini_batch 2")
+    assert f"warning: {change['line']}" in doc["notes"] and "global batch 64 -> 32" in change["line"]
+    assert main(["spec", "--from", str(eight), "--set", "dp_shard_size=4"]) == 0  # the text output says it too
+    err = capsys.readouterr().err
+    assert "warning: changed from the --from spec: global batch 64 -> 32" in err and "train_batch_per_replica=16" in err
+
+    # keeping it (the suggested batch), or changing nothing the batch depends on: no note
+    for sets in (("dp_shard_size=4", "train.train_batch_per_replica=16"), ("train.epoch=5",)):
+        rc = main(["spec", "--from", str(eight), *(a for s in sets for a in ("--set", s)), "--json"])
+        doc = json.loads(capsys.readouterr().out)
+        assert rc == 0 and doc["batch_change"] is None and not any("global batch" in n for n in doc["notes"]), sets
+
+    # the arithmetic is runs.steps' StepPlan: a global batch no per-rank batch keeps on 3 ranks names the nearest two
+    before = TrainSpec.model_validate(yaml.safe_load(eight.read_text()))
+    three = TrainSpec.model_validate({**before.model_dump(mode="json"), "policy": {**before.policy.model_dump(mode="json"),
+                                                                                     "parallelism": {"dp_shard_size": 3}}})
+    change = fitting.batch_change(before, three)
+    assert change.after.global_batch == 24 and change.records is None and "not a multiple of 3" in change.keep()
+    assert "train.train_batch_per_replica=21 (global 63) or 22 (global 66)" in change.keep()
+    assert fitting.batch_change(before, before, 800) is None

@@ -7,7 +7,8 @@ import math
 import pytest
 
 from skillbank.scoring.stats import (betainc, binomial_half_cdf, clopper_pearson, holm, mcnemar_exact, mcnemar_exact_interval,
-                                     mcnemar_sample_size, n_for_lower_bound, newcombe_paired, wilson)
+                                     mcnemar_sample_size, n_for_half_width, n_for_lower_bound, newcombe_paired, wilson,
+                                     wilson_half_width)
 
 
 @pytest.mark.parametrize("k, n, low, high", [
@@ -93,6 +94,18 @@ def test_smallest_n_for_a_lower_bound_of_0_9():
     from skillbank.scoring.stats import wilson_p
 
     assert wilson_p(0.95, n)[0] >= 0.9 > wilson_p(0.95, n - 1)[0]
+
+
+def test_smallest_n_for_a_half_width():
+    # at p = 0.5 the Wilson half width is z / (2 sqrt(n + z^2)): +-0.15 from n = (1.96 / 0.3)^2 - 1.96^2 = 38.84, so 39
+    # (the normal approximation's (1.96 * 0.5 / 0.15)^2 = 42.7 overstates it)
+    assert n_for_half_width(0.15) == 39 == math.ceil((1.96 / 0.3) ** 2 - 1.96**2)
+    assert wilson_half_width(0.5, 39) <= 0.15 < wilson_half_width(0.5, 38)
+    assert wilson_half_width(0.5, 5) == pytest.approx(1.96 / (2 * math.sqrt(5 + 1.96**2)))  # 0.33: 5 records say little
+    assert n_for_half_width(0.10) == math.ceil((1.96 / 0.2) ** 2 - 1.96**2) == 93
+    assert n_for_half_width(0.15, p=0.9) < 39  # any other accuracy needs fewer: 0.5 is the bound
+    with pytest.raises(ValueError):
+        n_for_half_width(0.6)
 
 
 @pytest.mark.parametrize("k, n, low, high", [

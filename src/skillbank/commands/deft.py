@@ -6,7 +6,8 @@ import argparse
 import json
 import sys
 
-from skillbank.commands.flags import add_backend, add_dry_run, add_gpus_per_node, add_json, add_nodes, add_path_map, command_parser
+from skillbank.commands.flags import add_assignments, add_backend, add_dry_run, add_gpus_per_node, add_json, add_nodes, add_path_map, command_parser
+from skillbank.deft.rules import PROXY_HALF_WIDTH, PROXY_MIN_RECORDS  # light: the stats functions, no model
 
 DESCRIPTION = """\
 Run the DEFT loop from a config (template: skills/applications/tao-run-deft/references/spec_template_deft.yaml):
@@ -30,6 +31,8 @@ Stop reasons: target, max_rounds, patience, pool_exhausted, no_gaps, and proxy_i
 on the proxy while >= 50% of its records are training items of the base train set (same video content
 and question), so the proxy cannot show the model's errors (state.json stop.why and the report say so
 with the counts; the dry run's preflight.training_overlap counts proxy and pool records beforehand).
+A proxy of fewer than 39 records is warned about (preflight.proxy_size: its 95% interval's half width):
+it cannot measure a gap or pick a checkpoint.
 
 Where it runs: here, or as one job (`skillbank submit --action deft --platform local|docker|slurm
 --config deft.yaml`: every attempt runs `skillbank deft --config <copy> --resume`, so a requeued job
@@ -60,12 +63,19 @@ Where rounds train: --gpus-per-node N --nodes M (default: this machine's GPUs, o
 train.yaml's policy.parallelism (dp_shard_size N, dp_replicate_size M), --backend retrain.backend
 (default cosmos-rl with GPUs, local without); train.yaml takes every vision setting of the model's
 recipe (fps or nframes, total_pixels, max_pixels): rounds train at the resolution evaluation uses.
---adopt-on FAMILY writes stop.adopt_on. --path-map LOCAL=REMOTE: the sets are read here at LOCAL,
+--adopt-on FAMILY writes stop.adopt_on. --set KEY=VALUE (repeatable) sets any other key of the loop's
+config by its dotted name (stop.max_rounds=5, mining.records_per_round=128, stop.target=0.9), checked by
+the config model before anything is read or written: an unknown key or a bad value exits 2 naming the
+key; the keys init writes from its flags (model, the sets, train_spec, eval_config, output_dir, paths)
+are refused, naming the flag. --path-map LOCAL=REMOTE: the sets are read here at LOCAL,
 deft.yaml and train.yaml name REMOTE and record the map (paths.map): later commands here read LOCAL,
 the node reads them as written (`skillbank submit --action deft --platform slurm --config DIR/deft.yaml`).
+A proxy of fewer than @@MIN@@ records (a 95% Wilson interval on its accuracy wider than +-@@POINTS@@ points at 50%)
+is warned about with its interval and the --proxy-fraction that gives about @@MIN@@ (proxy_size in JSON).
 --json prints one document {ok, config, sets, pool_left_out_benchmark, training_overlap: {proxy, pool:
-{count, of, share, ids}}, rounds_train_on, adopt_on, path_map, fitted, warnings, next}.
-"""
+{count, of, share, ids}}, proxy_size: {records, min_records, ci95_half_width, one_answer, enough},
+rounds_train_on, adopt_on, path_map, set, fitted, warnings, next}.
+""".replace("@@MIN@@", str(PROXY_MIN_RECORDS)).replace("@@POINTS@@", f"{PROXY_HALF_WIDTH * 100:.0f}")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -99,6 +109,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     i.add_argument("--nodes", type=int, default=1, metavar="M", help="nodes each round trains on (train.yaml dp_replicate_size; default 1; >1 needs cosmos-rl)")
     add_backend(i, "retrain.backend (default: cosmos-rl with GPUs, local without)")
     i.add_argument("--adopt-on", default=None, metavar="FAMILY", help="stop.adopt_on: adopt rounds on this benchmark family's accuracy (the others guarded)")
+    add_assignments(i, "a DEFT config key of deft.yaml (repeatable; dotted, as in the schema: stop.max_rounds=5, "
+                       "mining.records_per_round=128, mining.strategy=random, stop.target=0.9, stop.min_gain=0.01, retrain.start_from=base); "
+                       "checked by the config model before anything is written (a bad key or value exits 2 naming it)")
     add_path_map(i)
     add_json(i, "print one JSON document {ok, config, sets, training_overlap, rounds_train_on, warnings, ...}")
     i.set_defaults(run=run_init)
@@ -108,11 +121,13 @@ def run_init(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from skillbank.deft.bootstrap import InitRequest, init
+    from skillbank.deft.rules import proxy_size_line
 
     doc = init(InitRequest(model=args.model, pool=args.pool, benchmark=args.benchmark, out=Path(args.out), pool_media=args.pool_media_dir,
                            benchmark_media=args.benchmark_media_dir, base=args.base, base_media=args.base_media_dir,
                            proxy_fraction=args.proxy_fraction, seed=args.seed, gpus_per_node=args.gpus_per_node, nodes=args.nodes,
-                           backend=args.backend, path_map=tuple(args.path_map), adopt_on=args.adopt_on))
+                           backend=args.backend, path_map=tuple(args.path_map), adopt_on=args.adopt_on,
+                           settings=tuple(args.assignments)))
     if args.json:
         print(json.dumps(doc, indent=2))
         return 0
@@ -131,8 +146,11 @@ def run_init(args: argparse.Namespace) -> int:
     print(f"train spec {doc['train_spec']} (backend {on['backend']}, {shape}: {on['gpus_found_by']}; vision {vision})")
     for role, o in doc["training_overlap"].items():
         print(f"  {role} records already in the base training set: {o['count']} of {o['of']} ({o['share']:.0%})")
+    print(f"  {proxy_size_line(doc['proxy_size'])}")
     if doc["adopt_on"]:
         print(f"  rounds are adopted on family {doc['adopt_on']} (stop.adopt_on)")
+    for key, value in doc["set"].items():
+        print(f"  {key} = {value} (--set)")
     if doc["path_map"]:
         print(f"  deft.yaml and train.yaml name the node's paths (path map {', '.join(doc['path_map'])})")
     for fit in doc["fitted"]:
@@ -196,12 +214,15 @@ def run(args: argparse.Namespace) -> int:
 
 def dry_run_lines(doc: dict) -> list[str]:
     """The dry run in words: the sets, where rounds train, what is left to check on the node, the warnings."""
+    from skillbank.deft.rules import proxy_size_line
+
     pre = doc["preflight"]
     on = pre["rounds_train_on"]
     lines = [f"DEFT preflight passed (runs on: {pre['runs_on']}); nothing was run",
              "sets: " + ", ".join(f"{k} {v:,}" for k, v in pre["records"].items()) + "; the benchmark shares no id and no video content with them",
              f"rounds train with {on['backend']} on {on['nodes']} node(s) x {on['ranks_per_node']} rank(s)"]
     lines += [f"{role} records already in the base train set: {o['count']} of {o['of']} ({o['share']:.0%})" for role, o in pre["training_overlap"].items()]
+    lines.append(proxy_size_line(pre["proxy_size"]))
     lines += [f"check on the node: {line}" for line in pre["check_on_node"]]
     lines += [f"warning: {w}" for w in pre["warnings"]]
     lines += [f"output_dir: {doc['output_dir']}" + (" (holds a run: --resume continues it)" if doc["resume"] else ""),

@@ -63,6 +63,14 @@ naming the key and the fix; one that barely trains keeps your value and warns.
 What you set stays yours (train): every key set with --set or a shorthand is recorded in the spec's
 user_set (spec --from keeps the list and adds to it); `skillbank automl` leaves those keys out of its
 search at your values (--search KEY searches one anyway) and its dry run lists them as fixed.
+
+The global batch is train_batch_per_replica x dp_shard_size x dp_replicate_size: a spec --from FILE that
+changes it (fewer GPUs per node, another dp size, a re-fitted batch) or the optimizer steps per epoch at
+the records counted prints "warning: changed from the --from spec: global batch OLD -> NEW ..." with the
+train.train_batch_per_replica that keeps OLD on the new ranks (gradient accumulation over the same
+mini_batch: the memory of one pass is unchanged); with --json: batch_change {global_batch,
+train_batch_per_replica, data_parallel_ranks, steps_per_epoch: {from, to}, records, keep, line} (null when
+nothing changed), the line in notes too.
 """
 
 EXAMPLES = """\
@@ -130,7 +138,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     add_described(p, "the real dataset, described (train): batches are fitted to --records instead of the records counted here")
     p.add_argument("-o", "--output", metavar="FILE", help="write the spec here (atomically; .toml TOML, .json JSON, else YAML) instead of stdout")
-    add_json(p, "print one JSON document {ok, skill, action, from, output, applied, fitted, notes, plan, spec; rl: recipe}")
+    add_json(p, "print one JSON document {ok, skill, action, from, output, applied, fitted, notes, plan, batch_change, spec; rl: recipe}")
     p.set_defaults(run=run)
 
 
@@ -157,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
     paths = loaded.recorded_map().with_flags(args.path_map) if loaded else PathMap.parse(args.path_map)
     root = paths.to_local(args.dataset_root) if args.dataset_root else None
     annotations = paths.to_local(args.annotations) if args.annotations else None
+    before = _as_given(args.skill, action, base) if action == "train" else None  # the --from spec, its batches as written
     base, ceilings = _unfit(base)
     built = build_spec(args.skill, action, args.assignments, dataset_root=root, base=base, source=args.from_file, annotations=annotations)
     built.explicit -= set(ceilings) - set(built.applied)  # fitted by an earlier `spec`, not set by you: fitted again
@@ -180,11 +189,15 @@ def run(args: argparse.Namespace) -> int:
     ignored = spec.train.ckpt.ignored_save_freq() if action == "train" else None  # preflight's spec.checkpoints warning
     if ignored:
         notes.append(f"warning: {ignored} (fix: set train.ckpt.save_freq_in_epoch=0 to save by steps, or save_freq=null)")
+    change = fitting.batch_change(before, local, plan["train_records"] if plan else None) if before is not None else None
+    if change:
+        notes.append(f"warning: {change.line()}")
     if args.json:
         doc = {"ok": True, "skill": args.skill, "action": action, "from": args.from_file, "output": args.output,
                "from_format": ("cosmos-rl" if converted else "skillbank") if args.from_file else None,
                "cosmos_rl_defaults_kept": converted.defaults_kept if converted else [],
-               "applied": built.applied, "fitted": [f.to_dict() for f in fitted], "notes": notes, "plan": plan, "spec": data}
+               "applied": built.applied, "fitted": [f.to_dict() for f in fitted], "notes": notes, "plan": plan,
+               "batch_change": change.to_dict() if change else None, "spec": data}
         if filled:
             doc["recipe"] = filled.to_dict()
         print(json.dumps(doc, indent=2))
@@ -197,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
     for fit in fitted:
         print(f"fitted: {fit.line()}", file=sys.stderr)
     for note in notes:
-        print(f"note: {note}", file=sys.stderr)
+        print(note if note.startswith("warning: ") else f"note: {note}", file=sys.stderr)
     if plan and action == "train":
         from skillbank.runs.steps import plan_lines
 
@@ -256,6 +269,21 @@ def _for_the_node(built: Any, paths: Any, *, source: str | None) -> tuple[Any, l
     if "paths" in model.model_fields:  # the spec records its map: later commands read it at LOCAL without the flag
         remote["paths"] = {"map": paths.items()}
     return validate(model, remote, source=source or "spec"), [*built.notes, *notes]
+
+
+def _as_given(skill: str, action: str, data: dict[str, Any] | None) -> Any:
+    """The --from file as its own spec (its global batch is what the derived spec is compared with); None without
+    --from, or when the file does not validate by itself (the --set of this call may be its fix)."""
+    if data is None:
+        return None
+    from pydantic import ValidationError
+
+    from skillbank.specification.registry import spec_model
+
+    try:
+        return spec_model(skill, action).model_validate(data)
+    except ValidationError:
+        return None
 
 
 def _unfit(base: dict[str, Any] | None) -> tuple[dict[str, Any] | None, dict[str, int]]:

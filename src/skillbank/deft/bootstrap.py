@@ -19,12 +19,17 @@ test set), so nobody splits sets by hand.
   total_pixels, max_pixels), so rounds train at the resolution they are evaluated at.
 - --path-map LOCAL=REMOTE: the sets are read here at LOCAL; deft.yaml and train.yaml name REMOTE and record
   the map (paths.map), so later commands here read them at LOCAL and the node reads them as written.
+- --set KEY=VALUE: any other key of the loop's config (mining, retrain, stop), dotted as in DeftConfig and checked
+  by it before anything is read or written (`config_settings`); the keys init writes from its flags are refused.
+- A proxy below deft.rules.PROXY_MIN_RECORDS records is warned about (`proxy_size`), naming the --proxy-fraction
+  that gives about that many.
 Records are written whole, video paths as they were: deft.yaml and the train spec name the folders they
 are relative to (preflight refuses a video outside its set's media folder).
 """
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +38,7 @@ from typing import Any
 from skillbank import atomic
 from skillbank.data import chat
 from skillbank.deft.loop import count_families
-from skillbank.deft.rules import PROXY_TRAINING_SHARE
+from skillbank.deft.rules import PROXY_MIN_RECORDS, PROXY_TRAINING_SHARE, proxy_size, proxy_size_warning
 from skillbank.deft.sets import RecordSet, find_overlaps, load_set, training_items
 from skillbank.errors import InputError
 
@@ -58,6 +63,7 @@ class InitRequest:
     backend: str | None = None  # None: cosmos-rl with GPUs, local without
     path_map: tuple[str, ...] = ()
     adopt_on: str | None = None
+    settings: tuple[str, ...] = ()  # --set KEY=VALUE: dotted keys of DeftConfig (mining, retrain, stop)
 
 
 def base_source(req: InitRequest) -> tuple[RecordSet, str]:
@@ -148,10 +154,23 @@ def plan_sets(req: InitRequest) -> dict[str, Any]:
                         f"and question): {_named(proxy_trained)}; the model answers what it was trained on, so the proxy finds few gaps"
                         + (f" (>= {PROXY_TRAINING_SHARE:.0%}: a round without gaps stops with proxy_is_training_data; pass a pool of "
                            "held-out labelled records)" if share >= PROXY_TRAINING_SHARE else ""))
+    size = proxy_size(len(proxy_idx))
+    small = proxy_size_warning(size, _larger_proxy(req.proxy_fraction, len(proxy_idx), len(keep)))
+    warnings += [small] if small else []
     overlap = {role: {"count": len(ids), "of": n, "share": round(len(ids) / n, 4) if n else 0.0, "ids": ids}
                for role, ids, n in (("proxy", proxy_trained, len(proxy_idx)), ("pool", trained, len(pool_idx)))}
     return {"pool": (kept, pool_idx), "proxy": (kept, proxy_idx), "benchmark": bench, "base": (base, base_records, base_from),
-            "leaks": leaks, "base_leaks": sorted(base_leaks), "training_overlap": overlap, "warnings": warnings}
+            "leaks": leaks, "base_leaks": sorted(base_leaks), "training_overlap": overlap, "proxy_size": size, "warnings": warnings}
+
+
+def _larger_proxy(fraction: float, proxy: int, pool: int) -> str:
+    """How to carve a proxy of PROXY_MIN_RECORDS records: the --proxy-fraction that gives about that many (the carve
+    takes whole clips), or a larger pool when that would take more than half of it."""
+    want = math.ceil(fraction * PROXY_MIN_RECORDS / max(proxy, 1) * 100) / 100
+    if want <= 0.5:
+        return (f"pass --proxy-fraction {want:g} (about {PROXY_MIN_RECORDS} of the pool's {pool:,} records) or a pool with more labelled clips")
+    return (f"the pool's {pool:,} records cannot give {PROXY_MIN_RECORDS} to the proxy and keep most to mine: pass a larger pool "
+            "(or carve the proxy with --proxy-fraction up to 0.5 and accept the noise)")
 
 
 def _hardware(req: InitRequest) -> tuple[int, str, str]:
@@ -209,6 +228,40 @@ def eval_config(gpus: int) -> dict[str, Any]:
     return {"model": {"dtype": "auto"}, "num_gpus": min(gpus, 1), "evaluation": {"batch_size": 16 if gpus else 8}}
 
 
+# keys deft init writes from its own flags (a --set of them is refused, naming the flag) and keys with a flag of their own
+WRITTEN = {"model": "--model", "pool": "--pool / --pool-media-dir", "proxy": "--proxy-fraction / --seed (carved from --pool)",
+           "benchmark": "--benchmark / --benchmark-media-dir", "train_spec": "--out", "eval_config": "--out", "output_dir": "--out",
+           "paths": "--path-map"}
+FLAGGED = {"stop.adopt_on": ("adopt_on", "--adopt-on"), "retrain.backend": ("backend", "--backend")}
+KEYS_AT = "the DEFT config's keys: skills/applications/tao-run-deft/references/parameters.md (e.g. stop.max_rounds, mining.records_per_round)"
+
+
+def config_settings(req: InitRequest) -> dict[str, Any]:
+    """--set KEY=VALUE as {dotted key: value}, each checked now (before any set is read or written) by DeftConfig: an
+    unknown key, a value of the wrong type or out of range is an InputError naming the dotted key. stop.adopt_on and
+    retrain.backend fill --adopt-on / --backend (the same value twice is fine, two values are refused)."""
+    from skillbank.specification.deft import DeftConfig
+    from skillbank.specification.overrides import apply_overrides, coerce, resolve_all
+    from skillbank.specification.validation import validate
+
+    settings = resolve_all(DeftConfig, req.settings, keys_at=KEYS_AT)
+    for key in settings:
+        flag = WRITTEN.get(key.split(".")[0])
+        if flag:
+            raise InputError(f"--set {key}: deft init writes {key} itself, from {flag}", where=key,
+                             fix=f"pass {flag} instead (after init, edit the written deft.yaml if the loop must read another file)")
+    for key, (attr, flag) in FLAGGED.items():
+        if key in settings:
+            value, given = coerce(DeftConfig, key, settings[key]), getattr(req, attr)
+            if given is not None and given != value:
+                raise InputError(f"{flag} {given} and --set {key}={value} disagree", where=key, fix="pass one of them")
+            setattr(req, attr, value)
+    trial = DeftConfig().model_dump(mode="json")
+    apply_overrides(DeftConfig, trial, settings)
+    validate(DeftConfig, trial, source="--set")
+    return settings
+
+
 def _check_family(family: str | None, bench: RecordSet) -> None:
     """--adopt-on names a family of the benchmark's records (the loop adopts rounds on its accuracy)."""
     families = sorted({str(r["family"]) for r in bench.records if r.get("family") is not None})
@@ -232,8 +285,10 @@ def init(req: InitRequest) -> dict[str, Any]:
     """Write DIR/{pool,proxy,base_train}.json, train.yaml, eval.yaml and deft.yaml; return what was written."""
     from skillbank.specification.deft import DeftConfig
     from skillbank.specification.io import write_spec
+    from skillbank.specification.overrides import apply_overrides, get_dotted
     from skillbank.specification.pathmap import PathMap
     from skillbank.specification.train import TrainSpec
+    from skillbank.specification.validation import validate
 
     out = req.out.resolve()
     if (out / "run" / "state.json").is_file():
@@ -241,6 +296,7 @@ def init(req: InitRequest) -> dict[str, Any]:
                          fix="choose another --out (or remove that run)")
     req.out = out
     map_ = PathMap.parse(req.path_map)
+    settings = config_settings(req)
     gpus, how, backend = _hardware(req)
     planned = plan_sets(req)
     bench = planned["benchmark"]
@@ -250,14 +306,16 @@ def init(req: InitRequest) -> dict[str, Any]:
     base, base_records, base_from = planned["base"]
     paths = {"pool": out / "pool.json", "proxy": out / "proxy.json", "base": out / "base_train.json"}
     spec, fits = train_spec(req, paths["base"], base.media_dir, len(base_records), gpus)
-    config = DeftConfig.model_validate({
+    data = {
         "model": req.model,
         "pool": {"annotation_path": str(paths["pool"]), "media_dir": os.path.abspath(pool.media_dir)},
         "proxy": {"annotation_path": str(paths["proxy"]), "media_dir": os.path.abspath(pool.media_dir)},
         "benchmark": {"annotation_path": os.path.abspath(bench.annotation_path), "media_dir": os.path.abspath(bench.media_dir)},
         "train_spec": str(out / "train.yaml"), "eval_config": str(out / "eval.yaml"),
         "retrain": {"backend": backend}, "stop": {"adopt_on": req.adopt_on}, "output_dir": str(out / "run"),
-    })
+    }
+    apply_overrides(DeftConfig, data, settings)
+    config = validate(DeftConfig, data, source="--set")
     spec_data, spec_notes = for_node(map_, spec.model_dump(mode="json"), TrainSpec)
     config_data, config_notes = for_node(map_, config.model_dump(mode="json"), DeftConfig)
     atomic.write_json(paths["pool"], [pool.records[i] for i in pool_idx], indent=None)
@@ -276,11 +334,12 @@ def init(req: InitRequest) -> dict[str, Any]:
                  "base": {"path": str(paths["base"]), "records": len(base_records), "from": base_from,
                           "left_out_benchmark": len(planned["base_leaks"])}},
         "pool_left_out_benchmark": [o.to_dict() for o in planned["leaks"]],
-        "training_overlap": planned["training_overlap"],
+        "training_overlap": planned["training_overlap"], "proxy_size": planned["proxy_size"],
         "train_spec": str(out / "train.yaml"), "eval_config": str(out / "eval.yaml"),
         "rounds_train_on": {"backend": backend, "nodes": par.dp_replicate_size, "gpus_per_node": gpus, "gpus_found_by": how,
                             "ranks_per_node": par.dp_shard_size, "vision": spec.custom.vision.model_dump(mode="json")},
         "adopt_on": req.adopt_on, "path_map": map_.items(),
+        "set": {key: get_dotted(config.model_dump(mode="json"), key) for key in settings},
         "fitted": [f.to_dict() for f in fits], "warnings": [*planned["warnings"], *dict.fromkeys(config_notes + spec_notes)],
         "next": f"skillbank deft --config {out / 'deft.yaml'} --dry-run" + (" --runs-on node" if map_ or req.gpus_per_node is not None else ""),
     }

@@ -2,7 +2,8 @@
 record checks of `skillbank preflight` (evaluate action per set, train action for the base spec),
 the benchmark is disjoint from pool, proxy and base train set (ids and media content), and the
 budgets fit (the pool can feed a round; training makes at least one step). The proxy and pool
-records that are training items of the base train set are counted (`training_overlap`).
+records that are training items of the base train set are counted (`training_overlap`), and a proxy
+too small to measure an accuracy is warned about (`proxy_size`, deft.rules.PROXY_MIN_RECORDS).
 
 `runs_on` is preflight's: "node" (a dry run for another machine, a DEFT job) lists the environment
 findings (model, HF_TOKEN, redis-server, GPUs, disk) as "check on the node" instead of failing; the
@@ -113,7 +114,7 @@ def run(config: DeftConfig, *, records: bool = True, runs_on: str = "here", gpus
         nodes: int | None = None, paths: Any = None) -> dict[str, Any]:
     """Raise InputError listing every problem; return the inputs and a summary when all pass.
     gpus_per_node / nodes: the allocation every round trains on (`allocate`)."""
-    from skillbank.deft.rules import PROXY_TRAINING_SHARE
+    from skillbank.deft.rules import PROXY_TRAINING_SHARE, proxy_size, proxy_size_warning
 
     inputs = load_inputs(config, paths)
     inputs["train_spec"] = allocate(inputs["train_spec"], gpus_per_node, nodes)
@@ -134,9 +135,14 @@ def run(config: DeftConfig, *, records: bool = True, runs_on: str = "here", gpus
     if overlap["proxy"]["share"] >= PROXY_TRAINING_SHARE:
         warnings.append(f"the proxy set is mostly training data ({overlap['proxy']['share']:.0%} >= {PROXY_TRAINING_SHARE:.0%}): "
                         "a round that finds no gaps stops with proxy_is_training_data; carve the proxy from held-out records")
+    size = proxy_size(len(sets["proxy"].records))
+    small = proxy_size_warning(size, f"point proxy.annotation_path at {size['min_records']} or more held-out labelled records "
+                                     "(`skillbank deft init` carves one: a larger --proxy-fraction)")
+    warnings += [small] if small else []
     par = inputs["train_spec"].policy.parallelism
     inputs["summary"] = {"ok": True, "records": {k: len(v.records) for k, v in sets.items()}, "warnings": warnings,
-                         "benchmark_disjoint": True, "training_overlap": {k: {**v, "ids": v["ids"][:SHOWN_IDS]} for k, v in overlap.items()}, "runs_on": runs_on, "check_on_node": on_node,
+                         "benchmark_disjoint": True, "training_overlap": {k: {**v, "ids": v["ids"][:SHOWN_IDS]} for k, v in overlap.items()},
+                         "proxy_size": size, "runs_on": runs_on, "check_on_node": on_node,
                          "rounds_train_on": {"backend": config.retrain.backend, "nodes": par.dp_replicate_size,
                                              "ranks_per_node": par.dp_shard_size * par.tp_size * par.cp_size * par.pp_size}}
     return inputs

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+from skillbank.scoring.stats import n_for_half_width, wilson_half_width
 
 
 def adopt(candidate: float, best: float, min_gain: float = 0.0) -> bool:
@@ -34,6 +37,42 @@ def adopt_on_family(candidate: dict[str, float], best: dict[str, float], family:
 
 
 PROXY_TRAINING_SHARE = 0.5  # a proxy with at least this share of training items cannot show the model's errors
+
+# A warning, not a refusal. The proxy finds the gaps and picks each round's checkpoint by its accuracy, so it must
+# measure an accuracy to some precision; the bar is coarse on purpose: a 95% interval of at most +-15 points at any
+# accuracy (enough to see a family failing, not a 2-point gain). The Wilson interval is widest at 50% accuracy,
+# z / (2 sqrt(n + z^2)) each side, which is at most 0.15 from n = 39 on (scoring.stats.n_for_half_width, computed
+# here; the normal approximation's 43 overstates it). 5 records give +-33 points, one answer moving 20.
+PROXY_HALF_WIDTH = 0.15
+PROXY_MIN_RECORDS = n_for_half_width(PROXY_HALF_WIDTH)  # 39
+
+
+def proxy_size(records: int) -> dict[str, Any]:
+    """What a proxy of `records` records can measure: the widest 95% Wilson half width of its accuracy (at 50%),
+    what one answer moves it by, and whether it reaches PROXY_MIN_RECORDS (`deft init` and the dry run report it)."""
+    return {"records": records, "min_records": PROXY_MIN_RECORDS, "ci95_half_width": round(wilson_half_width(0.5, records), 4),
+            "one_answer": round(1 / records, 4) if records else None, "enough": records >= PROXY_MIN_RECORDS}
+
+
+def proxy_size_line(size: dict[str, Any]) -> str:
+    """The proxy's size in words (a text line beside the training overlap)."""
+    return (f"proxy size: {size['records']:,} records: a 95% interval on its accuracy is up to +-{_points(size['ci95_half_width'])} "
+            f"(at 50%; {size['min_records']} records or more give +-{_points(PROXY_HALF_WIDTH)})")
+
+
+def _points(share: float) -> str:
+    return f"{share * 100:.0f} points"
+
+
+def proxy_size_warning(size: dict[str, Any], fix: str) -> str | None:
+    """The warning for a proxy too small to measure a gap (None when it has PROXY_MIN_RECORDS records, or none:
+    an empty proxy is preflight's error); `fix` says how to get a larger one where the caller knows."""
+    n = size["records"]
+    if size["enough"] or not n:
+        return None
+    return (f"the proxy set has only {n} record(s): one answer moves its accuracy {_points(size['one_answer'])} and a 95% interval on it "
+            f"is up to +-{_points(size['ci95_half_width'])}, too wide to measure a gap or pick a checkpoint ({PROXY_MIN_RECORDS} records or "
+            f"more give +-{_points(PROXY_HALF_WIDTH)}); {fix}")
 
 
 @dataclass(frozen=True)

@@ -195,3 +195,58 @@ def refit(spec: Any, count: TrainCount, val_records: int | None, *, counted: str
             changes.append({"key": key, "from": a, "to": b, "where": where, "records": count.train,
                             "why": f"{said}: {block.records:,} counted records gave {a}, the {count.train:,} here give {b}"})
     return new, changes
+
+
+@dataclass(frozen=True)
+class BatchChange:
+    """A derived train spec (`skillbank spec --from`) whose global batch or optimizer steps per epoch differ from the
+    spec it came from: the global batch is train_batch_per_replica x data-parallel ranks, so fewer GPUs halve it
+    silently. Both plans come from runs.steps.step_plan (one arithmetic); `records`: the count the steps are at."""
+
+    before: Any  # StepPlan of the --from spec
+    after: Any  # StepPlan of the spec written
+    records: int | None
+
+    def keep(self) -> str:
+        """The setting that gives the old global batch on the new ranks (gradient accumulation absorbs it: mini_batch,
+        and so the memory of one forward/backward, stays), or why no per-rank batch does."""
+        old, ranks, mini = self.before.global_batch, self.after.ranks, self.after.mini_batch
+        if old % ranks:
+            low = max(1, old // ranks)
+            return (f"no train_batch_per_replica gives {old:,} on {ranks} rank(s) ({old:,} is not a multiple of {ranks}); "
+                    f"the nearest: {BATCH_KEY}={low} (global {low * ranks:,}) or {low + 1} (global {(low + 1) * ranks:,})")
+        want = old // ranks
+        use_mini = mini if not want % mini else math.gcd(want, mini)
+        extra = f" with {MINI_BATCH_KEY}={use_mini}" if use_mini != mini else ""
+        steps = f", {self.after.with_batch(want, use_mini).steps_per_epoch:,} optimizer steps per epoch" if self.records else ""
+        return (f"set {BATCH_KEY}={want}{extra} to keep {old:,} ({want // use_mini} forward/backward pass(es) of mini_batch {use_mini} "
+                f"per step: gradient accumulation, the memory of one pass unchanged{steps})")
+
+    def line(self) -> str:
+        b, a = self.before, self.after
+        parts = []
+        if b.global_batch != a.global_batch:
+            parts.append(f"global batch {b.global_batch:,} -> {a.global_batch:,} (train_batch_per_replica {b.batch_per_rank} -> "
+                         f"{a.batch_per_rank} per rank x data-parallel ranks {b.ranks} -> {a.ranks}, dp_shard_size x dp_replicate_size)")
+        if self.records and b.steps_per_epoch != a.steps_per_epoch:
+            parts.append(f"optimizer steps per epoch {b.steps_per_epoch:,} -> {a.steps_per_epoch:,} at {self.records:,} train records")
+        fix = f"; {self.keep()}" if b.global_batch != a.global_batch else ""
+        return "changed from the --from spec: " + "; ".join(parts) + fix
+
+    def to_dict(self) -> dict[str, Any]:
+        b, a = self.before, self.after
+        changed = b.global_batch != a.global_batch
+        return {"global_batch": {"from": b.global_batch, "to": a.global_batch},
+                "train_batch_per_replica": {"from": b.batch_per_rank, "to": a.batch_per_rank},
+                "data_parallel_ranks": {"from": b.ranks, "to": a.ranks},
+                "steps_per_epoch": {"from": b.steps_per_epoch, "to": a.steps_per_epoch} if self.records else None,
+                "records": self.records, "keep": self.keep() if changed else None, "line": self.line()}
+
+
+def batch_change(before: Any, after: Any, records: int | None = None) -> BatchChange | None:
+    """How the global batch (and, with `records`, the optimizer steps per epoch at that count) of train spec `after`
+    differ from `before`'s (None when neither does)."""
+    b, a = step_plan(before, records or 0), step_plan(after, records or 0)
+    if b.global_batch == a.global_batch and not (records and b.steps_per_epoch != a.steps_per_epoch):
+        return None
+    return BatchChange(b, a, records)

@@ -6,6 +6,8 @@ small and exact here), each checked against published values in tests/test_stats
   hit often.
 - `n_for_lower_bound`: the smallest n whose Wilson lower bound reaches a target at an accuracy: "how
   many samples before 0.93 on this family is evidence of 0.9?".
+- `n_for_half_width`: the smallest n whose Wilson interval is at most +-h wide at an accuracy (the widest,
+  0.5, by default): "how many records before a set can measure an accuracy to +-15 points at all?".
 - `mcnemar_exact`: the exact McNemar test of two models on the same items: the discordant pairs (A
   right and B wrong, or the reverse) under H0 split as a fair coin (the exact binomial). Two-sided
   p = min(1, 2 * P(X <= min(b, c))); one-sided p for "A is better" = P(X >= b).
@@ -62,6 +64,32 @@ def n_for_lower_bound(accuracy: float, target: float = 0.9, z: float = Z95) -> i
     while high - low > 1:
         mid = (low + high) // 2
         if wilson_p(accuracy, mid, z)[0] >= target:
+            high = mid
+        else:
+            low = mid
+    return high
+
+
+def wilson_half_width(p: float, n: int, z: float = Z95) -> float:
+    """Half the width of the Wilson interval of a proportion p on n samples (0.5 when n is 0)."""
+    low, high = wilson_p(p, n, z)
+    return (high - low) / 2
+
+
+def n_for_half_width(half: float, p: float = 0.5, z: float = Z95) -> int:
+    """The smallest n whose Wilson interval at an observed `p` is at most +-`half` wide. At p = 0.5 (the
+    widest interval of any accuracy, unclipped) the half width is z / (2 sqrt(n + z^2)), so n =
+    ceil((z / (2 half))^2 - z^2): 39 for +-0.15. The half width falls with n, so a doubling search then
+    a bisection finds it at any p."""
+    if not 0 < half < 0.5:
+        raise ValueError(f"half width {half} is not between 0 and 0.5")
+    high = 1
+    while wilson_half_width(p, high, z) > half:
+        high *= 2
+    low = high // 2  # above the half width (or 0)
+    while high - low > 1:
+        mid = (low + high) // 2
+        if wilson_half_width(p, mid, z) <= half:
             high = mid
         else:
             low = mid

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from skillbank.errors import InputError
 from skillbank.skillinfo import skill_info, template_path
-from skillbank.specification.overrides import apply_overrides, parse_assignment, resolve_key
+from skillbank.specification.overrides import apply_overrides, resolve_all
 from skillbank.specification.keys import find_field
 from skillbank.specification.learning_rate import apply_lora_default
 from skillbank.specification.registry import spec_model, spec_models
@@ -160,13 +160,7 @@ def _validates(model: type[BaseModel], data: dict[str, Any]) -> bool:
 
 def resolve_assignments(skill: str, action: str, assignments: list[str] | tuple[str, ...]) -> dict[str, Any]:
     """--set KEY=VALUE texts as {dotted key: raw value}, the action's shorthands resolved (an unknown key: InputError)."""
-    model = spec_model(skill, action)
-    shorthands = shorthand_keys(skill, action)
-    out: dict[str, Any] = {}
-    for text in assignments:
-        key, value = parse_assignment(text)
-        out[resolve_key(model, key, shorthands)] = value
-    return out
+    return resolve_all(spec_model(skill, action), assignments, shorthand_keys(skill, action))
 
 
 def with_assignments(skill: str, action: str, data: dict[str, Any], assignments: list[str]) -> tuple[dict[str, Any], list[str]]:

@@ -64,16 +64,24 @@ def _describe(annotation: Any) -> str:
     return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
 
 
-def resolve_key(model: type[BaseModel], key: str, shorthands: dict[str, str]) -> str:
+def resolve_key(model: type[BaseModel], key: str, shorthands: dict[str, str], *,
+                keys_at: str = "see the action's schema (skillbank spec --help lists the shorthands)") -> str:
+    """The dotted key a --set KEY names (a shorthand resolved); unknown: InputError with the closest key, else `keys_at`."""
     full = shorthands.get(key, key)
     if find_field(model, full) is None:
         near = closest_key(model, full, extra=list(shorthands))
-        raise InputError(
-            f"unknown key {key!r}",
-            where=key,
-            fix=f"did you mean {near}?" if near else "see the action's schema (skillbank spec --help lists the shorthands)",
-        )
+        raise InputError(f"unknown key {key!r}", where=key, fix=f"did you mean {near}?" if near else keys_at)
     return full
+
+
+def resolve_all(model: type[BaseModel], assignments: list[str] | tuple[str, ...], shorthands: dict[str, str] | None = None,
+                **keys_at: str) -> dict[str, Any]:
+    """--set KEY=VALUE texts as {dotted key: raw value} of `model` (shorthands resolved; an unknown key: InputError)."""
+    out: dict[str, Any] = {}
+    for text in assignments:
+        key, value = parse_assignment(text)
+        out[resolve_key(model, key, shorthands or {}, **keys_at)] = value
+    return out
 
 
 def set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
