@@ -180,6 +180,25 @@ def test_inference_single_and_batch(setup, tmp_path, capsys):
     assert code == 0 and doc["count"] == 9
     rows = json.loads((tmp_path / "r.json").read_text())
     assert rows[1] == {"video_id": "val_00001", "question": "Which way does the ball move? Answer left, right or straight.", "gt": "left", "response": "left"}
+    assert doc["empty_answers"] == 0 and doc["empty_warning"] is None
+
+
+def test_inference_says_how_many_answers_are_empty(setup, tmp_path, capsys):
+    """A model that stops at once answers "" (a bias on the end token alone): batch mode says how many on
+    stdout, after the line that names the file; single mode keeps stdout for the answer and counts it in --json."""
+    model = force_answer(setup["model"], tmp_path / "mute", "")
+    out = tmp_path / "r.json"
+    assert main(["inference", "--model", str(model), "--annotations", str(setup["data"] / "annotations.json"), "--num-frames", "4",
+                 "--batch-size", "9", "--out", str(out), "--quiet"]) == 0
+    printed = capsys.readouterr()
+    wrote, warning = printed.out.splitlines()
+    assert wrote == f"wrote 9 answers to {out}" and "empty" not in printed.err
+    assert warning.startswith("warning: 9 of 9 answers are empty (the model wrote nothing but special tokens or whitespace): check that")
+    assert "max_tokens 64" in warning and {r["response"] for r in json.loads(out.read_text())} == {""}
+    clip = setup["data"] / setup["records"][0]["video"]
+    code, doc = run_cli(capsys, "inference", "--model", str(model), "--video", str(clip), "--prompt", "Is the ball red?", "--num-frames", "4")
+    assert code == 0 and doc["answer"] == "" and doc["empty_answers"] == 1
+    assert doc["empty_warning"].startswith("the answer is empty") and doc["empty_warning"] in doc["warnings"]
 
 
 def test_bad_inputs_exit_2(setup, tmp_path, capsys):

@@ -115,7 +115,8 @@ def test_inference_takes_the_recipe_too(trained, capsys):
     code = main(["inference", "--model", str(trained["bare"]), "--video", str(video), "--prompt", "Left or right?",
                  "--max-tokens", "2", "--json", "--quiet"])
     doc = json.loads(capsys.readouterr().out)
-    assert code == 0 and doc["vision"]["num_frames"] == 4 and doc["system_prompt"] == PROMPT and doc["warnings"] == []
+    assert code == 0 and doc["vision"]["num_frames"] == 4 and doc["system_prompt"] == PROMPT
+    assert doc["warnings"] == ([doc["empty_warning"]] if doc["answer"] == "" else [])  # nothing differs from the recipe (2 tokens of a 2-step model may be blank)
 
 
 def test_skillbank_export_and_cosmos_rl_exports_carry_it(trained, tiny_model_dir, tmp_path, capsys):

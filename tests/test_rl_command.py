@@ -46,6 +46,25 @@ def test_rl_writes_the_toml_and_the_command(tmp_path):
     # 8 prompts x 4 samples: the spec fitted the batch to 8 samples, 4 policy steps per epoch (runs.fitting)
     assert out["plan"] == {"prompts": 8, "samples_per_epoch": 32, "steps_per_epoch": 4} and data["train"]["train_batch_per_replica"] == 8
     assert Path(out["run_dir"]).parent == tmp_path / "out"
+    assert out["headline"] == "GRPO run prepared (nothing launched)" and out["learning_warnings"] == []  # no start check here: no tokenizer
+
+
+def test_flat_start_rewards_make_it_prepared_with_a_warning(tmp_path, tiny_model_dir, demo_dataset_dir, capsys):
+    """The tiny model answers every prompt alike, so the start check finds every group flat: GRPO would learn
+    nothing. The run is still prepared (exit 0), but its first line says so with the fix, and --json lists it."""
+    from skillbank.cli import main
+    from test_rl_local import _rl_spec
+
+    spec = str(_rl_spec(tmp_path, tiny_model_dir, demo_dataset_dir))
+    assert main(["rl", "--spec", spec, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    [flat] = out["learning_warnings"]
+    assert flat["check"] == "spec.start_rewards" and "scored all alike" in flat["message"] and "SFT first" in flat["fix"]
+    assert out["headline"].startswith("GRPO run prepared, with a warning (nothing launched): start check: ")
+    assert out["headline"].endswith(f"; fix: {flat['fix']}") and out["start_check"]["flat_share"] == 1.0
+    assert main(["rl", "--spec", spec]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("GRPO run prepared, with a warning") and "learns nothing" in first and "fix: start from a checkpoint" in first
 
 
 def test_rl_stops_on_preflight_errors(tmp_path):

@@ -78,8 +78,9 @@ def test_rl_reports_the_check_and_skips_it_on_request_or_without_a_local_model(t
     spec = _rl_spec(tmp_path, tiny_model_dir, demo_dataset_dir)
     dry = json_out(skillbank("rl", "--spec", str(spec), "--backend", "local", "--dry-run", "--json", timeout=300))
     assert dry["start_check"]["flat_share"] == 1.0 and any("start check" in w for w in dry["warnings"])
+    assert [w["check"] for w in dry["learning_warnings"]] == ["spec.start_rewards"]
     off = json_out(skillbank("rl", "--spec", str(spec), "--backend", "local", "--dry-run", "--no-start-check", "--json"))
-    assert off["start_check"] is None and not any("start check" in w for w in off["warnings"])
+    assert off["start_check"] is None and not any("start check" in w for w in off["warnings"]) and off["learning_warnings"] == []
     hub = _rl_spec(tmp_path, tiny_model_dir, demo_dataset_dir, **{"policy.model_name_or_path": "hf_model://nvidia/Cosmos-Reason2-8B"})
     doc = json_out(skillbank("preflight", "--skill", SKILL, "--action", "rl", "--spec", str(hub), "--backend", "local", "--only", "spec", "--json"))
     assert "not a local folder" in doc["stats"]["start_check"]["skipped"]

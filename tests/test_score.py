@@ -104,8 +104,12 @@ def test_per_sample_verdicts_and_out_replaces_only_when_named(tmp_path):
     assert [(x["id"], x["reference"], x["answer"], x["correct"]) for x in lines] == [
         ("av-1", "yes", "yes", True), ("av-2", "no", "yes", False), ("av-3", "no", "no", True),
         ("rv-1", "pick up the cup", "Pick up the cup.", True), ("rv-2", "put down the cup", None, False)]
-    assert set(lines[0]) == {"id", "question", "family", "dataset", "reference", "answer", "correct"}
+    assert set(lines[0]) == {"id", "question", "family", "dataset", "reference", "response", "answer", "correct"}
     assert sum(x["correct"] for x in lines) == doc["correct"]
+    # the raw text under response, what was scored under answer: the names and values of evaluate's results.json rows
+    assert [x["response"] for x in lines] == [r["response"] for r in ROWS]
+    evaluated, _ = score_results(ROWS, "", "reasoning")
+    assert [(x["response"], x["answer"], x["correct"]) for x in lines] == [(r["response"], r["answer"], r["correct"]) for r in evaluated]
     as_parquet = tmp_path / "verdicts.parquet"  # the same verdicts as parquet, by the name's extension
     json_out(skillbank("score", "--results-dir", str(folder), "--per-sample", str(as_parquet), "--json"))
     import pyarrow.parquet as pq

@@ -67,7 +67,9 @@ Run a model on one video (--video FILE --prompt TEXT: prints the answer) or on a
 file (--annotations FILE --media-dir DIR: writes --out results.json). --config reads an inference
 spec (YAML or TOML, InferenceSpec); flags override it. Unset fps / num_frames / system prompt come
 from the model folder's skillbank_recipe.json (how it was trained), else fps 2 and a short-answer
-prompt; a flag that differs from the recipe is a warning.
+prompt; a flag that differs from the recipe is a warning. Empty answers (the model wrote nothing but
+special tokens or whitespace) are counted (empty_answers in --json) and named in a warning with what to
+check: on stdout after the "wrote" line in batch mode, on stderr in single mode (stdout is the answer).
 """
 
 INFERENCE_EXAMPLES = """\
@@ -176,13 +178,17 @@ def run_inference(args: argparse.Namespace) -> int:
 
     spec = spec_with_flags(InferenceSpec, args.config, {key: getattr(args, key) for key in FLAGS})
     doc = infer(spec, out=args.out, progress=not args.quiet)  # type: ignore[arg-type]
-    if not args.json:
-        for warning in doc["warnings"]:
-            print(f"warning: {warning}", file=sys.stderr)
     if args.json:
         print(json.dumps({"ok": True, **doc}, indent=2))
-    elif "answer" in doc:
+        return 0
+    single = "answer" in doc  # single mode: stdout is the answer alone, so every warning goes to stderr
+    for warning in doc["warnings"]:
+        if single or warning != doc["empty_warning"]:
+            print(f"warning: {warning}", file=sys.stderr)
+    if single:
         print(doc["answer"])
-    else:
-        print(f"wrote {doc['count']} answers to {doc['results_json']}", file=sys.stderr)
+        return 0
+    print(f"wrote {doc['count']} answers to {doc['results_json']}")
+    if doc["empty_warning"]:  # batch mode: the blanks are said beside the result, not only on stderr
+        print(f"warning: {doc['empty_warning']}")
     return 0

@@ -47,12 +47,14 @@ Both backends write checkpoints to <run>/checkpoints/step_N and exports to <run>
 Start check (both backends): when the start model is a local folder and torch is installed, a few
 prompts are sampled from it, rollout.n_generation samples each, with the local GRPO code and rewards;
 when every group's rewards are equal (their advantages are 0: nothing to learn) a warning names the
-share of such groups. Bounded by default (--start-check bounded: a few prompts, a token cap and a time
-cap, the figures in its help; a group with a sample cut before it ended is undecided, never flat);
---start-check full samples to the run's length without a time cap; --no-start-check (--start-check
-off) skips it. One line says what was sampled and how long it took ("start_check" in --json). A model
-that does not fit the free memory, or one over 2B parameters where no GPU is visible, is not loaded:
-the line says why.
+share of such groups, and the run is "prepared, with a warning": the first line names the finding and
+its fix ("headline" and "learning_warnings" in --json; --backend local: "learning_warnings", and its
+last line repeats the warning); the exit code stays 0. Bounded by default (--start-check bounded: a
+few prompts, a token cap and a time cap, the figures in its help; a group with a sample cut before it
+ended is undecided, never flat); --start-check full samples to the run's length without a time cap;
+--no-start-check (--start-check off) skips it. One line says what was sampled and how long it took
+("start_check" in --json). A model that does not fit the free memory, or one over 2B parameters where
+no GPU is visible, is not loaded: the line says why.
 
 examples:
   skillbank rl --spec rl.yaml                                   # cosmos-rl: the TOML and the launch command
@@ -78,6 +80,23 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(GRPO would learn nothing)")
     add_json(p, "print one JSON object (progress goes to stderr)")
     p.set_defaults(run=run)
+
+
+LEARNS_NOTHING = ("spec.start_rewards",)  # warnings that say the run as prepared learns nothing: they qualify "prepared"
+
+
+def learning_warnings(findings: Any) -> list[dict[str, str]]:
+    """The preflight warnings that say GRPO learns nothing from the start (the start check's flat rewards), each
+    {check, where, message, fix}: a run prepared with one is not a clean success, so the output says so up front."""
+    return [{"check": f.check, "where": f.where, "message": f.message, "fix": f.fix} for f in findings if f.check in LEARNS_NOTHING]
+
+
+def headline(learning: list[dict[str, str]]) -> str:
+    """The line that says the run is prepared, and with what warning when GRPO would learn nothing from its start."""
+    if not learning:
+        return "GRPO run prepared (nothing launched)"
+    first = learning[0]
+    return f"GRPO run prepared, with a warning (nothing launched): {first['message']}; fix: {first['fix']}"
 
 
 def node_specs(loaded: Any, paths: Any) -> tuple[Any, Any, list[str]]:
@@ -125,8 +144,10 @@ def prepare(loaded: Any, *, gpus_per_node: int | None = None, paths: Any = None,
         script = paths.to_remote(script) if paths.covered(script) else f"$(python -c '{FIND_SCRIPT}')"
     node_toml = paths.to_remote(layout.toml_path) if paths else str(layout.toml_path)
     summary = report.summary()
+    learning = learning_warnings(report.warnings)
     return {
         "ok": True,
+        "headline": headline(learning),
         "run_dir": str(layout.run_dir),
         "toml": str(layout.toml_path),
         "command": ["cosmos-rl", "--config", node_toml, "--log-dir", str(layout.log_dir), str(script)],
@@ -137,6 +158,7 @@ def prepare(loaded: Any, *, gpus_per_node: int | None = None, paths: Any = None,
         "plan": report.stats.get("rl_plan"),
         "start_check": report.stats.get("start_check"),
         "warnings": [f"{f.where}: {f.message}" for f in report.warnings],
+        "learning_warnings": learning,  # the flat-reward finding of the start check, with its fix ([] when none)
         "check_on_node": summary["check_on_node"],
         "path_map": paths.items(),
         "notes": [*notes, *built.notes, *path_notes],
@@ -177,9 +199,13 @@ def run_local(args: argparse.Namespace) -> int:
         log(f"job record: {job.path}")
     with procs.stop_on_signals(), job.tracking() if job is not None else nullcontext():
         result = rl_local(spec, resume=args.resume, dry_run=args.dry_run, job=job, log=log, stdout=sys.stderr if args.json else None)
+    learning = learning_warnings(report.warnings)
     if args.json:
         print(json.dumps({"ok": True, "backend": "local", "dry_run": args.dry_run, "job_record": str(job.path) if job else None,
-                          "warnings": [f"{f.where}: {f.message}" for f in report.warnings], "start_check": report.stats.get("start_check"), "result": result}, default=str))
+                          "warnings": [f"{f.where}: {f.message}" for f in report.warnings], "learning_warnings": learning,
+                          "start_check": report.stats.get("start_check"), "result": result}, default=str))
+    for w in learning:  # the last word, after the plan or the run's finished line
+        log(f"warning: {w['message']}; fix: {w['fix']}")
     return 0
 
 
@@ -205,7 +231,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     gpus = out["gpus"]
     lines = [
-        "GRPO run prepared (nothing launched)",
+        out["headline"],
         f"  run folder : {out['run_dir']}",
         f"  TOML       : {out['toml']}",
         f"  model      : {out['model']} ({out['family']})",

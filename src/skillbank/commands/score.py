@@ -42,8 +42,12 @@ results skillbank did not write (never into the other engine's folder). An exist
 never replaced unless --out names it: the metrics go to metrics.score.json beside it instead (replaced
 by the next score), and the output says where (metrics_json). Provenance keys of the metrics.json
 beside our results.json (model, generation, ...) are kept. --per-sample FILE also writes one JSON line
-per result: id, question, family, dataset, reference, answer (what the rules read; null when
-unparseable), correct. When more than half the answers are unparseable, a warning says why when the
+per result: id, question, family, dataset, reference (the ground truth), response (the raw text read),
+answer and correct, as evaluate's results.json names them: answer is what was scored, the label the
+rules read (yes / no, a direction, an option letter) or, for exact match, the answer text extracted
+from the response (the <answer> block or the text after </think> when reasoning, the whole response
+when short), compared with the reference after normalisation (lower case, end punctuation dropped);
+null when unparseable. When more than half the answers are unparseable, a warning says why when the
 responses tell (no </think> / <answer> when read as reasoning, a <think> trace read as short).
 """
 
@@ -69,7 +73,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="read field THEIRS as OURS (gt, response, question, video_id, family, dataset); repeat; for a field set not known")
     p.add_argument("--out", metavar="FILE", help="metrics file to write (default: metrics.json beside our results.json, ./metrics.json for "
                    "other engines' results; metrics.score.json there when a metrics.json exists: it is never replaced unless named here)")
-    p.add_argument("--per-sample", metavar="FILE", help="also write one JSON line per result: id, question, family, dataset, reference, answer, correct (parquet when FILE ends in .parquet)")
+    p.add_argument("--per-sample", metavar="FILE", help="also write one JSON line per result: id, question, family, dataset, reference, response (raw), answer (as scored), "
+                   "correct (parquet when FILE ends in .parquet)")
     add_json(p, "print the metrics document as one JSON document")
     p.set_defaults(run=run)
 

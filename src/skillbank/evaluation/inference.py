@@ -23,8 +23,22 @@ def single_record(video: str, prompt: str) -> dict[str, Any]:
     return {"id": path.stem, "video": str(path.resolve()), "conversations": [{"from": "human", "value": prompt}]}
 
 
+def empty_warning(empty: int, total: int, *, max_tokens: int) -> str | None:
+    """Why an empty answer matters and what to check, or None when every answer holds text. Inference has no
+    answer rules (it does not score), so a blank is the one unreadable answer it can see; without this a
+    results.json of blanks is written as quietly as a good one."""
+    if not empty:
+        return None
+    head = "the answer is empty" if total == 1 else f"{empty} of {total} answers are empty"
+    return (f"{head} (the model wrote nothing but special tokens or whitespace): check that the model is a trained checkpoint "
+            "(an untrained or half-trained model often stops at once), that the prompt and system prompt ask the way it was "
+            f"trained (the model's skillbank_recipe.json; --json settings_from says where each setting came from), and that max_tokens {max_tokens} leaves room for "
+            "an answer; `skillbank evaluate` on the same file diagnoses its replies")
+
+
 def run_inference(spec: InferenceSpec, *, out: str | None = None, progress: bool = True) -> dict[str, Any]:
-    """Single mode returns {answer, video, prompt}; batch mode writes results.json and returns {results_json, count}."""
+    """Single mode returns {answer, video, prompt}; batch mode writes results.json and returns {results_json, count}.
+    Both carry empty_answers (the count of blank answers) and, when there are any, empty_warning (also in warnings)."""
     from skillbank.data.examples import VisionSettings
     from skillbank.evaluation.generate import GenerationSettings, generate_answers
     from skillbank.data.prompts import PromptBuilder, check_videos
@@ -52,8 +66,11 @@ def run_inference(spec: InferenceSpec, *, out: str | None = None, progress: bool
         loaded.model, loaded.processor, builder, records,
         device=loaded.device, batch_size=spec.batch_size, settings=settings, progress=progress and batch, desc="inference",
     )
+    blank = sum(1 for answer in answers if not answer.strip())
+    empty = empty_warning(blank, len(answers), max_tokens=spec.max_tokens)
     told = {"vision": {"fps": a["fps"], "num_frames": a["nframes"], "total_pixels": a["total_pixels"], "max_pixels": a["max_pixels"]},
-            "system_prompt": a["system_prompt"], "settings_from": used.sources, "warnings": used.warnings}
+            "system_prompt": a["system_prompt"], "settings_from": used.sources, "empty_answers": blank, "empty_warning": empty,
+            "warnings": [*used.warnings, *([empty] if empty else [])]}
     if not batch:
         return {"answer": answers[0], "video": records[0]["video"], "prompt": spec.prompt, "model": spec.model_path, **told}
     rows = []

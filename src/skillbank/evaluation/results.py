@@ -221,12 +221,14 @@ def beside(results_json: str, name: str) -> str:
 
 def write_per_sample(con: Any, source: str, task_type: str, answer_type: str, path: str) -> int:
     """One JSON line per result row, in file order: id (video_id), question, family, dataset, reference
-    (the ground truth), answer (what the rules read; null when unparseable) and correct; the same columns
-    as parquet (zstd) when `path` ends in .parquet. Atomic for a local path. Returns the rows written."""
+    (the ground truth), response (the raw text), answer and correct, the last three named and valued as in
+    evaluate's results.json (answer: what was scored, null when unparseable; beside the response so that
+    neither is taken for the other); the same columns as parquet (zstd) when `path` ends in .parquet.
+    Atomic for a local path. Returns the rows written."""
     from skillbank import atomic
 
     scored = answers.score_source(con, source, task_type, answer_type, table="sb_per_sample")
-    query = (f"SELECT video_id AS id, question, family, dataset, gt AS reference, answer, correct "
+    query = (f"SELECT video_id AS id, question, family, dataset, gt AS reference, response, answer, correct "
              f"FROM ({scored.final}) ORDER BY idx")
     (count,) = con.execute("SELECT count(*) FROM sb_per_sample").fetchone()
     options = "(FORMAT parquet, COMPRESSION zstd)" if path.endswith(".parquet") else "(FORMAT json)"
