@@ -38,10 +38,11 @@ def add_skill(p: Any, help: str, *, required: bool = False, default: str | None 
 
 
 def action_names(skill: str = DEFAULT_SKILL) -> str:
-    """The model skill's actions for a --action help ("train, evaluate, ... or rl"), from the spec registry."""
-    from skillbank.specification.registry import spec_models
+    """The model skill's actions for a --action help ("train, evaluate, ... or rl"), from its skill_info.yaml (generated from
+    the spec registry; read here so that building a parser imports no spec model)."""
+    from skillbank.skillinfo import skill_info
 
-    names = list(spec_models(skill))
+    names = list(skill_info(skill).get("actions", {}))
     return ", ".join(names[:-1]) + f" or {names[-1]}"
 
 
