@@ -18,7 +18,7 @@ from skillbank.cli import main
 from skillbank.errors import InputError
 from skillbank.intake.clips import read_clips
 from skillbank.intake.items import Item
-from skillbank.intake.split import assign
+from skillbank.intake.split import MIN_VAL_CLIPS, assign, val_clip_count
 
 RATES = (8, 10, 24, 30)
 
@@ -100,6 +100,37 @@ def test_split_groups_by_clip_and_keeps_family_proportions():
     assert len(val_clips) == 10 and not val_clips & {i.clip for i in splits["train"]}
     assert sum(1 for c in val_clips if int(c.split(".")[0]) < 30) == 8  # 30 of 40 clips are family a: 7.5 -> 8 by remainder
     assert how["val"].startswith("carved") and assign(list(reversed(items)), 0.25, seed=7)[0]["val"][0].clip in val_clips
+
+
+def test_default_val_is_raised_where_affordable_an_explicit_fraction_never_and_a_small_val_is_warned_about(clips_dir, tmp_path, capsys):
+    # 39 clips: the fewest whose accuracy a 95% Wilson interval pins to +-15 points at any accuracy
+    assert MIN_VAL_CLIPS == 39
+    # the default: 10% (cosmos-rl's rounding), raised to 39 where that is at most a quarter of the clips (156 on)
+    assert [val_clip_count(n, None) for n in (1, 12, 155, 156, 389, 390, 1000)] == [0, 1, 15, 39, 39, 39, 100]
+    assert [val_clip_count(n, f) for n, f in ((200, 0.05), (200, 0.0), (12, 0.25))] == [10, 0, 3]  # as given
+    items = [Item(f"c{c}", "x", f"/v/{c}.mp4", f"{c}.mp4", []) for c in range(200)]
+    splits, how = assign(items, None, seed=0)
+    assert len(splits["val"]) == 39 and "raised to 39 of 200 clips" in how["val"]
+    splits, how = assign(items, 0.05, seed=0)
+    assert len(splits["val"]) == 10 and "--val-fraction 0.05 as given" in how["val"]
+    # 12 clips (16 records), the default: 1 clip carved as before, warned about on stderr with the counts and the fix
+    code, stdout, err = run(capsys, str(clips_dir), "--out", str(tmp_path / "default"))
+    assert code == 0 and "warning: val has 1 clip(s) (1 record(s)) of 12 clips, carved by the default --val-fraction 0.1" in err
+    assert "too noisy" in err and "+-45 points" in err and "--val-fraction 0 to train on all 12 clips" in err
+    assert "custom.val_dataset.annotation_path=" in err and "warning" not in stdout
+    doc = json.loads((tmp_path / "default" / "import.json").read_text())
+    assert doc["split_rule"]["val_fraction"] == 0.1 and doc["split_rule"]["val_fraction_given"] is False
+    assert {k: doc["val_size"][k] for k in ("clips", "records", "of_clips", "min_clips", "enough")} == \
+        {"clips": 1, "records": 1, "of_clips": 12, "min_clips": 39, "enough": False}
+    assert doc["warnings"] == [doc["val_size"]["warning"]] and len(records(tmp_path / "default", "val")) == 1
+    # an explicit fraction is kept and only warned about; in JSON the counts and the warning travel in the document
+    code, stdout, err = run(capsys, str(clips_dir), "--out", str(tmp_path / "given"), "--val-fraction", "0.25", "--json")
+    doc = json.loads(stdout)
+    assert code == 0 and doc["val_size"]["clips"] == doc["splits"]["val"]["clips"] == 3 and doc["split_rule"]["val_fraction_given"]
+    assert "--val-fraction 0.25 (kept as given)" in doc["warnings"][0] and not err
+    # --val-fraction 0 asks for no val: nothing to warn about
+    code, stdout, err = run(capsys, str(clips_dir), "--out", str(tmp_path / "none"), "--val-fraction", "0", "--json")
+    assert code == 0 and json.loads(stdout)["warnings"] == [] and not (tmp_path / "none" / "val").exists()
 
 
 def test_bad_inputs_exit_2_naming_each_and_write_nothing(clips_dir, tmp_path, capsys):
@@ -219,6 +250,7 @@ def test_hf_save_to_disk_with_paths_and_validation_split(tmp_path, capsys):
     doc = json.loads(stdout)
     assert doc["reader"] == "hf-arrow" and doc["fields"] == {"question": "query", "answer": "response", "video": "video_path", "id": "id"}
     assert {k: v["from"] for k, v in doc["splits"].items()} == {"train": "source", "val": "source"}
+    assert doc["warnings"][0].startswith("the source's val split has 1 clip(s) (1 record(s))") and "a val split of 39+ clips" in doc["warnings"][0]
     assert [r["id"] for r in records(out, "val")] == ["s3"] and records(out, "train")[0]["video_fps"] == 24.0
     assert records(out, "val")[0]["video"] == "videos/v3.mp4" and (out / "val" / "videos" / "v3.mp4").is_symlink()  # outside the dataset: linked alone
 

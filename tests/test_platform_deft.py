@@ -121,3 +121,25 @@ def test_jobs_status_of_a_deft_job_shows_the_loop(tmp_path, capsys, tiny_model_d
     assert loop["rounds"] == 1 and loop["best"] == {"round": 1, "model": "m1", "benchmark": 0.5}
     code, out, _ = run_cli("jobs", "status", str(record_path), capsys=capsys)
     assert "loop:    running, 1 stage(s) done, round 1 decided, running round_2/train" in out
+
+
+
+def test_an_allocation_that_changes_the_global_batch_says_so_in_the_dry_run_and_the_jobs_notes(tmp_path, capsys, tiny_model_dir, demo_dataset_dir,
+                                                                                                bench_dir):
+    # the base train spec: 2 ranks x batch 2 = global 4 over the 6 base records (1 step an epoch); on 1 GPU: global 2
+    config = make_inputs(tmp_path / "in", tiny_model_dir, demo_dataset_dir, bench_dir, train={"policy.parallelism.dp_shard_size": 2})
+    said = ("the allocation (1 node(s) x 1 GPU(s) per node) changes every round's train spec " + str(tmp_path / "in" / "train.yaml") +
+            " (dp_shard_size 2 -> 1): global batch 4 -> 2 (train_batch_per_replica 2 -> 2 per rank x data-parallel ranks 2 -> 1, "
+            "dp_shard_size x dp_replicate_size); optimizer steps per epoch 1 -> 3 at 6 train records; set train.train_batch_per_replica=4 to keep 4")
+    code, out, err = run_cli("deft", "--config", str(config), "--dry-run", "--runs-on", "node", "--gpus-per-node", "1", capsys=capsys)
+    assert code == 0 and f"warning: {said}" in out, err + out
+    code, out, err = run_cli("deft", "--config", str(config), "--dry-run", "--runs-on", "node", "--gpus-per-node", "2", "--json", capsys=capsys)
+    assert code == 0 and json.loads(out)["preflight"]["batch_change"] is None  # the spec's own shape: nothing changes
+    record = submit_json(capsys, "--platform", "local", "--action", "deft", "--config", str(config), "--gpus-per-node", "1", "--dry-run")["record"]
+    change = record["preflight"]["deft"]["batch_change"]  # runs.fitting.BatchChange, the shape `spec --from` reports
+    assert change["global_batch"] == {"from": 4, "to": 2} and change["data_parallel_ranks"] == {"from": 2, "to": 1}
+    assert change["steps_per_epoch"] == {"from": 1, "to": 3} and change["records"] == 6
+    assert change["keep"].startswith("set train.train_batch_per_replica=4 to keep 4") and change["line"].startswith(said)
+    assert f"DEFT preflight: {change['line']}" in record["notes"]
+    _, args = deft_args(" ".join(record["argv"]))
+    assert args.gpus_per_node == 1  # every attempt puts the rounds on the job's 1 GPU: the change the note names

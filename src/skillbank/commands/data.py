@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import sys
 from pathlib import Path
 
 from skillbank.commands.flags import add_assignments, add_json, add_skill, add_spec, command_parser, DEFAULT_SKILL
 from skillbank.intake.detect import FORMATS
 from skillbank.intake.fields import ANSWER_KEYS, QUESTION_KEYS, VIDEO_KEYS
+from skillbank.intake.split import MAX_RAISED_SHARE, MIN_VAL_CLIPS
 
 DESCRIPTION = """\
 Get a dataset into the shape the skills take (LLaVA annotations with video_fps, one folder per split):
@@ -56,7 +59,10 @@ Every record gets video_fps, duration, num_frames, width, height read from the c
 Split: a source without splits (or with train only) gets val carved from train: --val-fraction of the
 clips (cosmos-rl's rounding: at least 1), by a hash of (--seed, clip) so reruns agree, grouped by clip
 (two questions on one clip never straddle train and val), stratified by the `family` key where records
-carry one.
+carry one. Without --val-fraction: 10%, raised to @@MIN@@ clips (the fewest whose accuracy a 95% interval
+pins to +-15 points) where that is at most a quarter of the clips (from @@FROM@@ clips on). A --val-fraction
+you pass is kept as given. A val split under @@MIN@@ clips (carved or the source's) is warned about with its
+counts and the fix (a separate held-out set, or --val-fraction 0 and evaluate on a held-out set).
 
 Bad input (a label naming a missing clip, an unreadable or corrupt clip, a malformed label file, an
 item without question or answer, a duplicate id): exit 2 naming each (file, id, reason), nothing
@@ -65,8 +71,9 @@ DIR is built in a temp folder beside it and renamed into place; an existing non-
 unless --force (which replaces it whole).
 
 import.json: source, out, reader, detected_by, fields, counts {{read, records, clips, skipped}},
-splits {{<split>: {{records, clips, annotations, from}}}}, split_rule, families, media,
-fps_histogram, duration_histogram, skipped [{{where, id, reason}}], reader_notes, next.
+splits {{<split>: {{records, clips, annotations, from}}}}, split_rule, val_size {{clips, records, of_clips,
+min_clips, ci95_half_width, enough, warning}}, warnings, families, media, fps_histogram, duration_histogram,
+skipped [{{where, id, reason}}], reader_notes, next.
 --json prints that document plus "paths" (out, import_json, <split>_annotations) as one JSON document.
 
 examples:
@@ -80,7 +87,7 @@ examples:
   skillbank data import chats.json --out DIR --media-root /mnt/clips     # messages + videos, several turns
 then: skillbank data stats DIR/train/annotations.json
       skillbank spec --skill tao-finetune-cosmos-reason --action train --dataset-root DIR -o train.yaml
-"""
+""".replace("@@MIN@@", str(MIN_VAL_CLIPS)).replace("@@FROM@@", str(math.ceil(MIN_VAL_CLIPS / MAX_RAISED_SHARE)))
 
 FIX_DESCRIPTION = """\
 Write a corrected copy of a LLaVA annotations file (a JSON array), every video record's clip metadata
@@ -159,8 +166,9 @@ def _register_import(sub: argparse._SubParsersAction) -> None:
                    help="where relative video paths resolve (default: the dataset folder, or the file's folder)")
     p.add_argument("--clip-glob", default="*", metavar="GLOB",
                    help="clips: only video files whose name matches, e.g. one camera of several (default: *)")
-    p.add_argument("--val-fraction", type=float, default=0.1, metavar="F",
-                   help="share of clips carved from train into val when the source has no val split (default: 0.1; 0: none)")
+    p.add_argument("--val-fraction", type=float, metavar="F",
+                   help=f"share of clips carved from train into val when the source has no val split, kept as given (0: none; "
+                        f"default: 0.1, raised to {MIN_VAL_CLIPS} clips where that is at most a quarter of them)")
     p.add_argument("--seed", type=int, default=0, help="seed of the carve (default: 0)")
     p.add_argument("--copy-media", action="store_true", help="copy clips into DIR/<split>/videos/ instead of linking the source's clip folder")
     p.add_argument("--skip-bad", action="store_true", help="import what can be imported; list the rest in import.json")
@@ -200,7 +208,7 @@ def run_import(args: argparse.Namespace) -> int:
 
     if args.workers is not None and args.workers < 1:
         raise InputError(f"--workers must be at least 1, got {args.workers}", where="--workers", fix="pass e.g. 4, or leave it out")
-    if not 0 <= args.val_fraction < 1:
+    if args.val_fraction is not None and not 0 <= args.val_fraction < 1:
         raise InputError(f"--val-fraction must be in [0, 1), got {args.val_fraction}", where="--val-fraction", fix="pass e.g. 0.1")
     opts = Options(Path(args.source), Path(args.out), format=args.format, question_key=args.question_key, answer_key=args.answer_key,
                    video_key=args.video_key, media_root=args.media_root, clip_glob=args.clip_glob, val_fraction=args.val_fraction,
@@ -217,6 +225,8 @@ def run_import(args: argparse.Namespace) -> int:
     print(f"  duration: {', '.join(f'{k} x{v}' for k, v in doc['duration_histogram'].items())}")
     if c["skipped"]:
         print(f"  skipped {c['skipped']} item(s) (--skip-bad): listed in {doc['paths']['import_json']}")
+    for warning in doc["warnings"]:
+        print(f"warning: {warning}", file=sys.stderr)
     print(f"next: {doc['next']}")
     return 0
 

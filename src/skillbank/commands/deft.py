@@ -33,6 +33,11 @@ and question), so the proxy cannot show the model's errors (state.json stop.why 
 with the counts; the dry run's preflight.training_overlap counts proxy and pool records beforehand).
 A proxy of fewer than 39 records is warned about (preflight.proxy_size: its 95% interval's half width):
 it cannot measure a gap or pick a checkpoint.
+--gpus-per-node / --nodes (a DEFT job passes its allocation) that change the train spec's dp_shard_size /
+dp_replicate_size change the rounds' global batch (train_batch_per_replica x data-parallel ranks): the
+dry run, the loop's log and a job's notes then warn "the allocation (...) changes every round's train spec
+...: global batch OLD -> NEW ...; optimizer steps per epoch ... at the base train set's records; set
+train.train_batch_per_replica=N to keep OLD" (preflight.batch_change in JSON, as `skillbank spec --from`).
 
 Where it runs: here, or as one job (`skillbank submit --action deft --platform local|docker|slurm
 --config deft.yaml`: every attempt runs `skillbank deft --config <copy> --resume`, so a requeued job
@@ -201,6 +206,9 @@ def run(args: argparse.Namespace) -> int:
 
     from skillbank import procs
 
+    change = inputs["summary"]["batch_change"]
+    if change:  # the allocation (a DEFT job's, or --gpus-per-node / --nodes) changed the rounds' global batch
+        log(f"warning: {change['line']}")
     state = LoopState.open(out, config.model_dump(mode="json", exclude={"paths"}), resume=args.resume)  # how the file was written is no part of the run
     with procs.stop_on_signals():  # SIGTERM / Ctrl-C stop the training ranks with the loop
         result = Loop(config, inputs, state, log=log, progress=False, rank_stdout=sys.stderr if args.json else None).run()

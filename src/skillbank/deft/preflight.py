@@ -8,7 +8,8 @@ too small to measure an accuracy is warned about (`proxy_size`, deft.rules.PROXY
 `runs_on` is preflight's: "node" (a dry run for another machine, a DEFT job) lists the environment
 findings (model, HF_TOKEN, redis-server, GPUs, disk) as "check on the node" instead of failing; the
 spec and the data are checked all the same. `allocate` puts the train spec on a job's allocation
-(nodes, GPUs per node): every round's training inherits it."""
+(nodes, GPUs per node): every round's training inherits it, and `allocation_change` says when that
+changes the global batch (runs.fitting.batch_change, the arithmetic `spec --from` reports with)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,20 @@ def allocate(spec: Any, gpus_per_node: int | None, nodes: int | None) -> Any:
     data = spec.model_dump(mode="json")
     data["policy"]["parallelism"].update(changes)
     return validate(type(spec), data, source="the job's allocation")
+
+
+def allocation_change(config: DeftConfig, spec: Any, allocated: Any, records: int) -> Any:
+    """The BatchChange (runs.fitting) of the base train spec put on an allocation: old and new global batch, the
+    optimizer steps per epoch at the base train set's `records` (after its validation split) and the per-rank batch
+    that keeps the old global batch; None when the allocation changes neither."""
+    from skillbank.runs.fitting import batch_change
+    from skillbank.runs.steps import train_count
+
+    old, par = spec.policy.parallelism, allocated.policy.parallelism
+    gpus = par.dp_shard_size * par.tp_size * par.cp_size * par.pp_size
+    keys = ", ".join(f"{k} {getattr(old, k)} -> {getattr(par, k)}" for k in ("dp_shard_size", "dp_replicate_size") if getattr(old, k) != getattr(par, k))
+    what = f"the allocation ({par.dp_replicate_size} node(s) x {gpus} GPU(s) per node) changes every round's train spec {config.train_spec} ({keys})"
+    return batch_change(spec, allocated, train_count(spec, records).train, what)
 
 
 def load_inputs(config: DeftConfig, paths: Any = None) -> dict[str, Any]:
@@ -117,7 +132,8 @@ def run(config: DeftConfig, *, records: bool = True, runs_on: str = "here", gpus
     from skillbank.deft.rules import PROXY_TRAINING_SHARE, proxy_size, proxy_size_warning
 
     inputs = load_inputs(config, paths)
-    inputs["train_spec"] = allocate(inputs["train_spec"], gpus_per_node, nodes)
+    base = inputs["train_spec"]
+    inputs["train_spec"] = allocate(base, gpus_per_node, nodes)
     sets = inputs["sets"]
     check_disjoint(sets["benchmark"], [sets["pool"], sets["proxy"], sets["train"]])
     errors, warnings = _budgets(config, inputs)
@@ -139,10 +155,12 @@ def run(config: DeftConfig, *, records: bool = True, runs_on: str = "here", gpus
     small = proxy_size_warning(size, f"point proxy.annotation_path at {size['min_records']} or more held-out labelled records "
                                      "(`skillbank deft init` carves one: a larger --proxy-fraction)")
     warnings += [small] if small else []
+    change = allocation_change(config, base, inputs["train_spec"], len(sets["train"].records))
+    warnings += [change.line()] if change else []
     par = inputs["train_spec"].policy.parallelism
     inputs["summary"] = {"ok": True, "records": {k: len(v.records) for k, v in sets.items()}, "warnings": warnings,
                          "benchmark_disjoint": True, "training_overlap": {k: {**v, "ids": v["ids"][:SHOWN_IDS]} for k, v in overlap.items()},
-                         "proxy_size": size, "runs_on": runs_on, "check_on_node": on_node,
+                         "proxy_size": size, "batch_change": change.to_dict() if change else None, "runs_on": runs_on, "check_on_node": on_node,
                          "rounds_train_on": {"backend": config.retrain.backend, "nodes": par.dp_replicate_size,
                                              "ranks_per_node": par.dp_shard_size * par.tp_size * par.cp_size * par.pp_size}}
     return inputs

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from skillbank.scoring.stats import n_for_half_width, wilson_half_width
+from skillbank.scoring.stats import MEASURE_HALF_WIDTH, MEASURE_MIN_RECORDS, wilson_half_width
 
 
 def adopt(candidate: float, best: float, min_gain: float = 0.0) -> bool:
@@ -39,12 +39,9 @@ def adopt_on_family(candidate: dict[str, float], best: dict[str, float], family:
 PROXY_TRAINING_SHARE = 0.5  # a proxy with at least this share of training items cannot show the model's errors
 
 # A warning, not a refusal. The proxy finds the gaps and picks each round's checkpoint by its accuracy, so it must
-# measure an accuracy to some precision; the bar is coarse on purpose: a 95% interval of at most +-15 points at any
-# accuracy (enough to see a family failing, not a 2-point gain). The Wilson interval is widest at 50% accuracy,
-# z / (2 sqrt(n + z^2)) each side, which is at most 0.15 from n = 39 on (scoring.stats.n_for_half_width, computed
-# here; the normal approximation's 43 overstates it). 5 records give +-33 points, one answer moving 20.
-PROXY_HALF_WIDTH = 0.15
-PROXY_MIN_RECORDS = n_for_half_width(PROXY_HALF_WIDTH)  # 39
+# measure an accuracy to some precision: scoring.stats' coarse bar (+-15 points at any accuracy from 39 records on).
+PROXY_HALF_WIDTH = MEASURE_HALF_WIDTH
+PROXY_MIN_RECORDS = MEASURE_MIN_RECORDS  # 39
 
 
 def proxy_size(records: int) -> dict[str, Any]:

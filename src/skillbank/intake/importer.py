@@ -34,7 +34,7 @@ class Options:
     video_key: str | None = None
     media_root: Path | None = None
     clip_glob: str = "*"
-    val_fraction: float = 0.1
+    val_fraction: float | None = None  # None: the default rule (intake.split.val_clip_count); a number is kept as given
     seed: int = 0
     copy_media: bool = False
     skip_bad: bool = False
@@ -113,7 +113,7 @@ def run_import(opts: Options) -> dict[str, Any]:
     from skillbank.intake.detect import read
     from skillbank.intake.layout import place_split, record, write_annotations
     from skillbank.intake.rows import Spill
-    from skillbank.intake.split import assign
+    from skillbank.intake.split import assign, val_size
 
     source, out = _check_paths(opts)
     created = [p for p in out.parents if not p.exists()]  # made for the temp folder; removed again on failure
@@ -132,6 +132,7 @@ def run_import(opts: Options) -> dict[str, Any]:
         if not items:
             raise InputError("no item of the source could be imported", where=str(source), fix="see the skipped items in the message above" if bad else "check the source")
         splits, how = assign(items, opts.val_fraction, opts.seed)
+        size = val_size(splits, how, opts.val_fraction)
         moved: dict[str, Path] = {}
         summary: dict[str, Any] = {}
         for name, members in splits.items():
@@ -143,7 +144,7 @@ def run_import(opts: Options) -> dict[str, Any]:
         shutil.rmtree(tmp / ".embedded", ignore_errors=True)
         used = [infos[v] for v in dict.fromkeys(i.video for i in items)]
         families = Counter(i.family for i in items if i.family is not None)
-        doc = _document(opts, source, out, got, why, summary, bad, used, families, len(got.items) + len(got.bad))
+        doc = _document(opts, source, out, got, why, summary, bad, used, families, len(got.items) + len(got.bad), size)
         atomic.write_json(tmp / REPORT, doc)
         _commit(tmp, out)
     except BaseException:
@@ -159,8 +160,9 @@ def run_import(opts: Options) -> dict[str, Any]:
 
 
 def _document(opts: Options, source: Path, out: Path, got: Read, why: str, summary: dict[str, Any], bad: list[Bad],
-              clips: list[Any], families: Counter, read_count: int) -> dict[str, Any]:
+              clips: list[Any], families: Counter, read_count: int, size: dict[str, Any]) -> dict[str, Any]:
     from skillbank.intake.report import duration_histogram, fps_histogram
+    from skillbank.intake.split import DEFAULT_VAL_FRACTION, MAX_RAISED_SHARE, MIN_VAL_CLIPS
 
     return {
         "source": str(source),
@@ -170,8 +172,12 @@ def _document(opts: Options, source: Path, out: Path, got: Read, why: str, summa
         "fields": got.fields,
         "counts": {"read": read_count, "records": sum(s["records"] for s in summary.values()), "clips": len(clips), "skipped": len(bad)},
         "splits": summary,
-        "split_rule": {"val_fraction": opts.val_fraction, "seed": opts.seed, "grouped_by": "clip",
+        "split_rule": {"val_fraction": DEFAULT_VAL_FRACTION if opts.val_fraction is None else opts.val_fraction,
+                       "val_fraction_given": opts.val_fraction is not None, "min_val_clips": MIN_VAL_CLIPS,
+                       "max_raised_share": MAX_RAISED_SHARE, "seed": opts.seed, "grouped_by": "clip",
                        "stratified_by": "family" if families else None},
+        "val_size": size,
+        "warnings": [size["warning"]] if size["warning"] else [],
         "families": dict(sorted(families.items())),
         "media": "copy" if opts.copy_media else "symlink",
         "fps_histogram": fps_histogram(clips),

@@ -199,13 +199,15 @@ def refit(spec: Any, count: TrainCount, val_records: int | None, *, counted: str
 
 @dataclass(frozen=True)
 class BatchChange:
-    """A derived train spec (`skillbank spec --from`) whose global batch or optimizer steps per epoch differ from the
-    spec it came from: the global batch is train_batch_per_replica x data-parallel ranks, so fewer GPUs halve it
-    silently. Both plans come from runs.steps.step_plan (one arithmetic); `records`: the count the steps are at."""
+    """A derived train spec (`skillbank spec --from`, a DEFT job's allocation) whose global batch or optimizer steps
+    per epoch differ from the spec it came from: the global batch is train_batch_per_replica x data-parallel ranks,
+    so fewer GPUs halve it silently. Both plans come from runs.steps.step_plan (one arithmetic); `records`: the count
+    the steps are at; `what`: what changed the spec, the line's opening words."""
 
-    before: Any  # StepPlan of the --from spec
-    after: Any  # StepPlan of the spec written
+    before: Any  # StepPlan of the spec it came from
+    after: Any  # StepPlan of the spec derived
     records: int | None
+    what: str = "changed from the --from spec"
 
     def keep(self) -> str:
         """The setting that gives the old global batch on the new ranks (gradient accumulation absorbs it: mini_batch,
@@ -231,7 +233,7 @@ class BatchChange:
         if self.records and b.steps_per_epoch != a.steps_per_epoch:
             parts.append(f"optimizer steps per epoch {b.steps_per_epoch:,} -> {a.steps_per_epoch:,} at {self.records:,} train records")
         fix = f"; {self.keep()}" if b.global_batch != a.global_batch else ""
-        return "changed from the --from spec: " + "; ".join(parts) + fix
+        return f"{self.what}: " + "; ".join(parts) + fix
 
     def to_dict(self) -> dict[str, Any]:
         b, a = self.before, self.after
@@ -243,10 +245,10 @@ class BatchChange:
                 "records": self.records, "keep": self.keep() if changed else None, "line": self.line()}
 
 
-def batch_change(before: Any, after: Any, records: int | None = None) -> BatchChange | None:
+def batch_change(before: Any, after: Any, records: int | None = None, what: str | None = None) -> BatchChange | None:
     """How the global batch (and, with `records`, the optimizer steps per epoch at that count) of train spec `after`
-    differ from `before`'s (None when neither does)."""
+    differ from `before`'s (None when neither does); `what` opens the line (default: "changed from the --from spec")."""
     b, a = step_plan(before, records or 0), step_plan(after, records or 0)
     if b.global_batch == a.global_batch and not (records and b.steps_per_epoch != a.steps_per_epoch):
         return None
-    return BatchChange(b, a, records)
+    return BatchChange(b, a, records, *([what] if what else []))

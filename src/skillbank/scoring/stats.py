@@ -7,7 +7,8 @@ small and exact here), each checked against published values in tests/test_stats
 - `n_for_lower_bound`: the smallest n whose Wilson lower bound reaches a target at an accuracy: "how
   many samples before 0.93 on this family is evidence of 0.9?".
 - `n_for_half_width`: the smallest n whose Wilson interval is at most +-h wide at an accuracy (the widest,
-  0.5, by default): "how many records before a set can measure an accuracy to +-15 points at all?".
+  0.5, by default): "how many records before a set can measure an accuracy to +-15 points at all?" (39: MEASURE_MIN_RECORDS,
+  the bar the DEFT proxy and the val split of `data import` are held to).
 - `mcnemar_exact`: the exact McNemar test of two models on the same items: the discordant pairs (A
   right and B wrong, or the reverse) under H0 split as a fair coin (the exact binomial). Two-sided
   p = min(1, 2 * P(X <= min(b, c))); one-sided p for "A is better" = P(X >= b).
@@ -94,6 +95,15 @@ def n_for_half_width(half: float, p: float = 0.5, z: float = Z95) -> int:
         else:
             low = mid
     return high
+
+
+# The coarsest precision a set that reports an accuracy must reach before its figure means anything: a 95% interval
+# of at most +-15 points at any accuracy (enough to see a family failing, not a 2-point gain). The Wilson interval
+# is widest at 50% accuracy, z / (2 sqrt(n + z^2)) each side, which is at most 0.15 from n = 39 on (computed here;
+# the normal approximation's 43 overstates it). 5 records give +-33 points, one answer moving 20; 1 record +-45.
+# The DEFT proxy (deft.rules) and the val split `data import` carves (intake.split) are held to it.
+MEASURE_HALF_WIDTH = 0.15
+MEASURE_MIN_RECORDS = n_for_half_width(MEASURE_HALF_WIDTH)  # 39
 
 
 def binomial_half_cdf(k: int, n: int) -> float:
