@@ -14,7 +14,12 @@ line (`cosmos-rl --config X.toml --log-dir D [--num-workers N --worker-idx I --n
   cosmos_config (the config as JSON) and one .rank_R_complete marker per saving rank, every save_freq steps
   and at the last step; <train.output_dir>/safetensors/step_N: a Hugging Face folder, the files of the
   TOML's policy.model_name_or_path copied (a real tiny model, so `skillbank evaluate` loads it);
-- train.resume = <a step_N/policy path>: continues after step N.
+- train.resume = <a step_N/policy path>: continues after step N (a GRPO TOML's `true`: after the run's newest checkpoint);
+- a GRPO config (train.train_policy.type "grpo"): the controller's step line instead of the policy's, text copied from
+  cosmos-rl 0.4.7 (dispatcher/status.py, as installed: line 2548): `Step: s/T, Reward Mean: m, Reward Std: sd, Reward Max: ..,
+  Reward Min: .., Completion Length Mean: .., Completion Length Max: .., Average loss: l, Max loss: .., Learning rate: x,
+  Entropy: .., Effective Entropy: .., Grad Norm: g, KL Loss Avg: k, KL Loss Max: .., Iteration time: ts.` in controller.log
+  (no rank prefix: the controller is no torchrun rank); checkpoints and exports as SFT's, in policy_0.log; no epoch lines.
 Like the real launcher it exits 0 whatever happened. STANDIN_STEP_S (default 0.3) paces the steps;
 STANDIN_CRASH_AT=k writes a traceback in policy_0.log at step k and stops (still exit 0).
 `install(bin_dir)` writes it as `cosmos-rl` with the tools the job checks for on the node: `nvidia-smi`
@@ -59,7 +64,11 @@ def main(argv: list[str]) -> int:
     pace = float(os.environ.get("STANDIN_STEP_S", "0.3"))
     crash_at = int(os.environ.get("STANDIN_CRASH_AT", "0"))
     resume = train.get("resume")
+    grpo = (train.get("train_policy") or {}).get("type") == "grpo"
     start = int(Path(resume).parent.name.split("_")[1]) if isinstance(resume, str) and resume else 0
+    if resume is True:  # cosmos-rl's scan of the run root: here, the run's own newest complete checkpoint
+        done = [int(d.name[5:]) for d in (run / "checkpoints").glob("step_*") if any(d.glob("policy/.rank_*_complete"))]
+        start = max(done, default=0)
 
     stamped = log_dir / f"logs_{time.strftime('%Y%m%d-%H%M%S')}"
     stamped.mkdir(parents=True, exist_ok=True)
@@ -73,7 +82,7 @@ def main(argv: list[str]) -> int:
     logs = [open(stamped / f"policy_{r}.log", "a", buffering=1) for r in range(ranks)]
     master = logs[0]
     per_epoch = max(1, total // epochs)
-    for log in logs:
+    for log in logs if not grpo else ():
         log.write(_line(logs.index(log), f"Training epoch {start // per_epoch + 1}/{epochs}"))
     for step in range(start + 1, total + 1):
         time.sleep(pace)
@@ -83,6 +92,15 @@ def main(argv: list[str]) -> int:
             print(f"Process {os.getpid() + 1} failed with return code 1", flush=True)
             return 0  # the real launcher exits 0 too
         loss = 2.0 / step
+        if grpo:
+            reward = step / total
+            controller.write(_line(None, f"Step: {step}/{total}, Reward Mean: {reward:.4f}, Reward Std: 0.2500, Reward Max: 1.0000, Reward Min: 0.0000, "
+                                         f"Completion Length Mean: 42.00, Completion Length Max: 64.00, Average loss: {loss:.5f}, Max loss: {loss * 2:.5f}, "
+                                         f"Learning rate: 1.00000e-06, Entropy: 0.50000, Effective Entropy: 0.40000, Grad Norm: {1.0 / step:.5f}, "
+                                         f"KL Loss Avg: 0.00000, KL Loss Max: 0.00000, Iteration time: {pace:.2f}s."))
+            if step % save_freq == 0 or step == total:
+                _save(run, step, ranks, config, policy["model_name_or_path"], export, master)
+            continue
         master.write(_line(0, f"Step: {step}/{total}, Loss: {loss:.5f}, Grad norm: {1.0 / step:.5f}, Iteration time: {pace:.2f}s, optimizer/lr_0: 2.00000e-05"))
         if step % per_epoch == 0 and step < total:
             for r, log in enumerate(logs):

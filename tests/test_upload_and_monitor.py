@@ -266,12 +266,15 @@ def test_monitor_writes_tensorboard_events_under_the_shared_names(tmp_path):
     m.write({"step": 1, "epoch": 1, "loss": 2.0, "lr": 1e-4, "grad_norm": 0.5, "samples_per_s": 8.0, "iteration_time": 0.5,
              "gpu_memory_allocated_gib": 30.5, "gpu_memory_reserved_gib": 33.0})  # the memory keys: the local backend on a GPU
     m.write({"step": 2, "epoch": 1, "loss": None, "lr": 1e-4})  # a non-finite loss is left out, not written as 0
+    m.write({"step": 3, "reward_mean": 0.5, "reward_std": 0.25, "kl": 0.01, "response_length": 42.0, "entropy": 0.5,
+             "val_reward_mean": 0.6})  # GRPO's keys: the local GRPO loop and the cosmos-rl watcher write them
     m.close()
     got = _event_scalars(run)
     assert set(got) == set(monitor.SCALARS.values())
     assert got["train/loss_avg"] == [(1, 2.0)] and got["val/avg_loss"] == [(0, 2.5)]
     assert got["optimizer/lr"][0] == (1, pytest.approx(1e-4)) and got["optimizer/grad_norm"] == [(1, 0.5)]
     assert got["memory/max_allocated_gib"] == [(1, 30.5)]
+    assert got["train/reward_mean"] == [(3, 0.5)] and got["rollout/completion_length_mean"] == [(3, 42.0)] and got["val/reward_avg"][0][0] == 3
     assert monitor.where_to_look(run)[0].endswith(f"tensorboard --logdir {run / 'tensorboard'}")
 
 

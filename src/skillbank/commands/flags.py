@@ -96,6 +96,15 @@ def add_resume_from(p: Any, help: str) -> None:
     p.add_argument("--resume-from", metavar="CHECKPOINT", default=None, help=help)
 
 
+def add_launcher_flags(p: Any) -> None:
+    """--log-dir and --launcher-args: the cosmos-rl launcher's, as a job's node 0 runs it (train and rl)."""
+    p.add_argument("--log-dir", metavar="DIR", default=None, help="cosmos-rl: the launcher's --log-dir (default <run folder>/logs); a folder named "
+                   "node_<i> is one node of a multi-node job: the watcher reads every node_<j> beside it")
+    p.add_argument("--launcher-args", metavar="ARGS", default=None,
+                   help="cosmos-rl: more launcher flags, one shell-quoted string (a Slurm job's node 0: --num-workers N --worker-idx 0 "
+                        "--node-ip-list 'a;b' --port P --rdzv-port R); the other nodes run the launcher alone")
+
+
 def add_results_dir(p: Any) -> None:
     """The evaluation results a scorer reads: `skillbank score` and `skillbank gaps`."""
     p.add_argument("--results-dir", required=True, metavar="DIR", help="evaluation results_dir (or a results.json), local or URL")

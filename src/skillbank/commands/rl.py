@@ -25,7 +25,14 @@ with cosmos_rl.toml, and the command that launches it on the training machine:
 
   cosmos-rl --config <run>/cosmos_rl.toml --log-dir <run>/logs <skillbank>/training/cosmos_rl/grpo_script.py
 
-Nothing is launched. hf_model://owner/repo is written as the bare id (cosmos-rl downloads it).
+Nothing is launched, unless --launch: then cosmos-rl starts here on that TOML (or on --toml, the one a job
+folder holds) under skillbank's log watcher, as an rl job does (a Slurm job's node 0, a local or Docker job): the
+run folder gets metrics.jsonl (one row per policy step: step, total_steps, loss, reward_mean, reward_std,
+reward_max, reward_min, kl, response_length, entropy, lr, grad_norm, iteration_time, time; read from the
+controller's step lines, which need "console" in logging.logger), tensorboard/, the recipe in every export
+(skillbank_recipe.json), result.json (status, reason, last_step, total_steps, last_loss, last_reward_mean,
+final_safetensors, checkpoints, warnings) and a copy of the TOML (cosmos_rl.toml); a job record follows it.
+hf_model://owner/repo is written as the bare id (cosmos-rl downloads it).
 A checkpoint that only the training machine has (a path that does not exist here) is written as
 given, its family (which sets the data packer and the pixels per token) from --model-family, or from
 its config.json read at LOCAL with --path-map LOCAL=REMOTE, or from its name (Cosmos-Reason2, Qwen3-VL,
@@ -71,6 +78,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_backend(p, f"cosmos-rl: prepare the TOML and print the launch command (GPUs); local: run GRPO here, CPU or one GPU (default: {DEFAULT_BACKEND})", default=DEFAULT_BACKEND)
     add_gpus_per_node(p, "GPUs the training machine has (policy + rollout GPUs must fit; cosmos-rl)")
     add_dry_run(p, "local: print the plan (steps, prompts per step, run folder) and create nothing")
+    launch = p.add_argument_group("cosmos-rl: launch here, under skillbank's log watcher (what an rl job runs)")
+    launch.add_argument("--launch", action="store_true", help="cosmos-rl: start the run here and watch it to the end (metrics.jsonl, "
+                        "tensorboard/, result.json, the recipe in every export, a job record); exit 1 when the logs say it failed")
+    launch.add_argument("--toml", metavar="TOML", default=None, help="with --launch: the GRPO TOML to run (a job folder's cosmos-rl.toml or "
+                        "cosmos-rl-resume.toml); its train.output_dir is the run folder; no preflight (the job's first step checked the node)")
+    from skillbank.commands.flags import add_launcher_flags
+    add_launcher_flags(launch)
     p.add_argument("--resume", action="store_true", help="local: continue the newest run of train.output_dir from its newest complete checkpoint")
     from skillbank.commands.flags import add_path_map
     add_path_map(p)
@@ -115,7 +129,7 @@ def node_specs(loaded: Any, paths: Any) -> tuple[Any, Any, list[str]]:
 
 
 def prepare(loaded: Any, *, gpus_per_node: int | None = None, paths: Any = None, model_family: str | None = None,
-            start_check: str = "bounded") -> dict[str, Any]:
+            start_check: str = "bounded", runs_on: str = "node") -> dict[str, Any]:
     """Preflight, then the run folder and its TOML of the rl spec read once (a LoadedSpec); returns what the command prints."""
     from skillbank.preflight.run import run_preflight
     from skillbank.specification.pathmap import PathMap
@@ -126,7 +140,7 @@ def prepare(loaded: Any, *, gpus_per_node: int | None = None, paths: Any = None,
 
     paths = paths or PathMap()
     here, spec, path_notes = node_specs(loaded, paths)
-    report = run_preflight(skill=SKILL, action="rl", spec=loaded, gpus_per_node=gpus_per_node, runs_on="node", start_check=start_check,
+    report = run_preflight(skill=SKILL, action="rl", spec=loaded, gpus_per_node=gpus_per_node, runs_on=runs_on, start_check=start_check,
                            **({"paths": paths} if paths else {}))
     report.require_ok(skill=SKILL, action="rl", spec_path=loaded.path)
     model, notes = resolve_model(spec.policy.model_name_or_path, dry_run=True)
@@ -209,9 +223,55 @@ def run_local(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_launch(args: argparse.Namespace) -> int:
+    """--launch: cosmos-rl here on --toml (a job's), or on the TOML prepared from the spec, under the log watcher, with a job record."""
+    import shlex
+
+    from skillbank import procs
+    from skillbank.runs.progress import read_result
+    from skillbank.specification.io import LoadedSpec
+    from skillbank.specification.rl import RlSpec
+    from skillbank.training.cosmos_rl.grpo_launch import launch_grpo, read_grpo_toml
+    from skillbank.training.jobrecord import JobRecord
+
+    log_stream = sys.stderr if args.json else sys.stdout
+
+    def log(line: str) -> None:
+        print(line, file=log_stream, flush=True)
+
+    loaded = LoadedSpec.read(args.spec)
+    if args.toml:
+        toml = Path(args.toml)
+        read_grpo_toml(toml)  # bad input before a record is written
+    else:
+        prepared = prepare(loaded, gpus_per_node=args.gpus_per_node, model_family=args.model_family, start_check=start_check_mode(args), runs_on="here")
+        log(prepared["headline"].replace(" (nothing launched)", ""))
+        toml = Path(prepared["toml"])
+    job = JobRecord.start(action="rl", backend="cosmos-rl", spec_path=args.spec, argv=sys.argv, results_dir=loaded.model(RlSpec).results_dir)
+    log(f"job record: {job.path}")
+    with procs.stop_on_signals(), job.tracking():
+        launch_grpo(toml, log_dir=Path(args.log_dir) if args.log_dir else None,
+                    launcher_args=shlex.split(args.launcher_args) if args.launcher_args else None, job=job, log=log)
+    if args.json:
+        run_dir = read_grpo_toml(toml)[1]["train"]["output_dir"]
+        print(json.dumps({"ok": True, "backend": "cosmos-rl", "launched": True, "job_record": str(job.path), "run_dir": str(Path(run_dir).resolve()),
+                          "result": read_result(Path(run_dir).resolve())}, default=str))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from skillbank.training.local.grpo_start import line
 
+    given = [flag for flag, value in (("--toml", args.toml), ("--log-dir", args.log_dir), ("--launcher-args", args.launcher_args)) if value]
+    if given and not args.launch:
+        raise InputError(f"{given[0]} belongs to --launch", where=given[0], fix="add --launch (cosmos-rl: run it here), or drop the flag")
+    if args.launch:
+        if args.backend != "cosmos-rl" or args.path_map or args.dry_run or args.resume:
+            flag = next(f for f, v in (("--backend local", args.backend != "cosmos-rl"), ("--path-map", args.path_map), ("--dry-run", args.dry_run),
+                                       ("--resume", args.resume)) if v)
+            raise InputError(f"--launch runs cosmos-rl here; {flag} does not go with it", where=flag,
+                             fix="drop it (a requeued job resumes with --toml <job folder>/cosmos-rl-resume.toml; --backend local trains without --launch)")
+        return run_launch(args)
     if args.backend == "local":
         given = [flag for flag, value in (("--path-map", args.path_map), ("--model-family", args.model_family)) if value]
         if given:

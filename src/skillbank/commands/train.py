@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from skillbank.automl import DEFAULT_ALGORITHM
-from skillbank.commands.flags import (add_backend, add_dry_run, add_json, add_resume_from, add_search_arguments,
+from skillbank.commands.flags import (add_backend, add_dry_run, add_json, add_launcher_flags, add_resume_from, add_search_arguments,
                                       add_spec, command_parser, DEFAULT_SKILL)
 from skillbank.errors import InputError
 from skillbank.training.backends import BACKEND_HELP, DEFAULT_BACKEND
@@ -86,11 +86,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     job.add_argument("--run-dir", metavar="DIR", default=None,
                      help="the run folder: created when missing, instead of a new <output_dir>/<timestamp>; with --resume its own newest complete "
                           "checkpoint continues (no other run under output_dir is looked at); holding checkpoints without --resume: refused")
-    job.add_argument("--log-dir", metavar="DIR", default=None, help="cosmos-rl: the launcher's --log-dir (default <run-dir>/logs); a folder named node_<i> "
-                     "is one node of a multi-node job: the watcher reads every node_<j> beside it")
-    job.add_argument("--launcher-args", metavar="ARGS", default=None,
-                     help="cosmos-rl: more launcher flags, one shell-quoted string (a Slurm job's node 0: --num-workers N --worker-idx 0 "
-                          "--node-ip-list 'a;b' --port P --rdzv-port R); the other nodes run the launcher alone")
+    add_launcher_flags(job)
     search = p.add_argument_group("AutoML route (automl_policy auto): narrow the study, as `skillbank automl` does")
     add_search_arguments(search, trials_flags=("--automl-max-trials",))
     add_json(p, "print one JSON document on stdout (progress goes to stderr)")

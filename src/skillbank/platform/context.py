@@ -53,7 +53,6 @@ PREFLIGHT_COMMAND = ("-m", "skillbank.cli", "preflight")
 RL_COMMAND = ("-m", "skillbank.cli", "rl")
 DEFT_COMMAND = ("-m", "skillbank.cli", "deft")
 GRPO_SCRIPT_MODULE = "skillbank.training.cosmos_rl.grpo_script"
-FIND_GRPO_SCRIPT = f"$(python -c 'import importlib.util as u; print(u.find_spec(\"{GRPO_SCRIPT_MODULE}\").origin)')"  # where the node has it
 
 
 @dataclass(frozen=True)
@@ -219,20 +218,19 @@ class JobContext:
                 pass
         return str(path)
 
-    def rl_argv(self, python: str | None = None, *, resume: bool = False, in_script: bool = False) -> list[str]:
-        """GRPO: `skillbank rl --backend local` on the spec copy, or cosmos-rl on the TOML in the job
-        folder (resume: the TOML with train.resume) with skillbank's GRPO dataset script."""
+    def rl_argv(self, python: str | None = None, *, resume: bool = False, in_script: bool = False, log_dir: str | None = None,
+                toml: str | None = None) -> list[str]:
+        """GRPO: `skillbank rl --backend local` on the spec copy, or `skillbank rl --backend cosmos-rl --launch` on the TOML in the
+        job folder (resume: the TOML with train.resume): cosmos-rl under skillbank's log watcher (metrics.jsonl, result.json, the
+        recipe in every export). `log_dir` / `toml`: the launcher's --log-dir and the TOML as a script names them (a Slurm job's node 0:
+        "$LOG_DIR/node_0", "$CONFIG"), else <run>/logs and the job folder's TOML."""
         if self.backend == "local":
             argv = [python or self.python, *RL_COMMAND, "--spec", self.spec_arg(in_script), "--backend", "local"]
             return [*argv, "--resume"] if resume or self.resume_run else argv  # --resume-run / --retry-of: every attempt continues that run
-        toml = RL_TOMLS[1 if resume else 0]
-        if in_script:
-            config, script = f"{JOB_DIR}/{toml}", FIND_GRPO_SCRIPT
-        else:
-            import importlib.util
-
-            config, script = str(self.job_dir / toml), str(importlib.util.find_spec(GRPO_SCRIPT_MODULE).origin)  # type: ignore[union-attr]
-        return ["cosmos-rl", "--config", config, "--log-dir", str(self.run_dir / "logs"), script]
+        name = RL_TOMLS[1 if resume else 0]
+        config = toml or (f"{JOB_DIR}/{name}" if in_script else str(self.job_dir / name))
+        return [python or self.python, *RL_COMMAND, "--spec", self.spec_arg(in_script), "--backend", "cosmos-rl", "--launch", "--toml", config,
+                "--log-dir", log_dir or str(self.run_dir / "logs")]
 
     def automl_argv(self, python: str | None = None, *, in_script: bool = False) -> list[str]:
         """`skillbank automl --resume` on the spec copy, the study named and its folder fixed."""

@@ -1,4 +1,4 @@
-"""Slurm platform: an sbatch script for multi-node cosmos-rl SFT, and its submit / status / logs / cancel.
+"""Slurm platform: an sbatch script for multi-node cosmos-rl SFT and GRPO, and its submit / status / logs / cancel.
 
 Shape (docs: shared/docs/cosmos-rl.md; cosmos_rl/launcher/launch_all.py, v0.4.7):
 - one cosmos-rl replica spans the allocation: `--nodes` = policy.parallelism.dp_replicate_size,
@@ -12,6 +12,10 @@ Shape (docs: shared/docs/cosmos-rl.md; cosmos_rl/launcher/launch_all.py, v0.4.7)
   $SLURM_NNODES --worker-idx $SLURM_NODEID --node-ip-list <nodes from scontrol show hostnames,
   ';'-separated>` (the launcher splits the list on ';'); node 0 starts the controller on --port, the
   other nodes get `--url <first node>:<port>` and connect to it;
+- an rl job (GRPO) has the same shape: node 0 runs `skillbank rl --backend cosmos-rl --launch --toml <the job folder's TOML>`
+  (cosmos-rl.toml, or cosmos-rl-resume.toml when the run folder has a checkpoint), the same launcher and log watcher
+  (metrics.jsonl with the rewards, tensorboard/, result.json, the recipe in every export), the other nodes the launcher
+  on the same TOML;
 - each node logs to `--log-dir <run>/cosmos-rl-logs/node_<i>`; the watcher reads every node's;
 - the first step runs `skillbank preflight --only env --runs-on here` on every node (HF_TOKEN,
   redis-server, GPUs, free disk, the model): a finding ends the job before the download and cosmos-rl;
@@ -60,7 +64,6 @@ from skillbank.platform.slurm_jobs import cancel, logs, refresh  # noqa: F401 - 
 
 TIME_FORMAT = re.compile(r"^(\d+-)?\d{1,3}:\d{2}:\d{2}$")
 SCRIPT_NAME = "job.sbatch"
-FAILURE_LINES = "Process [0-9]+ failed with return code|object has no attribute .state_dict."
 
 
 def _q(value: object) -> str:
@@ -254,24 +257,36 @@ TOML_WAIT_S = 3600  # the other nodes wait this long for node 0's TOML (a hub do
 
 
 def node_script(ctx: JobContext) -> Path:
-    """cosmos-node.sh: node 0 runs `skillbank train` (launcher + log watcher), the other nodes the launcher
-    alone on the TOML node 0 renders into the run folder. Reads the variables job.sbatch exports."""
+    """cosmos-node.sh: node 0 runs skillbank (launcher + log watcher), the other nodes the launcher alone. SFT: `skillbank
+    train`, the others on the TOML node 0 renders into the run folder; GRPO: `skillbank rl --launch` on the TOML job.sbatch
+    picked from the job folder ($CONFIG: fresh, or with train.resume), the others on the same TOML. Reads the variables
+    job.sbatch exports."""
     from skillbank.platform.base import shell_script
 
-    quoted = quote_argv(ctx.train_argv("python", in_script=True, run_dir="$RUN_DIR"))  # the run folder as job.sbatch names it
+    launch_args = '    --launcher-args "$(printf \'%q \' "${LAUNCH[@]}")"'
+    if ctx.action == "rl":
+        quoted = quote_argv(ctx.rl_argv("python", in_script=True, toml="$CONFIG", log_dir="$LOG_DIR/node_0"))
+        first, config, others = [f"  exec {quoted} \\", launch_args], '"$CONFIG"', []
+        what = "skillbank rl --launch"
+    else:
+        quoted = quote_argv(ctx.train_argv("python", in_script=True, run_dir="$RUN_DIR"))  # the run folder as job.sbatch names it
+        first, config = [f'  exec {quoted} --log-dir "$LOG_DIR/node_0" $RESUME \\', launch_args], f'"$RUN_DIR/{TOML_NAME}"'
+        others = [
+            f"for _ in $(seq {TOML_WAIT_S // 2}); do [ -f \"$RUN_DIR/{TOML_NAME}\" ] && break; sleep 2; done",
+            f'if [ ! -f "$RUN_DIR/{TOML_NAME}" ]; then echo "skillbank: node $NODE: node 0 wrote no $RUN_DIR/{TOML_NAME} in {TOML_WAIT_S} s" >&2; exit 1; fi',
+        ]
+        what = "skillbank train"
     return shell_script(ctx.job_dir / NODE_SCRIPT, f"one node of skillbank job {ctx.job_id} (srun runs it on every node of job.sbatch's allocation)", [
-        "# Node 0: skillbank train, the cosmos-rl launcher under skillbank's log watcher (metrics.jsonl, tensorboard/, result.json, the",
-        "# recipe in every export; its exit code is the run's outcome). Other nodes: the launcher alone, on the TOML node 0 renders.",
-        'JOB_DIR="$SKILLBANK_JOB_DIR"  # exported by job.sbatch, as RUN_DIR, LOG_DIR, RESUME, SCRIPT, HEAD_NODE, NODE_LIST, PORT, RDZV_PORT',
+        f"# Node 0: {what}, the cosmos-rl launcher under skillbank's log watcher (metrics.jsonl, tensorboard/, result.json, the",
+        "# recipe in every export; its exit code is the run's outcome). Other nodes: the launcher alone, on the same TOML.",
+        'JOB_DIR="$SKILLBANK_JOB_DIR"  # exported by job.sbatch, as RUN_DIR, LOG_DIR, RESUME / CONFIG, SCRIPT, HEAD_NODE, NODE_LIST, PORT, RDZV_PORT',
         'NODE="${SLURM_NODEID:-0}"',
         'LAUNCH=(--num-workers "${SLURM_NNODES:-1}" --worker-idx "$NODE" --node-ip-list "$NODE_LIST" --port "$PORT" --rdzv-port "$RDZV_PORT")',
         'if [ "$NODE" = 0 ]; then',
-        f'  exec {quoted} --log-dir "$LOG_DIR/node_0" $RESUME \\',
-        '    --launcher-args "$(printf \'%q \' "${LAUNCH[@]}")"',
+        *first,
         "fi",
-        f"for _ in $(seq {TOML_WAIT_S // 2}); do [ -f \"$RUN_DIR/{TOML_NAME}\" ] && break; sleep 2; done",
-        f'if [ ! -f "$RUN_DIR/{TOML_NAME}" ]; then echo "skillbank: node $NODE: node 0 wrote no $RUN_DIR/{TOML_NAME} in {TOML_WAIT_S} s" >&2; exit 1; fi',
-        f'exec cosmos-rl --config "$RUN_DIR/{TOML_NAME}" --log-dir "$LOG_DIR/node_$NODE" "${{LAUNCH[@]}}" --url "$HEAD_NODE:$PORT" "$SCRIPT"',
+        *others,
+        f'exec cosmos-rl --config {config} --log-dir "$LOG_DIR/node_$NODE" "${{LAUNCH[@]}}" --url "$HEAD_NODE:$PORT" "$SCRIPT"',
     ])
 
 
@@ -333,48 +348,45 @@ def _hub_download(ctx: JobContext) -> list[str]:
 
 
 def _grpo_body(ctx: JobContext) -> tuple[list[str], Path, Path, list[str]]:
-    """An rl job (GRPO): cosmos-rl on the TOMLs rendered into the job folder on every node (no SFT watcher)."""
+    """An rl job (GRPO): the TOMLs rendered into the job folder at submit (a requeued attempt with a checkpoint takes the one with
+    train.resume); node 0 runs `skillbank rl --launch` on it (cosmos-rl under the log watcher, as an SFT job's node 0 runs
+    `skillbank train`), the other nodes the launcher on the same TOML (cosmos-node.sh)."""
     from skillbank.platform.context import GRPO_SCRIPT_MODULE
     from skillbank.platform.grpo import render_grpo_tomls
 
     run_dir = ctx.run_dir
     log_dir = run_dir / "cosmos-rl-logs"
     fresh, resume, notes = render_grpo_tomls(ctx)
+    node_script(ctx)
     lines = [
         *requeue_lines(ctx, run_dir),
-        f"LOG_DIR={_q(log_dir)}",
+        'LOG_DIR="$RUN_DIR/cosmos-rl-logs"',
         f'CONFIG="$JOB_DIR/{fresh.name}"',
         f"PORT={ctx.options.port}",
         f"RDZV_PORT={ctx.options.rdzv_port}",
+        "",
+        "# Resume-safe: a requeued or re-submitted job continues from its own run's newest checkpoint (train.resume).",
         'if compgen -G "$RUN_DIR/checkpoints/step_*" > /dev/null; then',
         f'  CONFIG="$JOB_DIR/{resume.name}"',
+        '  echo "skillbank: resuming from the newest checkpoint under $RUN_DIR/checkpoints"',
         "fi",
         *_hub_download(ctx),
+        "",
+        "# Node wiring: the first node hosts the controller; every node runs one launcher (one task per node).",
         'mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
         'HEAD_NODE="${NODES[0]}"',
         "NODE_LIST=$(IFS=';'; echo \"${NODES[*]}\")",
+        'echo "skillbank: nodes $NODE_LIST, controller on $HEAD_NODE:$PORT"',
+        "# The other nodes run skillbank's GRPO dataset script by path: where it lies in the job's environment.",
         _find_script(GRPO_SCRIPT_MODULE),
-        "export CONFIG LOG_DIR SCRIPT HEAD_NODE NODE_LIST PORT RDZV_PORT",
+        "export RUN_DIR LOG_DIR CONFIG SCRIPT HEAD_NODE NODE_LIST PORT RDZV_PORT",
         'mkdir -p "$LOG_DIR"',
-        'ATTEMPT_LOG="$JOB_DIR/launcher-attempt-$ATTEMPT.log"',
-        "grpo_step() {  # the launcher on every node, its output also in the attempt's log; returns srun's exit code",
-        "  " + srun('--nodes="$SLURM_NNODES"', "--ntasks-per-node=1", "--kill-on-bad-exit=1", "bash -c '"),
-        '    url=(); if [ "$SLURM_NODEID" != 0 ]; then url=(--url "$HEAD_NODE:$PORT"); fi',
-        '    exec cosmos-rl --config "$CONFIG" --log-dir "$LOG_DIR/node_$SLURM_NODEID" \\',
-        '      --num-workers "$SLURM_NNODES" --worker-idx "$SLURM_NODEID" \\',
-        '      --node-ip-list "$NODE_LIST" --port "$PORT" --rdzv-port "$RDZV_PORT" "${url[@]}" \\',
-        "      \"$SCRIPT\"' 2>&1 | tee \"$ATTEMPT_LOG\"",
-        '  return "${PIPESTATUS[0]}"',
-        "}",
-        "rc=0",
-        "run_step grpo_step || rc=$?  # in the background: the USR1 trap runs meanwhile",
-        "# cosmos-rl's exit code cannot be trusted: read failures from the launcher output and the newest logs.",
-        f"if grep -qsE {_q(FAILURE_LINES)} \"$ATTEMPT_LOG\" \"$LOG_DIR\"/node_*/logs_latest/*.log; then",
-        '  echo "skillbank: cosmos-rl reported a failure (see $ATTEMPT_LOG and $LOG_DIR/node_*/logs_latest/)" >&2',
-        "  exit 1",
-        "fi",
-        'exit "$rc"',
+        "",
+        "# Node 0's skillbank rl --launch decides the outcome (cosmos-rl's own exit code cannot be trusted): its exit code is the job's.",
+        "run_step " + srun('--nodes="$SLURM_NNODES"', "--ntasks-per-node=1", "--kill-on-bad-exit=1", f'bash "$JOB_DIR/{NODE_SCRIPT}"'),
     ]
+    notes = [*notes, f"node 0 runs `skillbank rl --launch` (cosmos-rl under skillbank's log watcher: metrics.jsonl, tensorboard/, result.json, "
+             f"the recipe in every export) in {run_dir}, on {fresh.name} (a requeued attempt with a checkpoint: {resume.name})"]
     return lines, run_dir, log_dir, notes
 
 

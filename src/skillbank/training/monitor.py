@@ -30,6 +30,13 @@ SCALARS: dict[str, str] = {
     "val_loss": "val/avg_loss",
     "gpu_memory_allocated_gib": "memory/max_allocated_gib",
     "gpu_memory_reserved_gib": "memory/max_reserved_gib",
+    # GRPO (both backends: the local GRPO loop and the cosmos-rl watcher's reading of the controller's step line)
+    "reward_mean": "train/reward_mean",
+    "reward_std": "train/reward_std",
+    "kl": "train/kl_loss_avg",
+    "response_length": "rollout/completion_length_mean",
+    "entropy": "train/entropy",
+    "val_reward_mean": "val/reward_avg",
 }
 
 

@@ -173,16 +173,24 @@ def train_cosmos_rl(
             log(f"  {line}")
         _update(job, status="dry_run", **fields)
         return 0
+    return run_watched(plan.argv, layout, expect_export=spec.train.ckpt.enable_checkpoint and spec.train.ckpt.export_safetensors,
+                       job=job, fields=fields, log=log)
+
+
+def run_watched(argv: list[str], layout: RunLayout, *, expect_export: bool, job: Any, fields: dict[str, Any],
+                log: Callable[[str], None]) -> int:
+    """Start the launcher `argv` and watch its logs (SFT or GRPO: the watcher reads both): metrics.jsonl, tensorboard/,
+    the recipe in every export, result.json, the job record; returns 0, a failed run raises RunError."""
     watcher = LogWatcher(  # before the launch: its TensorBoard writer imports torch, seconds in which a signal would find no launcher to stop
         layout.log_dir,
         layout.run_dir,
         metrics_path=layout.metrics_path,
         launcher_log=layout.launcher_log,
-        expect_export=spec.train.ckpt.enable_checkpoint and spec.train.ckpt.export_safetensors,
+        expect_export=expect_export,
         log=lambda line: log(redact(line)),
         monitor=monitor.Monitor(layout.run_dir, log=lambda line: log(redact(line))),  # TensorBoard from the step lines
     )
-    process = _start(plan)
+    process = _start(argv, layout)
     try:
         _update(job, status="running", pid=process.pid, **fields)
         result = watch(process, watcher, interval=POLL_INTERVAL_S, tick=getattr(job, "tick", None))
@@ -329,12 +337,12 @@ def missing_tools(env: dict[str, str]) -> list[str]:
     return [tool for tool in TOOLS if shutil.which(tool, path=env.get("PATH", "")) is None]
 
 
-def _start(plan: LaunchPlan) -> subprocess.Popen[bytes]:
-    plan.layout.run_dir.mkdir(parents=True, exist_ok=True)
-    with open(plan.layout.launcher_log, "ab") as out:
+def _start(argv: list[str], layout: RunLayout) -> subprocess.Popen[bytes]:
+    layout.run_dir.mkdir(parents=True, exist_ok=True)
+    with open(layout.launcher_log, "ab") as out:
         # its own session: a terminal's Ctrl-C reaches skillbank, which stops the launcher's whole tree (watcher.stop)
-        procs.stop_leftovers(plan.layout.run_dir.parent)  # what a killed predecessor in this output_dir left running
-        return procs.start(plan.argv, pid_file=plan.layout.run_dir / procs.PID_FILE, stdout=out, stderr=subprocess.STDOUT,
+        procs.stop_leftovers(layout.run_dir.parent)  # what a killed predecessor in this output_dir left running
+        return procs.start(argv, pid_file=layout.run_dir / procs.PID_FILE, stdout=out, stderr=subprocess.STDOUT,
                            env=launch_env(), start_new_session=True)
 
 
@@ -348,7 +356,10 @@ def _report(result: WatchResult, *, layout: RunLayout, job: Any, fields: dict[st
     log(f"cosmos-rl run succeeded: {result.reason}; final safetensors: {result.final_safetensors}")
     from skillbank.runs.progress import final_validation_line
 
-    log(final_validation_line(result.as_dict()))
+    if result.last_reward_mean is not None:  # GRPO: its validation is rollouts, off in skillbank's TOML
+        log(f"final reward mean: {result.last_reward_mean} at step {result.last_step}")
+    else:
+        log(final_validation_line(result.as_dict()))
     return 0
 
 

@@ -6,6 +6,9 @@ it writes: `<log_dir>/logs_latest/{controller.log, policy_*.log}` (policy lines 
 node_0, node_1, ...: all are read), and the launcher's own output (`Process P failed with return code R`).
 Master-rank `Step: s/T, Loss: l` lines become a progress bar and metrics.jsonl rows: one row per step
 and one per validation, each with step, total_steps, epoch and time (the local backend writes the same).
+A GRPO run logs its steps in the controller instead (`Step: s/T, Reward Mean: m, ...`, GRPO_STEP below): the
+same rows, with the local GRPO backend's reward keys (reward_mean, reward_std, kl, response_length, ...).
+Checkpoints and exports are the policy's lines in both.
 """
 
 from __future__ import annotations
@@ -36,6 +39,19 @@ STEP_FIELDS = {
 }
 EPOCH = re.compile(r"Training epoch (\d+)/(\d+)")
 VAL_LOSS = re.compile(r"\[SFT\] Validation loss: ([0-9.eE+-]+|nan|inf) for train step (\d+)/(\d+), epoch (\d+)", re.IGNORECASE)
+# GRPO: the controller's line per policy step, written only with "console" in logging.logger (cosmos_rl/dispatcher/status.py:
+# line 2548 of 0.4.7 as installed; line 1807 of nvidia-cosmos/cosmos-rl at 89f2e5b): "Step: s/T, Reward Mean: m, Reward Std: sd, Reward
+# Max: .., Reward Min: .., Completion Length Mean: .., Completion Length Max: .., Average loss: l, Max loss: .., Learning rate: x, Entropy: ..,
+# Effective Entropy: .., Grad Norm: g, KL Loss Avg: k, KL Loss Max: .., Iteration time: ts." total_steps is the controller's horizon
+# at that step (it can shrink when prompts run out). Fields -> metrics.jsonl keys (the local GRPO backend's where it has one).
+GRPO_STEP = re.compile(r"Step: (\d+)/(\d+), Reward Mean: ")
+_NUM = r"(-?(?:nan|inf|[0-9.]+(?:[eE][+-]?\d+)?))"
+GRPO_FIELDS = {key: re.compile(rf", {label}: {_NUM}") for key, label in {
+    "reward_mean": "Reward Mean", "reward_std": "Reward Std", "reward_max": "Reward Max", "reward_min": "Reward Min",
+    "response_length": "Completion Length Mean", "loss": "Average loss", "loss_max": "Max loss", "lr": "Learning rate",
+    "entropy": "Entropy", "grad_norm": "Grad Norm", "kl": "KL Loss Avg", "iteration_time": "Iteration time"}.items()}
+# GRPO validation (validation.enable; skillbank's rl TOML turns it off): status.py line 1499 of 0.4.7, 1064 at 89f2e5b.
+GRPO_VAL = re.compile(rf"Validation finished, average reward: {_NUM}, total rollouts: (\d+),.* at step (\d+)")
 CHECKPOINT = re.compile(r"checkpoint saved successfully at (\S+?)\.?\s*$")
 EXPORTED = re.compile(r"Exported safetensors to (\S+)")
 PROCESS_FAILED = re.compile(r"Process (\d+) failed with return code (-?\d+)")
@@ -59,6 +75,7 @@ class WatchResult:
     last_val_loss: float | None = None
     last_val_step: int | None = None
     val_at_final_step: bool | None = None  # the last validation was taken at the final step (the loss to report)
+    last_reward_mean: float | None = None  # GRPO: the last step's mean reward (null for SFT)
     final_safetensors: str | None = None
     checkpoints: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -140,6 +157,7 @@ class LogWatcher:
         self.losses: list[tuple[int, float | None]] = []  # (step, loss) of every logged step: diagnose smooths them
         self.last_val_loss: float | None = None
         self.last_val_step: int | None = None
+        self.last_reward_mean: float | None = None  # GRPO
         self.checkpoints: list[str] = []
         self.exported: list[str] = []
         self._val_steps: set[int] = set()
@@ -165,6 +183,8 @@ class LogWatcher:
         """One line of `source` (controller.log, policy_0.log, launcher.log)."""
         text = RANK_PREFIX.sub("", line, count=1)
         self._check_failure(text, source)
+        if source.startswith("controller"):
+            self._on_controller(text)
         if not source.startswith("policy"):
             return  # progress comes from the policy's master rank (the controller may echo it, late)
         if m := STEP.search(text):
@@ -185,6 +205,22 @@ class LogWatcher:
                 self.log(f"safetensors exported: {m[1]}")
                 self.stamp_recipes()
 
+    def _on_controller(self, text: str) -> None:
+        """GRPO's step and validation lines (an SFT controller's echo of the policy's step line is not read)."""
+        if m := GRPO_STEP.search(text):
+            fields = {key: _number(f[1]) for key, pattern in GRPO_FIELDS.items() if (f := pattern.search(text))}
+            loss = fields.pop("loss", None)
+            if self.last_step is None or int(m[1]) > self.last_step:
+                self.last_reward_mean = fields.get("reward_mean")
+            self._on_step(int(m[1]), int(m[2]), loss, fields)
+        elif m := GRPO_VAL.search(text):
+            step = int(m[3])
+            if step not in self._val_steps:
+                self._val_steps.add(step)
+                self._row({"step": step, "total_steps": self.total_steps, "epoch": self.epoch, "val_reward_mean": _number(m[1]),
+                           "val_rollouts": int(m[2]), "time": time.time()})
+                self.log(f"validation reward {m[1]} at step {step}")
+
     def _on_step(self, step: int, total: int, loss: float | None, fields: dict[str, float | None] | None = None) -> None:
         self.total_steps = total
         if self.last_step is not None and step <= self.last_step:
@@ -198,7 +234,9 @@ class LogWatcher:
         bar = self._progress_bar(total, previous)
         if bar is not None:
             bar.update(step - bar.n)
-            bar.set_postfix(loss="nan" if loss is None else f"{loss:.4g}", epoch=self.epoch, refresh=False)
+            reward = (fields or {}).get("reward_mean")
+            bar.set_postfix(loss="nan" if loss is None else f"{loss:.4g}", **({"reward": f"{reward:.3f}"} if reward is not None else {"epoch": self.epoch}),
+                            refresh=False)
 
     def _on_val(self, val_loss: float | None, step: int, total: int, epoch0: int) -> None:
         if step in self._val_steps:
@@ -317,6 +355,7 @@ class LogWatcher:
             last_val_loss=self.last_val_loss,
             last_val_step=self.last_val_step,
             val_at_final_step=None if self.last_val_step is None else self.last_val_step == (self.total_steps or self.last_step),
+            last_reward_mean=self.last_reward_mean,
             final_safetensors=final,
             checkpoints=list(self.checkpoints),
             warnings=list(self.warnings),
