@@ -417,6 +417,41 @@ def test_a_cancelled_cosmos_rl_job_is_diagnosed_as_cancelled(slurm, env, tiny_mo
     assert not slurm.job_pids(record["external_id"])
 
 
+def test_a_grpo_job_is_watched_on_slurm_like_an_sft_job(slurm, env, tmp_path):
+    """`submit --action rl --backend cosmos-rl` on the real one-node Slurm (GPUs as generic resources, the stand-in launcher
+    replaying cosmos-rl 0.4.7's GRPO controller lines, a vllm stub for the env check: the GPU-only engine cannot run here):
+    node 0 runs `skillbank rl --launch` under the log watcher; `jobs wait --json` carries the rewards' run to its end and the
+    run folder holds metrics.jsonl with reward rows, result.json and the recipe in the export."""
+    from test_rl_command import write_case
+
+    spec = write_case(tmp_path)
+    stub = tmp_path / "stub"
+    (stub / "vllm").mkdir(parents=True)
+    (stub / "vllm" / "__init__.py").write_text("")
+    env = {**env, "SKILLBANK_VENV": str(standin_venv(tmp_path)), "STANDIN_STEP_S": "0.2",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(stub), env.get("PYTHONPATH", "")) if p)}
+    t0 = time.monotonic()
+    proc = skillbank("submit", "--platform", "slurm", "--action", "rl", "--backend", "cosmos-rl", "--gpus-per-node", "2", "--spec", str(spec),
+                     "--json", cwd=tmp_path, env=env, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
+    record = json_out(proc)["record"]
+    proc = skillbank("jobs", "wait", record["id"], "--timeout", "240", "--json", env=env, timeout=300)
+    done = json_out(proc)
+    log = Path(done["record"]["outputs"]["log"])
+    assert proc.returncode == 0 and done["outcome"] == "succeeded", (done.get("progress"), log.read_text()[-4000:])
+    progress, run = done["progress"], Path(record["outputs"]["run_dir"])
+    assert progress["state"] == "succeeded" and progress["last_step"] == progress["total_steps"] > 0, progress
+    rows = [r for r in layout.read_metrics(run) if "reward_mean" in r]
+    assert [r["step"] for r in rows] == list(range(1, progress["total_steps"] + 1)), rows
+    result = json.loads((run / "result.json").read_text())
+    assert result["status"] == "succeeded" and result["last_reward_mean"] is not None
+    assert (Path(progress["export"]) / "skillbank_recipe.json").is_file() and (run / "tensorboard").is_dir()
+    assert "skillbank rl --launch" in (Path(record["outputs"]["job_dir"]) / "cosmos-node.sh").read_text().replace("-m skillbank.cli rl", "skillbank rl")
+    assert not slurm.job_pids(record["external_id"])
+    print(f"\nslurm grpo job (stand-in launcher): submit -> succeeded {time.monotonic() - t0:.1f} s, {len(rows)} reward rows, "
+          f"last reward mean {result['last_reward_mean']}")
+
+
 def test_a_job_past_its_time_limit_requeues_itself_and_resumes_without_repeating_steps(slurm, env, tiny_model_dir, demo_dataset_dir, tmp_path):
     """`--time 00:02:00` on a run longer than that: Slurm signals the batch shell 30 s before the limit (--signal=B:USR1@30),
     the trap requeues the same job id, the next attempt resumes from the run's newest complete checkpoint, and the job

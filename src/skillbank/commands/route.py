@@ -20,7 +20,9 @@ parameters for AutoML. A request to convert or import a dataset ("convert my cli
 `skillbank data stats`) first and build the spec on DIR; "" otherwise.
 A train request to improve the model with more data from a pool ("mine my
 pool", "it keeps failing on X, fix it with more data", "run DEFT") routes to
-tao-skill-bank:tao-run-deft ("route": "deft"), not to AutoML.
+tao-skill-bank:tao-run-deft ("route": "deft"), not to AutoML; "deft_step" has its first commands
+(deft init, then the dry run) and "failing_on" the words for what the request says the model fails on
+("keeps failing on left turns": "left turns"; the step then carries --adopt-on FAMILY: the pool's name for it).
 A train or rl request that asks how many GPUs, how long, or whether it fits ("how many GPUs for 50k
 10-s clips", "will the 8B fit on one node", "how long will 3 epochs take"), or for a plan ("plan LoRA
 SFT of the 8B on one GPU"), routes to `skillbank plan` ("route": "plan", "plan_step": the commands,

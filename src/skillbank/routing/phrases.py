@@ -225,6 +225,28 @@ def deft_from_request(text: str | None) -> bool | None:
     return not any(word in _DEFT_DECLINED for word in before)
 
 
+_FAILING_ON = re.compile(r"\b(?:failing|fails?|failures?|weak|mistakes?|errors?)\s+(?:on|at|with)\s+(?:the\s+|its\s+|my\s+)?([a-z][\w-]*(?:\s+[a-z][\w-]*)?)"
+                         r"|\b(?:getting|gets?|got|confusing|confuses?|mixing\s+up|mixes\s+up)\s+(?:the\s+)?([a-z][\w-]*(?:\s+[a-z][\w-]*)?)\s+(?:wrong|up)?")
+_NOT_A_FAMILY = {"it", "this", "that", "them", "those", "all", "everything", "some", "a", "an", "my", "our", "data", "test", "benchmark"}
+_AFTER_FAMILY = {"and", "so", "but", "from", "with", "in", "fix", "please", "mine", "more", "retrain", "train", "use", "using", "add", "wrong",
+                 "up", "again", "now", "too", "can", "could", "would", "need", "needs", "questions", "clips", "videos", "i", "we", "you", "they",
+                 "it", "there", "is", "are", "has", "have"}
+
+
+def failing_on(text: str | None) -> str | None:
+    """What a request says the model fails on ("keeps failing on directionality" -> "directionality", "weak at left turns" ->
+    "left turns", "keeps getting colours wrong" -> "colours"): the words, beside the DEFT step's --adopt-on FAMILY (the
+    pool's family names may differ: `skillbank data stats` lists them)."""
+    if not text:
+        return None
+    match = _FAILING_ON.search(" ".join(normalise(text)))
+    if match is None:
+        return None
+    words = [w for w in (match.group(1) or match.group(2)).split() if w not in _NOT_A_FAMILY]
+    stop = next((i for i, w in enumerate(words) if w in _AFTER_FAMILY), len(words))
+    return " ".join(words[:stop]) or None
+
+
 # ---- sizing (skillbank plan) and the layout a request asks for -----------------------------------------
 
 _UNITS = r"(gpus?|nodes?|gpu\s+hours?|hours?|days?|minutes?|steps?|epochs?|h100s?|h200s?|a100s?|b200s?)"

@@ -36,7 +36,7 @@ from skillbank.errors import InputError
 from skillbank.models import table
 from skillbank.paths import bank_root, skill_dir
 from skillbank.routing.fixed import fixed_from_request, fixed_keys
-from skillbank.routing.phrases import (data_import_from_request, deft_from_request, nodes_from_request, plan_from_request, policy_from_request,
+from skillbank.routing.phrases import (data_import_from_request, deft_from_request, failing_on, nodes_from_request, plan_from_request, policy_from_request,
                                        rl_from_request)
 from skillbank.skillinfo import schema_path, skill_info, template_path
 
@@ -45,6 +45,8 @@ NOT_RUNNABLE = "AutoML is enabled but not runnable until schemas are generated"
 TRAINING_ACTIONS = ("train", "rl")  # actions that train, so AutoML may take them
 DATA_IMPORT_STEP = "skillbank data import SOURCE --out DIR; skillbank data stats DIR/train/annotations.json; then spec --dataset-root DIR"
 DEFT_TARGET = "tao-skill-bank:tao-run-deft"  # improve a model with more data from a pool
+DEFT_STEP = ("skillbank deft init --model MODEL --pool POOL --benchmark BENCHMARK --out DIR{adopt}; "
+             "skillbank deft --config DIR/deft.yaml --dry-run")  # route "deft": the loop's first commands (tao-run-deft)
 PLAN_STEP = ("skillbank spec --action train --dataset-root DIR{sets} -o train.yaml; skillbank plan --spec train.yaml{nodes} --json "
              "(a dataset only described: skillbank plan --records N --clip-seconds S{sets}{nodes} --json); then train where after_plan says")
 DIRECT_RUN = "one direct run instead: skillbank train --spec train.yaml --automl-policy off (or say 'no AutoML')"
@@ -83,6 +85,8 @@ class RouteDecision:
     model: str | None = None  # the model of the table the request names (None: the skill's default); every next step sets it
     model_source: str = ""  # the words that named it
     fixed: list[dict[str, Any]] = field(default_factory=list)  # what the request fixes: [{key, value, words, set}] (routing.fixed)
+    deft_step: str = ""  # route "deft": the commands that start the loop (DEFT_STEP)
+    failing_on: str | None = None  # route "deft": what the request says the model fails on (the words; --adopt-on takes the pool's family name)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -174,7 +178,9 @@ def _train_route(common: dict[str, Any], info: dict[str, Any], request: str | No
     skill, action, policy, source, enabled = common["skill"], common["action"], common["automl_policy"], common["policy_source"], common["automl_enabled"]
     nodes, nodes_source = common["nodes"], common["nodes_source"]
     if action == "train" and common["action_source"] == "explicit" and deft_from_request(request):
-        return RouteDecision(**common, route="deft", target=DEFT_TARGET, runnable=True,
+        failing = failing_on(request)
+        adopt = " --adopt-on FAMILY" if failing else ""  # the family the request names, as the pool's data calls it (`data stats` lists them)
+        return RouteDecision(**common, route="deft", target=DEFT_TARGET, runnable=True, deft_step=DEFT_STEP.format(adopt=adopt), failing_on=failing,
                              reason="the request asks to improve the model with more data from a pool (mine it, fix failures with more data): "
                                     "the DEFT loop finds the gaps, mines the pool and retrains; not AutoML, which searches hyperparameters on fixed data")
     if policy == "off":
