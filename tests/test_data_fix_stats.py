@@ -146,7 +146,8 @@ def test_stats_counts_tokens_as_preflight_does(bank: Bank) -> None:
     assert doc["answers"]["color"] == {"distinct": 1, "top": [{"answer": "yes", "records": 4, "answers": 4}]}
     assert doc["turns"] == {"answers": 7, "per_turn": {"1": 7}, "records_by_answers": {"1": 7}, "multi_turn_records": 0}
     assert doc["clips"]["with_length"] == 6 and doc["clips"]["without_length"] == 1
-    assert doc["clips"]["duration_s"] == {"min": 2.0, "median": 4.5, "max": 7.0}
+    # lengths are per clip (as `data import` states them): the six records name two clips, c0 and c1, each its first record's length
+    assert doc["clips"]["distinct_with_length"] == 2 and doc["clips"]["duration_s"] == {"min": 2.0, "median": 2.5, "max": 3.0}
 
 
 def test_stats_defaults_to_the_train_template_and_probes_on_request(clips: Path) -> None:

@@ -62,6 +62,32 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     return code, got.out, got.err
 
 
+def test_import_and_stats_state_the_same_clip_lengths(clips_dir, tmp_path, capsys):
+    """One length per clip (frames / fps, a clip with two questions once), to one decimal, from one function
+    (intake.report.lengths / lengths_text): the import's line for a split is the stats line of its file."""
+    out = tmp_path / "out"
+    code, stdout, err = run(capsys, str(clips_dir), "--out", str(out), "--val-fraction", "0.25")
+    assert code == 0, err
+    doc = json.loads((out / "import.json").read_text())
+    for split in ("train", "val"):
+        recs = records(out, split)
+        per_clip = {r["video"]: r["num_frames"] / r["video_fps"] for r in recs}
+        seconds = sorted(per_clip.values())
+        lengths = doc["splits"][split]["clip_lengths"]
+        assert lengths["clips"] == len(per_clip) == doc["splits"][split]["clips"]
+        assert len(per_clip) < len(recs) or split == "val"  # train holds clips with two questions: counted once
+        assert lengths["duration_s"] == {"min": round(seconds[0], 3), "median": round(float(np.median(seconds)), 3), "max": round(seconds[-1], 3)}
+        said = next(line for line in stdout.splitlines() if line.startswith(f"  {split} clip lengths: ")).split(": ", 1)[1]
+        assert said.startswith(f"{seconds[0]:.1f}-{seconds[-1]:.1f} s, median {np.median(seconds):.1f} over {len(per_clip)} clip(s)")
+        assert main(["data", "stats", str(out / split / "annotations.json")]) == 0
+        stats = capsys.readouterr().out
+        assert f"clip lengths: {said} ({len(recs)} record(s) state one)" in stats
+        assert main(["data", "stats", str(out / split / "annotations.json"), "--json"]) == 0
+        clips = json.loads(capsys.readouterr().out)["clips"]
+        assert (clips["distinct_with_length"], clips["duration_s"], clips["total_duration_s"]) == (
+            lengths["clips"], lengths["duration_s"], lengths["total_duration_s"])
+
+
 def test_clips_folder_imports_probed_records_and_a_clip_grouped_split(clips_dir, tmp_path, capsys):
     before = tree(clips_dir)
     out = tmp_path / "out"
@@ -113,16 +139,23 @@ def test_default_val_is_raised_where_affordable_an_explicit_fraction_never_and_a
     assert len(splits["val"]) == 39 and "raised to 39 of 200 clips" in how["val"]
     splits, how = assign(items, 0.05, seed=0)
     assert len(splits["val"]) == 10 and "--val-fraction 0.05 as given" in how["val"]
-    # 12 clips (16 records), the default: 1 clip carved as before, warned about on stderr with the counts and the fix
+    # 12 clips (16 records), the default: 1 clip carved as before, warned about with the counts and each fix on its own line,
+    # on stdout before the closing next: line (a terminal shows it before what to run next)
     code, stdout, err = run(capsys, str(clips_dir), "--out", str(tmp_path / "default"))
-    assert code == 0 and "warning: val has 1 clip(s) (1 record(s)) of 12 clips, carved by the default --val-fraction 0.1" in err
-    assert "too noisy" in err and "+-45 points" in err and "--val-fraction 0 to train on all 12 clips" in err
-    assert "custom.val_dataset.annotation_path=" in err and "warning" not in stdout
+    lines = stdout.splitlines()
+    at = next(n for n, line in enumerate(lines) if line.startswith("warning: "))
+    assert code == 0 and not err and lines[-1].startswith("next: ")
+    assert lines[at].startswith("warning: val has 1 clip(s) (1 record(s)) of 12 clips, carved by the default --val-fraction 0.1")
+    assert "too noisy" in lines[at] and "+-45 points" in lines[at] and "fix" not in lines[at]
+    fixes = lines[at + 1:-1]
+    assert len(fixes) == 2 and all(f.startswith("  fix: ") for f in fixes)
+    assert "custom.val_dataset.annotation_path=" in fixes[0] and "--val-fraction 0 to train on all 12 clips" in fixes[1]
     doc = json.loads((tmp_path / "default" / "import.json").read_text())
     assert doc["split_rule"]["val_fraction"] == 0.1 and doc["split_rule"]["val_fraction_given"] is False
     assert {k: doc["val_size"][k] for k in ("clips", "records", "of_clips", "min_clips", "enough")} == \
         {"clips": 1, "records": 1, "of_clips": 12, "min_clips": 39, "enough": False}
     assert doc["warnings"] == [doc["val_size"]["warning"]] and len(records(tmp_path / "default", "val")) == 1
+    assert doc["warnings"][0].count("; fix: ") == 2  # the JSON string: WHAT; fix: A; fix: B (errors.warning)
     # an explicit fraction is kept and only warned about; in JSON the counts and the warning travel in the document
     code, stdout, err = run(capsys, str(clips_dir), "--out", str(tmp_path / "given"), "--val-fraction", "0.25", "--json")
     doc = json.loads(stdout)

@@ -123,12 +123,19 @@ def test_init_with_base_file_and_bad_input(tmp_path, user, tiny_model_dir):
     assert doc["sets"]["base"]["records"] == 4 and doc["sets"]["base"]["from"] == f"--base {base}"
     assert doc["training_overlap"]["pool"]["count"] + doc["training_overlap"]["proxy"]["count"] <= 4 and not any("already the model's training data" in w for w in doc["warnings"])
 
-    # a model without a recipe and no --base: exit 2, the fix names --base, nothing written
+    # a model folder without a recipe and no --base: exit 2 naming the folder, the missing file and the fix (what --base is
+    # for), nothing written; a hub id likewise; --help says so
     empty = tmp_path / "nothing"
-    proc = skillbank("deft", "init", "--model", str(tiny_model_dir), "--pool", str(user["pool"]), "--benchmark", str(user["bench"]),
-                     "--out", str(empty))
-    assert proc.returncode == 2 and "--base FILE" in proc.stderr and "Traceback" not in proc.stderr
-    assert not empty.exists()
+    for model, where in ((str(tiny_model_dir), f"{tiny_model_dir}/skillbank_recipe.json"), ("hf_model://nvidia/Cosmos-Reason1-7B", "--model")):
+        proc = skillbank("deft", "init", "--model", model, "--pool", str(user["pool"]), "--benchmark", str(user["bench"]),
+                         "--out", str(empty), "--json")
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
+        error = json.loads(proc.stdout)["error"]
+        assert error["where"] == where and model in error["message"] and "skillbank_recipe.json" in error["message"], error
+        assert error["fix"].startswith("pass --base FILE: the training set the model was fine-tuned on") and "training items" in error["fix"]
+        assert not empty.exists()
+    help_text = " ".join(skillbank("deft", "init", "--help").stdout.split())
+    assert "the training set the model was fine-tuned on" in help_text and "without that file, or for a hub id, init exits 2" in help_text
 
 
 def test_init_for_a_cluster_records_shape_backend_family_and_path_map_and_the_dry_run_defers_the_node(tmp_path, user):
@@ -228,6 +235,39 @@ def test_init_set_writes_loop_settings_and_names_a_bad_key(tmp_path, user):
         assert "Traceback" not in proc.stderr and not bad.exists()
     proc = skillbank(*args, "--out", str(tmp_path / "bad"), "--adopt-on", "directionality", "--set", "stop.adopt_on=yes_no")
     assert proc.returncode == 2 and "disagree" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_init_warns_of_a_pool_that_runs_dry_as_the_dry_run_does_and_prints_warnings_before_next(tmp_path, user):
+    """A pool (after the carve) smaller than mining.records_per_round x stop.max_rounds (after --set) is warned about at
+    init by the dry run's rule (deft.rules.pool_budget), beside the proxy size; in text every warning is `warning: WHAT`
+    and `  fix: ...` on stdout before the closing next line, nothing on stderr."""
+    args = ("deft", "init", "--model", str(user["model"]), "--pool", str(user["pool"]), "--benchmark", str(user["bench"]),
+            "--set", "mining.records_per_round=48", "--set", "stop.max_rounds=2")
+    proc = skillbank(*args, "--out", str(tmp_path / "j"), "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    pool = doc["sets"]["pool"]["records"]
+    assert doc["pool_budget"] == {"records": pool, "records_per_round": 48, "max_rounds": 2, "need": 96, "rounds_fed": 1, "enough": False}
+    short = [w for w in doc["warnings"] if w.startswith(f"pool: {pool} records < mining.records_per_round x stop.max_rounds (96)")]
+    assert len(short) == 1 and f"; fix: pass a pool with more labelled records, or --set mining.records_per_round={pool // 2}" in short[0]
+    small = next(i for i, w in enumerate(doc["warnings"]) if w.startswith("the proxy set has only"))
+    assert doc["warnings"][small + 1] == short[0]  # beside the proxy-size warning
+    # the dry run of the written config: the same warning (its fix names the config's keys instead of --set)
+    dry = skillbank("deft", "--config", str(tmp_path / "j" / "deft.yaml"), "--dry-run", "--json")
+    pre = json.loads(dry.stdout)["preflight"]
+    assert pre["pool_budget"] == doc["pool_budget"]
+    assert [w.split("; fix: ")[0] for w in pre["warnings"] if w.startswith("pool: ")] == [short[0].split("; fix: ")[0]]
+
+    text = skillbank(*args, "--out", str(tmp_path / "t"))
+    assert text.returncode == 0 and text.stderr == "", text.stderr[-3000:]
+    lines = text.stdout.splitlines()
+    assert lines[-1].startswith("wrote ") and "; next: skillbank deft --config" in lines[-1]
+    assert f"  pool budget: {pool} records for up to 2 round(s) of 48 (mining.records_per_round x stop.max_rounds = 96): runs dry" in lines
+    first = next(n for n, line in enumerate(lines) if line.startswith("warning: "))
+    assert all(line.startswith(("warning: ", "  fix: ")) for line in lines[first:-1])
+    proxy = next(n for n, line in enumerate(lines) if line.startswith("warning: the proxy set has only"))
+    assert lines[proxy + 1].startswith("  fix: ") and "fix" not in lines[proxy]
+    assert lines[proxy + 2] == f"warning: {short[0].split('; fix: ')[0]}" and lines[proxy + 3].startswith("  fix: pass a pool with more")
 
 
 def test_dry_run_json_lists_every_overlapping_record(tmp_path, user):

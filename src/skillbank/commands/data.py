@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from pathlib import Path
 
 from skillbank.commands.flags import add_assignments, add_json, add_skill, add_spec, command_parser, DEFAULT_SKILL
@@ -62,7 +61,12 @@ clips (cosmos-rl's rounding: at least 1), by a hash of (--seed, clip) so reruns 
 carry one. Without --val-fraction: 10%, raised to @@MIN@@ clips (the fewest whose accuracy a 95% interval
 pins to +-15 points) where that is at most a quarter of the clips (from @@FROM@@ clips on). A --val-fraction
 you pass is kept as given. A val split under @@MIN@@ clips (carved or the source's) is warned about with its
-counts and the fix (a separate held-out set, or --val-fraction 0 and evaluate on a held-out set).
+counts and the fix (a separate held-out set, or --val-fraction 0 and evaluate on a held-out set). Warnings
+print as `warning: ...` with one `  fix: ...` line per fix, before the closing `next:` line (under --json:
+the warnings list, each "WHAT; fix: FIX; fix: FIX").
+The clip lengths of each split ("train clip lengths: 1.6-2.0 s, median 1.9 over 12 clip(s), 23 s in all") count
+one length per clip, num_frames / video_fps as the records carry them: `skillbank data stats` on that split's
+annotations.json prints the same figures.
 
 Bad input (a label naming a missing clip, an unreadable or corrupt clip, a malformed label file, an
 item without question or answer, a duplicate id): exit 2 naming each (file, id, reason), nothing
@@ -71,7 +75,8 @@ DIR is built in a temp folder beside it and renamed into place; an existing non-
 unless --force (which replaces it whole).
 
 import.json: source, out, reader, detected_by, fields, counts {{read, records, clips, skipped}},
-splits {{<split>: {{records, clips, annotations, from}}}}, split_rule, val_size {{clips, records, of_clips,
+splits {{<split>: {{records, clips, annotations, from, clip_lengths {{clips, duration_s {{min, median, max}},
+total_duration_s}}}}}}, split_rule, val_size {{clips, records, of_clips,
 min_clips, ci95_half_width, enough, warning}}, warnings, families, media, fps_histogram, duration_histogram,
 skipped [{{where, id, reason}}], reader_notes, next.
 --json prints that document plus "paths" (out, import_json, <split>_annotations) as one JSON document.
@@ -119,8 +124,9 @@ Describe a LLaVA annotations file and what its samples cost, without a model or 
   answers       per family: distinct answers and the most common ones, over every gpt turn (stripped)
   turns         answers in all, per turn index (per_turn {"1": first answers, "2": ...}),
                 records_by_answers, multi_turn_records
-  clips         lengths (duration_s min/median/max, total) and frame rates, from the records' duration /
-                num_frames / video_fps; --probe reads the containers' headers (PyAV, no decode) for video
+  clips         lengths (duration_s min/median/max and total_duration_s over distinct_with_length clips:
+                one per clip, num_frames / video_fps, the figures `data import` printed) and frame rates,
+                from the records' duration / num_frames / video_fps; --probe reads the containers' headers (PyAV, no decode) for video
                 records that state no length or no video_fps
   tokens        vision + text tokens per sample at the spec's vision settings (tokens_per_sample: samples,
                 mean, min, max, bound; preflight reports the same as stats.tokens_per_sample), the longest
@@ -203,8 +209,9 @@ def _register_stats(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_import(args: argparse.Namespace) -> int:
-    from skillbank.errors import InputError
+    from skillbank.errors import InputError, warning_lines
     from skillbank.intake.importer import Options, run_import
+    from skillbank.intake.report import lengths_text
 
     if args.workers is not None and args.workers < 1:
         raise InputError(f"--workers must be at least 1, got {args.workers}", where="--workers", fix="pass e.g. 4, or leave it out")
@@ -222,11 +229,13 @@ def run_import(args: argparse.Namespace) -> int:
     for name, s in doc["splits"].items():
         print(f"  {name:<6} {s['records']:>7} records {s['clips']:>7} clips  {doc['out']}/{s['annotations']}  ({s['from']})")
     print(f"  fps: {', '.join(f'{k} x{v}' for k, v in doc['fps_histogram'].items())}")
-    print(f"  duration: {', '.join(f'{k} x{v}' for k, v in doc['duration_histogram'].items())}")
+    for name, s in doc["splits"].items():
+        if s["clip_lengths"]["clips"]:
+            print(f"  {name} clip lengths: {lengths_text(s['clip_lengths'])}")
     if c["skipped"]:
         print(f"  skipped {c['skipped']} item(s) (--skip-bad): listed in {doc['paths']['import_json']}")
-    for warning in doc["warnings"]:
-        print(f"warning: {warning}", file=sys.stderr)
+    for warning in doc["warnings"]:  # on stdout, before the closing line (under --json: in the document only)
+        print("\n".join(warning_lines(warning)))
     print(f"next: {doc['next']}")
     return 0
 

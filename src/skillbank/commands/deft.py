@@ -32,7 +32,8 @@ on the proxy while >= 50% of its records are training items of the base train se
 and question), so the proxy cannot show the model's errors (state.json stop.why and the report say so
 with the counts; the dry run's preflight.training_overlap counts proxy and pool records beforehand).
 A proxy of fewer than 39 records is warned about (preflight.proxy_size: its 95% interval's half width):
-it cannot measure a gap or pick a checkpoint.
+it cannot measure a gap or pick a checkpoint. So is a pool smaller than mining.records_per_round x stop.max_rounds
+(preflight.pool_budget; `deft init` warns with the same rule): the loop stops with pool_exhausted when it runs dry.
 --gpus-per-node / --nodes (a DEFT job passes its allocation) that change the train spec's dp_shard_size /
 dp_replicate_size change the rounds' global batch (train_batch_per_replica x data-parallel ranks): the
 dry run, the loop's log and a job's notes then warn "the allocation (...) changes every round's train spec
@@ -54,7 +55,9 @@ Write the DEFT sets and config from what you have: a model, a labelled pool and 
   DIR/pool.json        the pool without the proxy
   DIR/base_train.json  the training records every round keeps: the model's recipe's training data
                        (skillbank_recipe.json training_data), or --base FILE, less every record that shares
-                       an id or video content (sha256, cached) with the benchmark
+                       an id or video content (sha256, cached) with the benchmark. A model folder without
+                       skillbank_recipe.json (or a hub id) needs --base FILE, the training set it was
+                       fine-tuned on: without it init exits 2 naming the folder and the missing file
   DIR/train.yaml       a train spec for the model: the skill's template, the recipe's vision and prompt, one
                        node of this machine's GPUs (no GPU: the local backend, one rank, float32)
   DIR/eval.yaml        the evaluate settings every round shares (vision and prompt: the recipe's)
@@ -76,9 +79,13 @@ are refused, naming the flag. --path-map LOCAL=REMOTE: the sets are read here at
 deft.yaml and train.yaml name REMOTE and record the map (paths.map): later commands here read LOCAL,
 the node reads them as written (`skillbank submit --action deft --platform slurm --config DIR/deft.yaml`).
 A proxy of fewer than @@MIN@@ records (a 95% Wilson interval on its accuracy wider than +-@@POINTS@@ points at 50%)
-is warned about with its interval and the --proxy-fraction that gives about @@MIN@@ (proxy_size in JSON).
+is warned about with its interval and the --proxy-fraction that gives about @@MIN@@ (proxy_size in JSON); so is a
+pool (after the carve) smaller than mining.records_per_round x stop.max_rounds after --set (pool_budget in JSON:
+the dry run's rule), with the --set that spreads it over the rounds. Warnings print as `warning: ...` and
+`  fix: ...` lines before the closing line (under --json: the warnings list, each "WHAT; fix: FIX").
 --json prints one document {ok, config, sets, pool_left_out_benchmark, training_overlap: {proxy, pool:
 {count, of, share, ids}}, proxy_size: {records, min_records, ci95_half_width, one_answer, enough},
+pool_budget: {records, records_per_round, max_rounds, need, rounds_fed, enough},
 rounds_train_on, adopt_on, path_map, set, fitted, warnings, next}.
 """.replace("@@MIN@@", str(PROXY_MIN_RECORDS)).replace("@@POINTS@@", f"{PROXY_HALF_WIDTH * 100:.0f}")
 
@@ -106,7 +113,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     i.add_argument("--out", required=True, metavar="DIR", help="where deft.yaml, the sets and the specs go")
     i.add_argument("--proxy-fraction", type=float, default=0.1, metavar="F", help="share of the pool's clips carved as the proxy (default 0.1)")
     i.add_argument("--seed", type=int, default=0, help="seed of the proxy carve (default 0)")
-    i.add_argument("--base", metavar="FILE", help="base training set (default: the training data the model's recipe names)")
+    i.add_argument("--base", metavar="FILE", help="the training set the model was fine-tuned on: every round keeps it, and pool/proxy records "
+                                                  "in it are counted as training items (default: the training data the model folder's "
+                                                  "skillbank_recipe.json names; without that file, or for a hub id, init exits 2 asking for --base)")
     i.add_argument("--pool-media-dir", default="", metavar="DIR", help="folder the pool's video paths are relative to (default: its file's folder)")
     i.add_argument("--benchmark-media-dir", default="", metavar="DIR", help="folder the benchmark's video paths are relative to (default: its file's folder)")
     i.add_argument("--base-media-dir", default="", metavar="DIR", help="folder the base set's video paths are relative to (default: the run's, else its file's folder)")
@@ -126,7 +135,8 @@ def run_init(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from skillbank.deft.bootstrap import InitRequest, init
-    from skillbank.deft.rules import proxy_size_line
+    from skillbank.deft.rules import pool_budget_line, proxy_size_line
+    from skillbank.errors import warning_lines
 
     doc = init(InitRequest(model=args.model, pool=args.pool, benchmark=args.benchmark, out=Path(args.out), pool_media=args.pool_media_dir,
                            benchmark_media=args.benchmark_media_dir, base=args.base, base_media=args.base_media_dir,
@@ -136,8 +146,6 @@ def run_init(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(doc, indent=2))
         return 0
-    for warning in doc["warnings"]:
-        print(f"warning: {warning}", file=sys.stderr)
     sets = doc["sets"]
     print(f"proxy     {sets['proxy']['records']:>7,} records  {sets['proxy']['path']}  (fraction {args.proxy_fraction} of the pool's clips, "
           f"by family {sets['proxy']['families']}, seed {args.seed})")
@@ -152,6 +160,7 @@ def run_init(args: argparse.Namespace) -> int:
     for role, o in doc["training_overlap"].items():
         print(f"  {role} records already in the base training set: {o['count']} of {o['of']} ({o['share']:.0%})")
     print(f"  {proxy_size_line(doc['proxy_size'])}")
+    print(f"  {pool_budget_line(doc['pool_budget'])}")
     if doc["adopt_on"]:
         print(f"  rounds are adopted on family {doc['adopt_on']} (stop.adopt_on)")
     for key, value in doc["set"].items():
@@ -161,6 +170,8 @@ def run_init(args: argparse.Namespace) -> int:
     for fit in doc["fitted"]:
         print(f"  fitted {fit['key']} {fit['from']} -> {fit['to']}: {fit['why']}")
     print(f"eval config {doc['eval_config']}")
+    for warning in doc["warnings"]:  # on stdout, before the closing line (under --json: in the document only)
+        print("\n".join(warning_lines(warning)))
     print(f"wrote {doc['config']}; next: {doc['next']}")
     return 0
 
@@ -222,7 +233,8 @@ def run(args: argparse.Namespace) -> int:
 
 def dry_run_lines(doc: dict) -> list[str]:
     """The dry run in words: the sets, where rounds train, what is left to check on the node, the warnings."""
-    from skillbank.deft.rules import proxy_size_line
+    from skillbank.deft.rules import pool_budget_line, proxy_size_line
+    from skillbank.errors import warning_lines
 
     pre = doc["preflight"]
     on = pre["rounds_train_on"]
@@ -230,9 +242,9 @@ def dry_run_lines(doc: dict) -> list[str]:
              "sets: " + ", ".join(f"{k} {v:,}" for k, v in pre["records"].items()) + "; the benchmark shares no id and no video content with them",
              f"rounds train with {on['backend']} on {on['nodes']} node(s) x {on['ranks_per_node']} rank(s)"]
     lines += [f"{role} records already in the base train set: {o['count']} of {o['of']} ({o['share']:.0%})" for role, o in pre["training_overlap"].items()]
-    lines.append(proxy_size_line(pre["proxy_size"]))
+    lines += [proxy_size_line(pre["proxy_size"]), pool_budget_line(pre["pool_budget"])]
     lines += [f"check on the node: {line}" for line in pre["check_on_node"]]
-    lines += [f"warning: {w}" for w in pre["warnings"]]
+    lines += [line for w in pre["warnings"] for line in warning_lines(w)]
     lines += [f"output_dir: {doc['output_dir']}" + (" (holds a run: --resume continues it)" if doc["resume"] else ""),
               f"stages: {', '.join(doc['stages'])}; at most {doc['max_rounds']} round(s)"]
     return lines

@@ -8,7 +8,9 @@ test set), so nobody splits sets by hand.
   grouped by clip (two questions on one clip stay together), stratified by `family`, ordered by a hash
   of (seed, clip); --proxy-fraction of the clips. The pool is what is left.
 - The base training set is the model's recipe's training data (skillbank_recipe.json training_data),
-  or --base FILE, less every record that shares an id or video content with the benchmark.
+  or --base FILE, less every record that shares an id or video content with the benchmark. A model without
+  a recipe naming data on this machine (a folder without skillbank_recipe.json, a hub id) and no --base is an
+  InputError naming the folder and the file (`base_source`), said before the pool is read.
 - Pool and proxy records already in the base set (training items: same video content and question,
   deft.sets.training_items) are counted and named in a warning: mining them adds nothing (curation drops
   duplicates), and a proxy of training items finds no gaps (the loop then stops with
@@ -22,7 +24,8 @@ test set), so nobody splits sets by hand.
 - --set KEY=VALUE: any other key of the loop's config (mining, retrain, stop), dotted as in DeftConfig and checked
   by it before anything is read or written (`config_settings`); the keys init writes from its flags are refused.
 - A proxy below deft.rules.PROXY_MIN_RECORDS records is warned about (`proxy_size`), naming the --proxy-fraction
-  that gives about that many.
+  that gives about that many; a pool (after the carve) smaller than mining.records_per_round x stop.max_rounds (after
+  --set) too (`pool_budget`: the rule the dry run warns with), naming the --set that spreads it over the rounds.
 Records are written whole, video paths as they were: deft.yaml and the train spec name the folders they
 are relative to (preflight refuses a video outside its set's media folder).
 """
@@ -38,9 +41,9 @@ from typing import Any
 from skillbank import atomic
 from skillbank.data import chat
 from skillbank.deft.loop import count_families
-from skillbank.deft.rules import PROXY_MIN_RECORDS, PROXY_TRAINING_SHARE, proxy_size, proxy_size_warning
+from skillbank.deft.rules import PROXY_MIN_RECORDS, PROXY_TRAINING_SHARE, pool_budget, pool_budget_warning, proxy_size, proxy_size_warning
 from skillbank.deft.sets import RecordSet, find_overlaps, load_set, training_items
-from skillbank.errors import InputError
+from skillbank.errors import InputError, warning
 
 SKILL = "tao-finetune-cosmos-reason"
 SHOWN = 5
@@ -66,22 +69,31 @@ class InitRequest:
     settings: tuple[str, ...] = ()  # --set KEY=VALUE: dotted keys of DeftConfig (mining, retrain, stop)
 
 
+BASE_FIX = ("pass --base FILE: the training set the model was fine-tuned on (LLaVA annotations.json; --base-media-dir DIR when its "
+            "videos are relative to another folder). Every round keeps training on it, and init uses it to find the pool and proxy "
+            "records that are training items; for a model not fine-tuned yet, the labelled training records you would train it on")
+
+
 def base_source(req: InitRequest) -> tuple[RecordSet, str]:
-    """The base training set before the benchmark is taken out: --base, else the recipe's training data."""
+    """The base training set before the benchmark is taken out: --base, else the recipe's training data. Without
+    either, an InputError naming the model folder and the recipe file it lacks (nothing is guessed)."""
     from skillbank import recipe
 
     if req.base:
         return load_set("train", req.base, req.base_media), f"--base {req.base}"
     found = recipe.read(req.model)
-    data = ((found.recipe if found else {}).get("training_data") or {}) if found else {}
-    path = data.get("annotation_path")
+    folder = Path(req.model).expanduser()
+    if found is None:
+        what = (f"the model folder {folder} has no {recipe.RECIPE_FILE}" if folder.is_dir() else
+                f"the model {req.model} is no local folder, so there is no {recipe.RECIPE_FILE}")
+        raise InputError(f"no base training set: {what} (the file `skillbank export` and training runs write, naming the model's training "
+                         "data), and --base is not given", where=str(folder / recipe.RECIPE_FILE) if folder.is_dir() else "--model", fix=BASE_FIX)
+    path = (found.recipe.get("training_data") or {}).get("annotation_path")
     if not path or not Path(path).is_file():
-        why = (f"its recipe names {path}, which is not on this machine" if path else
-               "it has no recipe naming its training data (skillbank_recipe.json)") if found else "it has no skillbank_recipe.json"
-        raise InputError(f"no base training set for {req.model}: {why}", where="--base",
-                         fix="pass --base FILE: the training records every round keeps (LLaVA annotations.json), with --base-media-dir if their videos are relative to another folder")
+        why = f"names {path}, which is not on this machine" if path else "names no training data"
+        raise InputError(f"no base training set: the model's recipe ({found.source}) {why}, and --base is not given", where=found.source, fix=BASE_FIX)
     media = req.base_media or _run_media(req.model)
-    return load_set("train", path, media), f"the recipe's training data ({found.source})"  # type: ignore[union-attr]
+    return load_set("train", path, media), f"the recipe's training data ({found.source})"
 
 
 def _run_media(model: str) -> str:
@@ -116,6 +128,7 @@ def plan_sets(req: InitRequest) -> dict[str, Any]:
     """Read and split everything; nothing is written."""
     if not 0 < req.proxy_fraction < 1:
         raise InputError(f"--proxy-fraction must be between 0 and 1, not {req.proxy_fraction}", where="--proxy-fraction", fix="e.g. 0.1")
+    base, base_from = base_source(req)  # first: a missing base set is said before the pool's videos are hashed
     pool = load_set("pool", req.pool, req.pool_media)
     bench = load_set("benchmark", req.benchmark, req.benchmark_media)
     if not bench.records:
@@ -128,7 +141,6 @@ def plan_sets(req: InitRequest) -> dict[str, Any]:
                          where=req.pool, fix="pass a pool with more labelled clips than the benchmark holds")
     kept = RecordSet("pool", pool.annotation_path, pool.media_dir, [pool.records[i] for i in keep])
     pool_idx, proxy_idx = carve_proxy(kept, req.proxy_fraction, req.seed)
-    base, base_from = base_source(req)
     base_leaks = {o.index for o in find_overlaps(bench, [base])}
     base_records = [r for i, r in enumerate(base.records) if i not in base_leaks]
     if not base_records:
@@ -150,10 +162,11 @@ def plan_sets(req: InitRequest) -> dict[str, Any]:
                         + "; mining them adds nothing (curation drops records already in training)")
     if proxy_trained:
         share = len(proxy_trained) / len(proxy_idx)
-        warnings.append(f"{len(proxy_trained)} of {len(proxy_idx)} proxy record(s) ({share:.0%}) are already in the base training set (same video "
-                        f"and question): {_named(proxy_trained)}; the model answers what it was trained on, so the proxy finds few gaps"
-                        + (f" (>= {PROXY_TRAINING_SHARE:.0%}: a round without gaps stops with proxy_is_training_data; pass a pool of "
-                           "held-out labelled records)" if share >= PROXY_TRAINING_SHARE else ""))
+        mostly = share >= PROXY_TRAINING_SHARE
+        warnings.append(warning(f"{len(proxy_trained)} of {len(proxy_idx)} proxy record(s) ({share:.0%}) are already in the base training set "
+                                f"(same video and question): {_named(proxy_trained)}; the model answers what it was trained on, so the proxy "
+                                "finds few gaps" + (f" (>= {PROXY_TRAINING_SHARE:.0%}: a round without gaps stops with proxy_is_training_data)"
+                                                    if mostly else ""), "pass a pool of held-out labelled records" if mostly else ""))
     size = proxy_size(len(proxy_idx))
     small = proxy_size_warning(size, _larger_proxy(req.proxy_fraction, len(proxy_idx), len(keep)))
     warnings += [small] if small else []
@@ -171,6 +184,16 @@ def _larger_proxy(fraction: float, proxy: int, pool: int) -> str:
         return (f"pass --proxy-fraction {want:g} (about {PROXY_MIN_RECORDS} of the pool's {pool:,} records) or a pool with more labelled clips")
     return (f"the pool's {pool:,} records cannot give {PROXY_MIN_RECORDS} to the proxy and keep most to mine: pass a larger pool "
             "(or carve the proxy with --proxy-fraction up to 0.5 and accept the noise)")
+
+
+def _pool_fix(budget: dict[str, Any]) -> str:
+    """How to make the pool last the rounds the config allows: more records, or fewer a round (the --set that spreads
+    these records over stop.max_rounds), or fewer rounds."""
+    n, rounds = budget["records"], budget["max_rounds"]
+    spread = n // rounds
+    fewer = (f"--set mining.records_per_round={spread} (the {n} records over {rounds} rounds)" if spread else
+             f"--set mining.records_per_round={n} --set stop.max_rounds=1")
+    return f"pass a pool with more labelled records, or {fewer}"
 
 
 def _hardware(req: InitRequest) -> tuple[int, str, str]:
@@ -316,6 +339,8 @@ def init(req: InitRequest) -> dict[str, Any]:
     }
     apply_overrides(DeftConfig, data, settings)
     config = validate(DeftConfig, data, source="--set")
+    budget = pool_budget(len(pool_idx), config.mining.records_per_round, config.stop.max_rounds)  # after --set, as the loop reads them
+    short = pool_budget_warning(budget, _pool_fix(budget))
     spec_data, spec_notes = for_node(map_, spec.model_dump(mode="json"), TrainSpec)
     config_data, config_notes = for_node(map_, config.model_dump(mode="json"), DeftConfig)
     atomic.write_json(paths["pool"], [pool.records[i] for i in pool_idx], indent=None)
@@ -334,12 +359,13 @@ def init(req: InitRequest) -> dict[str, Any]:
                  "base": {"path": str(paths["base"]), "records": len(base_records), "from": base_from,
                           "left_out_benchmark": len(planned["base_leaks"])}},
         "pool_left_out_benchmark": [o.to_dict() for o in planned["leaks"]],
-        "training_overlap": planned["training_overlap"], "proxy_size": planned["proxy_size"],
+        "training_overlap": planned["training_overlap"], "proxy_size": planned["proxy_size"], "pool_budget": budget,
         "train_spec": str(out / "train.yaml"), "eval_config": str(out / "eval.yaml"),
         "rounds_train_on": {"backend": backend, "nodes": par.dp_replicate_size, "gpus_per_node": gpus, "gpus_found_by": how,
                             "ranks_per_node": par.dp_shard_size, "vision": spec.custom.vision.model_dump(mode="json")},
         "adopt_on": req.adopt_on, "path_map": map_.items(),
         "set": {key: get_dotted(config.model_dump(mode="json"), key) for key in settings},
-        "fitted": [f.to_dict() for f in fits], "warnings": [*planned["warnings"], *dict.fromkeys(config_notes + spec_notes)],
+        "fitted": [f.to_dict() for f in fits], "warnings": [*planned["warnings"], *([short] if short else []),
+                                                             *dict.fromkeys(config_notes + spec_notes)],
         "next": f"skillbank deft --config {out / 'deft.yaml'} --dry-run" + (" --runs-on node" if map_ or req.gpus_per_node is not None else ""),
     }

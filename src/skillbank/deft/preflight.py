@@ -3,7 +3,8 @@ record checks of `skillbank preflight` (evaluate action per set, train action fo
 the benchmark is disjoint from pool, proxy and base train set (ids and media content), and the
 budgets fit (the pool can feed a round; training makes at least one step). The proxy and pool
 records that are training items of the base train set are counted (`training_overlap`), and a proxy
-too small to measure an accuracy is warned about (`proxy_size`, deft.rules.PROXY_MIN_RECORDS).
+too small to measure an accuracy is warned about (`proxy_size`, deft.rules.PROXY_MIN_RECORDS), and so is a
+pool smaller than mining.records_per_round x stop.max_rounds (`pool_budget`: the rule `deft init` warns with too).
 
 `runs_on` is preflight's: "node" (a dry run for another machine, a DEFT job) lists the environment
 findings (model, HF_TOKEN, redis-server, GPUs, disk) as "check on the node" instead of failing; the
@@ -16,8 +17,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from skillbank.deft.rules import pool_budget, pool_budget_warning
 from skillbank.deft.sets import SETS, RecordSet, check_disjoint, eval_spec_for, load_set, overlap_lines, training_overlap
-from skillbank.errors import InputError
+from skillbank.errors import InputError, warning
 from skillbank.specification.deft import DeftConfig
 
 SKILL = "tao-finetune-cosmos-reason"
@@ -106,14 +108,15 @@ def _record_checks(config: DeftConfig, inputs: dict[str, Any], runs_on: str) -> 
     return errors, list(dict.fromkeys(on_node))  # the model's finding once, not once per set
 
 
-def _budgets(config: DeftConfig, inputs: dict[str, Any]) -> tuple[list[str], list[str]]:
+def _budgets(config: DeftConfig, inputs: dict[str, Any]) -> tuple[list[str], list[str], dict[str, Any]]:
+    """(errors, warnings, the pool's budget: deft.rules.pool_budget)."""
     pool = len(inputs["sets"]["pool"].records)
     errors, warnings = [], []
     if pool == 0:
         errors.append("pool: no records to mine")
-    need = config.mining.records_per_round * config.stop.max_rounds
-    if 0 < pool < need:
-        warnings.append(f"pool: {pool} records < mining.records_per_round x stop.max_rounds ({need}); the loop stops when it runs dry")
+    budget = pool_budget(pool, config.mining.records_per_round, config.stop.max_rounds)
+    short = pool_budget_warning(budget, "point pool.annotation_path at more labelled records, or lower mining.records_per_round or stop.max_rounds")
+    warnings += [short] if short else []
     for role in ("proxy", "benchmark"):
         if not inputs["sets"][role].records:
             errors.append(f"{role}: no records")
@@ -122,7 +125,7 @@ def _budgets(config: DeftConfig, inputs: dict[str, Any]) -> tuple[list[str], lis
         families = sorted({str(r["family"]) for r in inputs["sets"]["benchmark"].records if r.get("family") is not None})
         if family not in families:
             errors.append(f"stop.adopt_on: {family!r} is no family of the benchmark (its records' families: {', '.join(families) or 'none'})")
-    return errors, warnings
+    return errors, warnings, budget
 
 
 def run(config: DeftConfig, *, records: bool = True, runs_on: str = "here", gpus_per_node: int | None = None,
@@ -136,7 +139,7 @@ def run(config: DeftConfig, *, records: bool = True, runs_on: str = "here", gpus
     inputs["train_spec"] = allocate(base, gpus_per_node, nodes)
     sets = inputs["sets"]
     check_disjoint(sets["benchmark"], [sets["pool"], sets["proxy"], sets["train"]])
-    errors, warnings = _budgets(config, inputs)
+    errors, warnings, budget = _budgets(config, inputs)
     on_node: list[str] = []
     if records:
         found, on_node = _record_checks(config, inputs, runs_on)
@@ -149,8 +152,8 @@ def run(config: DeftConfig, *, records: bool = True, runs_on: str = "here", gpus
     overlap = training_overlap(sets, sets["train"])
     warnings += overlap_lines(overlap, f"the base train set ({sets['train'].annotation_path})")
     if overlap["proxy"]["share"] >= PROXY_TRAINING_SHARE:
-        warnings.append(f"the proxy set is mostly training data ({overlap['proxy']['share']:.0%} >= {PROXY_TRAINING_SHARE:.0%}): "
-                        "a round that finds no gaps stops with proxy_is_training_data; carve the proxy from held-out records")
+        warnings.append(warning(f"the proxy set is mostly training data ({overlap['proxy']['share']:.0%} >= {PROXY_TRAINING_SHARE:.0%}): "
+                                "a round that finds no gaps stops with proxy_is_training_data", "carve the proxy from held-out records"))
     size = proxy_size(len(sets["proxy"].records))
     small = proxy_size_warning(size, f"point proxy.annotation_path at {size['min_records']} or more held-out labelled records "
                                      "(`skillbank deft init` carves one: a larger --proxy-fraction)")
@@ -160,7 +163,7 @@ def run(config: DeftConfig, *, records: bool = True, runs_on: str = "here", gpus
     par = inputs["train_spec"].policy.parallelism
     inputs["summary"] = {"ok": True, "records": {k: len(v.records) for k, v in sets.items()}, "warnings": warnings,
                          "benchmark_disjoint": True, "training_overlap": {k: {**v, "ids": v["ids"][:SHOWN_IDS]} for k, v in overlap.items()},
-                         "proxy_size": size, "batch_change": change.to_dict() if change else None, "runs_on": runs_on, "check_on_node": on_node,
+                         "proxy_size": size, "pool_budget": budget, "batch_change": change.to_dict() if change else None, "runs_on": runs_on, "check_on_node": on_node,
                          "rounds_train_on": {"backend": config.retrain.backend, "nodes": par.dp_replicate_size,
                                              "ranks_per_node": par.dp_shard_size * par.tp_size * par.cp_size * par.pp_size}}
     return inputs

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from skillbank.errors import warning
 from skillbank.scoring.stats import MEASURE_HALF_WIDTH, MEASURE_MIN_RECORDS, wilson_half_width
 
 
@@ -67,9 +68,33 @@ def proxy_size_warning(size: dict[str, Any], fix: str) -> str | None:
     n = size["records"]
     if size["enough"] or not n:
         return None
-    return (f"the proxy set has only {n} record(s): one answer moves its accuracy {_points(size['one_answer'])} and a 95% interval on it "
-            f"is up to +-{_points(size['ci95_half_width'])}, too wide to measure a gap or pick a checkpoint ({PROXY_MIN_RECORDS} records or "
-            f"more give +-{_points(PROXY_HALF_WIDTH)}); {fix}")
+    return warning(f"the proxy set has only {n} record(s): one answer moves its accuracy {_points(size['one_answer'])} and a 95% interval "
+                   f"on it is up to +-{_points(size['ci95_half_width'])}, too wide to measure a gap or pick a checkpoint ({PROXY_MIN_RECORDS} "
+                   f"records or more give +-{_points(PROXY_HALF_WIDTH)})", fix)
+
+
+def pool_budget(records: int, records_per_round: int, max_rounds: int) -> dict[str, Any]:
+    """Whether the pool feeds every round the config allows: mining takes up to records_per_round unused pool records a
+    round, for up to max_rounds rounds; rounds_fed: the rounds that get records before it runs dry (`deft init` and the dry
+    run report it; an empty pool is preflight's error)."""
+    need = records_per_round * max_rounds
+    return {"records": records, "records_per_round": records_per_round, "max_rounds": max_rounds, "need": need,
+            "rounds_fed": -(-records // records_per_round), "enough": records >= need}
+
+
+def pool_budget_line(budget: dict[str, Any]) -> str:
+    """The pool's budget in words (a text line beside the proxy size)."""
+    return (f"pool budget: {budget['records']:,} records for up to {budget['max_rounds']} round(s) of {budget['records_per_round']:,} "
+            f"(mining.records_per_round x stop.max_rounds = {budget['need']:,})" + ("" if budget["enough"] else ": runs dry"))
+
+
+def pool_budget_warning(budget: dict[str, Any], fix: str) -> str | None:
+    """The warning for a pool smaller than mining.records_per_round x stop.max_rounds (None when it is not, or empty)."""
+    n = budget["records"]
+    if budget["enough"] or not n:
+        return None
+    return warning(f"pool: {n} records < mining.records_per_round x stop.max_rounds ({budget['need']}); the loop stops when it runs dry "
+                   f"(pool_exhausted after round {budget['rounds_fed']} of {budget['max_rounds']})", fix)
 
 
 @dataclass(frozen=True)

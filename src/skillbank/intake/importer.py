@@ -140,7 +140,8 @@ def run_import(opts: Options) -> dict[str, Any]:
             folder.mkdir()
             videos = place_split(members, folder, root=got.root, copy=opts.copy_media, moved=moved)
             write_annotations(folder / "annotations.json", [record(i, videos[i.video], infos[i.video].fields()) for i in members])
-            summary[name] = {"records": len(members), "clips": len(videos), "annotations": f"{name}/annotations.json", "from": how[name]}
+            summary[name] = {"records": len(members), "clips": len(videos), "annotations": f"{name}/annotations.json", "from": how[name],
+                             "clip_lengths": _lengths([infos[v] for v in videos])}
         shutil.rmtree(tmp / ".embedded", ignore_errors=True)
         used = [infos[v] for v in dict.fromkeys(i.video for i in items)]
         families = Counter(i.family for i in items if i.family is not None)
@@ -157,6 +158,14 @@ def run_import(opts: Options) -> dict[str, Any]:
         raise
     doc["paths"] = {"out": str(out), "import_json": str(out / REPORT), **{f"{k}_annotations": str(out / v["annotations"]) for k, v in summary.items()}}
     return doc
+
+
+def _lengths(infos: list[Any]) -> dict[str, Any]:
+    """A split's clip lengths as `data stats` states them for its annotations file: frames / fps of the records."""
+    from skillbank.intake.report import lengths
+    from skillbank.preflight.vision import clip_from_record
+
+    return lengths(c for info in infos if (c := clip_from_record(info.fields())) is not None)
 
 
 def _document(opts: Options, source: Path, out: Path, got: Read, why: str, summary: dict[str, Any], bad: list[Bad],

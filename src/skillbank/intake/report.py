@@ -1,11 +1,16 @@
-"""What DIR/import.json says about the clips: frame-rate and duration histograms."""
+"""What DIR/import.json and `data stats` say about the clips: frame-rate and duration histograms, and the clip lengths
+both state (`lengths`, `lengths_text`): one length per clip, the frames / fps the records carry (preflight's
+vision.Clip, what sampling reads), so the import and the stats of its files print the same figures."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from typing import Any
 
 from skillbank.data.probe import ClipInfo
+from skillbank.preflight.decode import spread
+from skillbank.preflight.vision import Clip
 
 # Seconds: the upper edge of each bin, included ("1-2 s" holds 1 < d <= 2: a clip of exactly 2.0 s is a
 # "1-2 s" clip, one of 2.5 s a "2-5 s" clip); above the last edge one open bin (">300 s").
@@ -35,3 +40,17 @@ def duration_histogram(clips: Iterable[ClipInfo]) -> dict[str, int]:
     counts = Counter(duration_bin(c.duration) for c in clips)
     order = [duration_bin(edge) for edge in DURATION_BINS] + [duration_bin(DURATION_BINS[-1] + 1)]
     return {name: counts[name] for name in order if counts[name]}
+
+
+def lengths(clips: Iterable[Clip]) -> dict[str, Any]:
+    """{clips, duration_s: min/median/max (None without clips), total_duration_s} of one length per clip (frames / fps)."""
+    seconds = [c.duration for c in clips]
+    return {"clips": len(seconds), "duration_s": spread(seconds, 3), "total_duration_s": round(sum(seconds), 3)}
+
+
+def lengths_text(doc: dict[str, Any]) -> str:
+    """`lengths` in words, to one decimal: "1.6-2.0 s, median 1.9 over 12 clip(s), 23 s in all" (the import and
+    `data stats` print this line)."""
+    d, total = doc["duration_s"], doc["total_duration_s"]
+    span = f"{total:,.0f} s" if total < 3600 else f"{total / 3600:,.1f} h"
+    return f"{d['min']:.1f}-{d['max']:.1f} s, median {d['median']:.1f} over {doc['clips']:,} clip(s), {span} in all"

@@ -18,6 +18,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from skillbank.data.split import DEFAULT_TEST_SIZE, validation_count
+from skillbank.errors import warning
 from skillbank.intake.items import Item, split_name
 from skillbank.scoring.stats import MEASURE_HALF_WIDTH, MEASURE_MIN_RECORDS, wilson_half_width
 
@@ -126,22 +127,22 @@ def val_size(splits: dict[str, list[Item]], how: dict[str, str], val_fraction: f
 
 
 def _warning(size: dict[str, Any], how: str, val_fraction: float | None) -> str:
+    """What is wrong with a small val split, then each fix on its own (errors.warning: `WHAT; fix: A; fix: B`)."""
     clips, records, pool, least = size["clips"], size["records"], size["of_clips"], MIN_VAL_CLIPS
-    held_out = (f"keep {least}+ labelled clips apart as a held-out set: import it alone (skillbank data import HELDOUT --out DIR_VAL "
-                f"--val-fraction 0) and point the train spec at it (--set custom.val_dataset.annotation_path=DIR_VAL/train/annotations.json "
-                f"--set custom.val_dataset.media_path=DIR_VAL/train) and evaluate on it (skillbank spec --action evaluate "
-                f"--dataset-root DIR_VAL/train)")
+    held_out = (f"import {least}+ held-out labelled clips alone (skillbank data import HELDOUT --out DIR_VAL --val-fraction 0); train with "
+                f"--set custom.val_dataset.annotation_path=DIR_VAL/train/annotations.json --set custom.val_dataset.media_path=DIR_VAL/train "
+                f"and evaluate with --dataset-root DIR_VAL/train")
     if not clips:
-        return (f"no val split: {pool} clip(s) cannot be split, and `skillbank spec --dataset-root` would validate and evaluate on "
-                f"the training records; fix: {held_out}")
+        return warning(f"no val split: {pool} clip(s) cannot be split, and `skillbank spec --dataset-root` would validate and evaluate "
+                       "on the training records", held_out)
     what = f"{clips} clip(s) ({records} record(s))"
     if how == "source":
-        said, fix = f"the source's val split has {what}", f"a val split of {least}+ clips in the source, or {held_out}"
+        said, fixes = f"the source's val split has {what}", (held_out, f"or give the source a val split of {least}+ clips")
     else:
         rule = (f"--val-fraction {val_fraction:g} (kept as given)" if val_fraction is not None else
                 f"the default --val-fraction {DEFAULT_VAL_FRACTION:g} ({least} clips would take more than a quarter of the data)")
         said = f"val has {what} of {pool} clips, carved by {rule}"
-        fix = f"{held_out}; or pass --val-fraction 0 to train on all {pool} clips and evaluate on such a held-out set"
-    return (f"{said}: its validation loss and accuracy are too noisy to report (one answer moves the accuracy "
-            f"{100 / clips:.0f} points; a 95% interval on it is up to +-{size['ci95_half_width'] * 100:.0f} points, {least} clips "
-            f"give +-{MEASURE_HALF_WIDTH * 100:.0f}); fix: {fix}")
+        fixes = (held_out, f"or pass --val-fraction 0 to train on all {pool} clips, and evaluate on such a held-out set")
+    return warning(f"{said}: too noisy to report its validation loss and accuracy (one answer moves the accuracy {100 / clips:.0f} "
+                   f"points; a 95% interval on it is up to +-{size['ci95_half_width'] * 100:.0f} points, {least} clips give "
+                   f"+-{MEASURE_HALF_WIDTH * 100:.0f})", *fixes)

@@ -21,6 +21,7 @@ from typing import Any
 from skillbank.data.media import media_root
 from skillbank.errors import InputError
 from skillbank.intake.fix import read_annotations
+from skillbank.intake.report import lengths, lengths_text
 from skillbank.preflight.decode import spread
 from skillbank.preflight.vision import Clip, TokenTally, VisionBudget, clip_from_record, text_chars
 
@@ -179,7 +180,10 @@ def data_stats(annotations: str, budget: Budget, *, probe: bool = False, media: 
         if est.high > b.model_max_length:
             over.append(i)
     longest = b.longest_safe_clip()
-    durations = [clips[i].duration for i in sorted(clips)]
+    per_clip: dict[str, Clip] = {}
+    for i in sorted(clips):  # a clip asked about twice counts once; its first record's length
+        per_clip.setdefault(str(_video(records[i])), clips[i])
+    length = lengths(per_clip.values())
     return {
         "annotations": annotations,
         "records": len(records),
@@ -195,8 +199,9 @@ def data_stats(annotations: str, budget: Budget, *, probe: bool = False, media: 
         "clips": {
             "with_length": len(clips),
             "without_length": len(videos) - len(clips),
-            "duration_s": spread(durations, 3),
-            "total_duration_s": round(sum(durations), 3),
+            "distinct_with_length": length["clips"],
+            "duration_s": length["duration_s"],  # per clip, as `data import` states them (intake.report.lengths)
+            "total_duration_s": length["total_duration_s"],
             "with_fps": len(rates),
             "video_fps": spread(list(rates.values()), 3),
             "frame_rates": {f"{r:g}": n for r, n in Counter(round(r, 3) for r in rates.values()).most_common(TOP_ANSWERS)},
@@ -225,8 +230,7 @@ def lines(doc: dict[str, Any]) -> list[str]:
         out.append(f"answers{' (' + family + ')' if family else ''}: {a['distinct']:,} distinct; top {top}")
     c = doc["clips"]
     if c["duration_s"]:
-        d = c["duration_s"]
-        out.append(f"clips: {c['with_length']:,} with a known length, {d['min']:g}-{d['max']:g} s (median {d['median']:g}), {_span(c['total_duration_s'])} in all")
+        out.append(f"clip lengths: {lengths_text({'clips': c['distinct_with_length'], **c})} ({c['with_length']:,} record(s) state one)")
     if c["without_length"]:
         out.append(f"clips: {c['without_length']:,} video records state no length (pass --probe to read the containers, or `skillbank data fix` to write them)")
     if c["frame_rates"]:
@@ -249,10 +253,6 @@ def lines(doc: dict[str, Any]) -> list[str]:
         u = doc["unsampleable"]
         out.append(f"shorter than nframes: {u['records']:,} record(s) (first: {', '.join(map(str, u['first_records']))})")
     return out
-
-
-def _span(seconds: float) -> str:
-    return f"{seconds:,.0f} s" if seconds < 3600 else f"{seconds / 3600:,.1f} h"
 
 
 def spec_path_arg(value: str | None) -> str | None:
