@@ -85,6 +85,36 @@ def test_automl_dry_run_text_names_ranges_storage_and_commands(base_spec, tmp_pa
     assert no_launch == [] and not (tmp_path / "results").exists()
 
 
+def test_the_dry_run_shows_the_warnings_it_counts_and_each_disk_figure_one_way(base_spec, tmp_path, capsys, no_launch):
+    """The benchmark's case: "preflight : 0 error(s), 1 warning(s)" and no warning shown (the agent ran `skillbank preflight`
+    to find it); the disk as 143.7 GiB on one line, 143.6 on the next and 143.65 in the JSON. Each warning now follows the
+    count (check, where, message, fix as preflight words them; the JSON as preflight's findings); every disk figure is
+    runs.steps.gib_text of its bytes, the JSON's two decimals."""
+    import re
+
+    from skillbank.runs.steps import GB, gib, gib_text
+
+    assert (gib(143.6461 * GB), gib_text(143.6461 * GB)) == (143.65, "143.65 GiB")  # the benchmark's figure: one rounding
+    code, out, err = run_cli(capsys, "automl", "--skill", SKILL, "--spec", str(base_spec), "--dry-run", "--json")
+    assert code == 0, err
+    plan = json.loads(out)
+    warnings = plan["preflight"]["warning_findings"]
+    assert len(warnings) == plan["preflight"]["warnings"] == 2 and {w["check"] for w in warnings} == {"spec.steps_per_rank", "vision.budget"}
+    assert all(w["message"] and w["fix"] and w["where"] and w["severity"] == "warning" for w in warnings)
+    per_worker = f"{plan['disk_gib_per_worker']:,.2f} GiB per worker"
+    for argv in (["automl", "--skill", SKILL, "--spec", str(base_spec)], ["train", "--spec", str(base_spec), "--automl-policy", "auto"]):
+        code, out, err = run_cli(capsys, *argv, "--dry-run")
+        assert code == 0, err
+        lines = out.splitlines()
+        at = lines.index("  preflight  : 0 error(s), 2 warning(s)")
+        assert lines[at + 1:at + 3] == [f"  warning    : {w['check']} at {w['where']}: {w['message']} (fix: {w['fix']})" for w in warnings]
+        assert {m for m in re.findall(r"([\d,.]+ GiB) per worker", out)} == {per_worker.removesuffix(" per worker")}, out
+        assert f"needs {per_worker.split(' per')[0]} free" in out  # env.disk's note: the same figure
+    code, out, err = run_cli(capsys, "submit", "--platform", "local", "--spec", str(base_spec), "--dry-run")
+    assert code == 0 and "  preflight warning: spec.steps_per_rank at train.train_batch_per_replica: " in out, err + out
+    assert no_launch == [] and not (tmp_path / "results" / "automl").exists()
+
+
 def test_a_spec_that_fails_preflight_never_starts_a_study(base_spec, demo_dataset_dir, tmp_path, capsys, no_launch):
     """A record without video_fps: exit 2 naming the finding, before any study folder, storage or trial."""
     import yaml

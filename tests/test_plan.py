@@ -247,7 +247,13 @@ def test_an_automl_study_has_one_time_and_one_disk_figure(tmp_path, demo_dataset
     assert dry["disk_gib_per_worker"] == dry["disk_gib_at_most"]  # --workers 2 of automl: both trials on this worker
     assert dry["disk"]["checkpoint_gib"] == 33.07
     gate = run_preflight(skill=SKILL, action="train", spec_path=spec, runs_on="node", probe_sample=0, study=StudyShape(5, 2, 1, 1, "best", 128))
-    assert gate.stats["disk"]["need_gb"] == round(study["disk_gib_per_worker"], 1)
+    assert gate.stats["disk"]["need_gb"] == study["disk_gib_per_worker"]  # runs.steps.gib: one rounding, the JSON's and the text's
+    code, text, err = run_cli(capsys, "automl", "--skill", SKILL, "--spec", spec, "--max-trials", "5", "--workers", "2", *search, "--dry-run",
+                              "--out", str(tmp_path / "study"))
+    said = f"{study['disk_gib_at_most']:,.2f} GiB"  # 2 decimals, as the JSON holds it: never 0.1 rounded two ways (143.7 / 143.6)
+    assert code == 0 and f"disk       : {said} per worker, {said} at most" in text and f"~{said} per worker" in text, err + text
+    assert f"needs {said} free" in text  # env.disk's note in the same words
+    assert f"~{dry['disk']['checkpoint_gib_largest']:,.2f} GiB a checkpoint" in text
     plain = run_preflight(skill=SKILL, action="train", spec_path=spec, runs_on="node", probe_sample=0)
     assert plain.stats["plan"]["disk"]["checkpoint_gb"] == 33.07  # spec / preflight: the same checkpoint
     every = plan_json(capsys, "--spec", spec, "--trials", "5", "--keep", "all", "--metric", "val_loss", *search)

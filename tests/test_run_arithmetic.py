@@ -274,4 +274,4 @@ def test_preflight_disk_counts_saves_by_steps(tmp_path: Path, monkeypatch: pytes
     report = run_preflight(skill=SKILL, action="train", spec=data, backend="local")
     assert report.stats["plan"]["checkpoints"]["saved"] == 6 and report.stats["plan"]["disk"]["kept"] == 6
     one = disk.run_disk(TrainSpec.model_validate(data), backend="local").checkpoint_bytes
-    assert report.stats["disk"]["need_gb"] == round(one * 6 / steps.GB, 1)
+    assert report.stats["disk"]["need_gb"] == steps.gib(one * 6) == round(one * 6 / steps.GB, 2)

@@ -228,8 +228,9 @@ def test_a_spec_fitted_to_a_sample_says_so_and_is_refitted_to_the_real_files(tmp
     _, changes = fitting.refit(user, count, val, counted="node")
     assert "train.train_batch_per_replica" not in {c["key"] for c in changes}
 
-    rc, doc = spec_json(capsys, "--from", str(out))  # fitted values are not the user's: fitted again from the ceilings
-    assert rc == 0 and [(f["key"], f["from"], f["to"]) for f in doc["fitted"]] == [("train.train_batch_per_replica", 32, 2), ("validation.batch_size", 8, 2)]
+    rc, doc = spec_json(capsys, "--from", str(out))  # fitted values are not the user's: fitted again from the ceilings, to the same values
+    assert rc == 0 and [(f["key"], f["from"], f["to"], f["given"], f["kept"]) for f in doc["fitted"]] == [
+        ("train.train_batch_per_replica", 32, 2, 2, True), ("validation.batch_size", 8, 2, 2, True)]
     rc, doc = spec_json(capsys, "--from", str(out), "--set", "train.train_batch_per_replica=4", "--records", "2000", "--clip-seconds", "2")
     assert rc == 0 and doc["spec"]["train"]["train_batch_per_replica"] == 4 and doc["plan"]["train_records"] == 2000  # the described data: it runs
     assert doc["spec"]["fitted"]["ceilings"] == {} and doc["spec"]["validation"]["batch_size"] == 8
@@ -268,3 +269,34 @@ def test_spec_from_that_changes_data_parallelism_names_the_global_batch_it_chang
     assert change.after.global_batch == 24 and change.records is None and "not a multiple of 3" in change.keep()
     assert "train.train_batch_per_replica=21 (global 63) or 22 (global 66)" in change.keep()
     assert fitting.batch_change(before, before, 800) is None
+
+
+def test_spec_from_a_fitted_spec_says_kept_when_the_value_stays_and_old_to_new_only_when_it_moves(root, tmp_path, capsys):
+    """The benchmark's case: `spec --from train.yaml` of a spec fitted earlier printed "fitted: KEY 32 -> 6" though the
+    file held 6 and 6 was written (32 is the template's ceiling). The same value: "kept: KEY 6 (fitted earlier; ceiling
+    32)"; a value that moves: "fitted: KEY <the file's value> -> <new>"; --json says the same (given, kept)."""
+    out = tmp_path / "train.yaml"
+    assert main(["spec", "--action", "train", "--dataset-root", str(root), "--set", "dp_shard_size=1", "--set", "validation.enable=false",
+                 "-o", str(out)]) == 0
+    assert "fitted: train.train_batch_per_replica 32 -> 6: 24 train records over 1" in capsys.readouterr().err  # the first fit: the template's ceiling
+    assert yaml.safe_load(out.read_text())["fitted"]["ceilings"] == {"train.train_batch_per_replica": 32}
+
+    assert main(["spec", "--from", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "kept: train.train_batch_per_replica 6 (fitted earlier; ceiling 32)" in err and "fitted: train.train_batch_per_replica" not in err
+    rc, doc = spec_json(capsys, "--from", str(out))
+    [fit] = doc["fitted"]
+    assert rc == 0 and (fit["from"], fit["to"], fit["given"], fit["kept"]) == (32, 6, 6, True) and doc["spec"]["train"]["train_batch_per_replica"] == 6
+    assert doc["spec"]["fitted"]["ceilings"] == {"train.train_batch_per_replica": 32}  # still a fitted value: a job re-fits it
+
+    assert main(["spec", "--from", str(out), "--set", "dp_shard_size=2"]) == 0  # 12 records per rank: 2 (a multiple of mini_batch 2)
+    err = capsys.readouterr().err
+    assert "fitted: train.train_batch_per_replica 6 -> 2 (fitted again from the ceiling 32): 24 train records over 2" in err and "kept:" not in err
+    rc, doc = spec_json(capsys, "--from", str(out), "--set", "dp_shard_size=2")
+    assert rc == 0 and [(f["from"], f["to"], f["given"], f["kept"]) for f in doc["fitted"]] == [(32, 2, 6, False)]
+
+    before = tmp_path / "eight.yaml"  # the template's 8 ranks: batch 2, validation.batch_size 2 (9 val records over 8 ranks)
+    assert main(["spec", "--action", "train", "--dataset-root", str(root), "-o", str(before)]) == 0
+    capsys.readouterr()
+    assert main(["spec", "--from", str(before), "--set", "dp_shard_size=1"]) == 0  # one rank: the template's 8 validates 9 records
+    assert "fitted: validation.batch_size 2 -> 8: back to its ceiling" in capsys.readouterr().err  # a value that moves is said, even back up

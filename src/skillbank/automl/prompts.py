@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from skillbank.errors import InputError
+from skillbank.preflight.report import gate_lines
 
 PROMPT_KEY = "dataset.system_prompt"
 EVAL_METRICS = ("accuracy", "f1", "balanced_accuracy")
@@ -264,7 +265,7 @@ def plan_lines(plan: dict[str, Any]) -> list[str]:
         f"  proxy      : {plan['proxy']['annotation_path']} (the spec's dataset)",
         f"  held-out   : {held['annotation_path'] + ' (the best trial and the baseline, once each)' if held else 'none (pass --holdout ANNOTATIONS[:MEDIA])'}",
         *(f"  search     : {_describe(p)}" for p in plan["search_space"]),
-        f"  preflight  : {plan['preflight'].get('errors', 0)} error(s), {plan['preflight'].get('warnings', 0)} warning(s)",
+        *gate_lines(plan["preflight"]),
         f"  start      : {plan['commands']['start']}",
         f"  resume     : {plan['commands']['resume']}",
         *(f"  note       : {n}" for n in plan["notes"]),

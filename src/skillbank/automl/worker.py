@@ -38,6 +38,7 @@ from skillbank.automl.study import (HEARTBEAT_S, STOP_POLL_S, Apply, Check, Runn
                                     _fail_orphans, _storage, enqueue_retry, finished_count, grid_points, open_study,
                                     requeue_failed, stop_requested)
 from skillbank.errors import InputError
+from skillbank.runs.steps import gib_text
 from skillbank.specification.overrides import get_dotted, set_dotted
 
 CLAIM_POLL_S = 2.0  # how often a worker whose budget is taken looks again
@@ -246,7 +247,7 @@ def keep_sweep(study, keep: str | None) -> None:
         print(f"automl: keep {keep}: could not remove a trial's checkpoints: {exc}", file=sys.stderr, flush=True)
         return
     if dropped:
-        print(f"automl: keep {keep}: removed the checkpoints of trial(s) {', '.join(f'#{n}' for n in dropped)} ({freed / 1024**3:,.2f} GiB): "
+        print(f"automl: keep {keep}: removed the checkpoints of trial(s) {', '.join(f'#{n}' for n in dropped)} ({gib_text(freed)}): "
               "not the best so far (their metrics, spec and logs stay)", file=sys.stderr, flush=True)
 
 

@@ -168,6 +168,9 @@ def study_fields(args: argparse.Namespace, model: Any, base: dict[str, Any], sha
 
 
 def plan_lines(plan: dict[str, Any]) -> list[str]:
+    from skillbank.preflight.report import gate_lines
+    from skillbank.runs.steps import GB, gib_text
+
     metric = plan["metric"]
     check = plan["storage_check"]
     if not check["checked"]:
@@ -189,10 +192,11 @@ def plan_lines(plan: dict[str, Any]) -> list[str]:
         *(f"  search     : {p['describe']}" for p in plan["search_space"]),
         *(f"  fixed      : {f['describe']}" for f in plan["fixed"]),
         *(f"  skip       : {key}: {why}" for key, why in plan["skipped"].items()),
-        f"  preflight  : {plan['preflight'].get('errors', 0)} error(s), {plan['preflight'].get('warnings', 0)} warning(s)",
+        *gate_lines(plan["preflight"]),
         *([f"  time       : {plan['study_time_h']:,.2f} h for the study ({'; '.join(plan['study_plan']['assumptions'])})"]
           if plan.get("study_time_h") is not None else []),
-        *([f"  disk       : {plan['disk_gib_per_worker']:,.1f} GiB per worker, {plan['disk_gib_at_most']:,.1f} GiB at most ({plan['disk']['detail']})"]
+        *([f"  disk       : {gib_text(plan['disk_gib_per_worker'] * GB)} per worker, {gib_text(plan['disk_gib_at_most'] * GB)} at most "
+           f"({plan['disk']['detail']})"]
           if plan.get("disk") else []),
         f"  start      : {plan['commands']['start']}",
         f"  resume     : {plan['commands']['resume']}",

@@ -292,6 +292,11 @@ def _print_record(record: Any, path: Any, as_json: bool, headline: str, study: d
         print(f"  note:    {note}")
     for line in record.preflight.get("check_on_node", []):
         print(f"  check on the node: {line}")
+    if record.preflight.get("warning_findings"):
+        from skillbank.preflight.report import finding_line
+
+        for finding in record.preflight["warning_findings"]:
+            print(f"  preflight warning: {finding_line(finding)}")
     if loop is not None:
         print(f"  loop:    {loop['error']}" if not loop.get("ok") else
               f"  loop:    {loop['status']}, {loop['stages_done']} stage(s) done, round {loop['rounds']} decided"

@@ -56,9 +56,12 @@ train.train_batch_per_replica becomes the largest multiple of mini_batch giving 
 becomes the largest giving one validation batch per rank. rl's batch follows the same rule in
 policy steps, as a multiple of rollout.n_generation and dp_shard_size x mini_batch. Each change
 prints as "fitted: KEY OLD -> NEW: why" with the rule and the steps per epoch it gives (under
-"fitted" with --json). A value you set is never changed: a plan that cannot run (zero optimizer
-steps; validation on with zero batches per rank; rl: zero policy steps) exits 2 and writes nothing,
-naming the key and the fix; one that barely trains keeps your value and warns.
+"fitted" with --json: {key, from (the ceiling), to, why, given, kept}). spec --from a spec fitted earlier
+fits those keys again from their ceilings: OLD is the file's value, and a value that comes out the same
+prints "kept: KEY VALUE (fitted earlier; ceiling C)" (kept: true, given: the file's value). A value
+you set is never changed: a plan that cannot run (zero optimizer steps; validation on with zero batches
+per rank; rl: zero policy steps) exits 2 and writes nothing, naming the key and the fix; one that
+barely trains keeps your value and warns.
 
 What you set stays yours (train): every key set with --set or a shorthand is recorded in the spec's
 user_set (spec --from keeps the list and adds to it); `skillbank automl` leaves those keys out of its
@@ -166,18 +169,20 @@ def run(args: argparse.Namespace) -> int:
     root = paths.to_local(args.dataset_root) if args.dataset_root else None
     annotations = paths.to_local(args.annotations) if args.annotations else None
     before = _as_given(args.skill, action, base) if action == "train" else None  # the --from spec, its batches as written
-    base, ceilings = _unfit(base)
+    given, (base, ceilings) = base, _unfit(base)  # given: the --from file as read, what each fit's output compares with
     built = build_spec(args.skill, action, args.assignments, dataset_root=root, base=base, source=args.from_file, annotations=annotations)
     built.explicit -= set(ceilings) - set(built.applied)  # fitted by an earlier `spec`, not set by you: fitted again
     filled = _from_recipe(built, action, paths)
     node_spec, notes = _for_the_node(built, paths, source=args.from_file)  # built.spec: this machine's view
     local, fitted, plan, plan_notes = _fit(built.spec, action, built.explicit, args)  # refuses (InputError) before anything is written
+    fitted = fitting.against_given(fitted, given)  # a value the file already held: "kept", not "ceiling -> value"
     spec = fitting.apply_fits(node_spec, fitted) if paths else local
     if action == "train" and plan is not None:
         counted = f"described: --records {args.records}" if args.records else local.custom.train_dataset.annotation_path
         if paths and not args.records:  # the written spec names REMOTE only: the copy here is named by the node's path
             counted = f"this machine's copy (--path-map) of {paths.to_remote(counted)}"
         spec = _with_block(spec, fitted, plan, counted, ceilings)
+        fitted += fitting.back_to_ceiling(ceilings, given, local, fitted, built.applied)  # said, not recorded: at the ceiling now
         if fitted:
             plan_notes.append(f"fitted to {plan['train_records']:,} train records counted at {counted}" + (
                 " (this machine's copy under --path-map: the job's first step re-fits them to the node's files; --records N fits the real data now)"
@@ -208,7 +213,7 @@ def run(args: argparse.Namespace) -> int:
         taken = [k for k, source in filled.sources.items() if source == "recipe"]
         print(f"from the start model's recipe ({filled.recipe_path}): {', '.join(taken) or 'nothing (you set every setting)'}", file=sys.stderr)
     for fit in fitted:
-        print(f"fitted: {fit.line()}", file=sys.stderr)
+        print(fit.said(), file=sys.stderr)
     for note in notes:
         print(note if note.startswith("warning: ") else f"note: {note}", file=sys.stderr)
     if plan and action == "train":

@@ -97,6 +97,7 @@ def _preflight(args: argparse.Namespace, loaded: Any, log: Any) -> dict[str, Any
     """Spec and data must pass wherever this runs; the environment (token, redis-server, GPUs, disk)
     is this machine's only for a real run: a dry run plans for the machine that will train, so its
     env findings are listed as "check on the node" instead of stopping the plan."""
+    from skillbank.preflight.report import finding_line
     from skillbank.preflight.run import run_preflight
 
     runs_on = "node" if args.dry_run else "here"
@@ -104,9 +105,12 @@ def _preflight(args: argparse.Namespace, loaded: Any, log: Any) -> dict[str, Any
     report = run_preflight(skill=SKILL, action="train", spec=loaded, backend=args.backend, gpus_per_node=None, nodes=None, runs_on=runs_on,
                            **({"paths": paths} if paths else {}))
     report.require_ok(skill=SKILL, action="train", spec_path=args.spec)
-    for line in report.summary()["check_on_node"]:
+    summary = report.summary()
+    for line in summary["check_on_node"]:
         log(f"preflight: check on the node: {line}")
-    return report.summary()
+    for finding in summary["warning_findings"]:  # what `skillbank preflight` would show: no count without its findings
+        log(f"preflight: warning: {finding_line(finding)}")
+    return summary
 
 
 def _resume_from(args: argparse.Namespace, log: Any) -> Path | None:

@@ -157,7 +157,7 @@ def _disk(inputs: Inputs, spec: Any, records: steps.TrainCount | None, study: di
     need = run_disk(spec, plan=steps.step_plan(spec, records.train) if records else None, backend=inputs.backend)
     if need is None:
         return {"checkpoint_gib": 0.0, "disk_gib": 0.0, "kept": 0, "trials": 1, "detail": "checkpoints off (train.ckpt.enable_checkpoint false)"}
-    return {"checkpoint_gib": round(need.checkpoint_bytes / est.GIB, 2), "disk_gib": round(need.total_bytes / est.GIB, 2),
+    return {"checkpoint_gib": steps.gib(need.checkpoint_bytes), "disk_gib": steps.gib(need.total_bytes),
             "kept": need.kept, "trials": 1, "detail": need.detail}
 
 

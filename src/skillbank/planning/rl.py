@@ -25,6 +25,7 @@ from typing import Any
 from skillbank.planning import estimate as est
 from skillbank.planning import timing
 from skillbank.models.params import ParamCount
+from skillbank.runs.steps import gib, gib_text
 
 ROLLOUT_OVERHEAD_GIB = 4.0  # per rollout GPU: vLLM's activation peak, CUDA graphs, the vision encoder
 DECODE_EFFICIENCY = 0.6  # of the HBM bandwidth a decode step reaches
@@ -92,8 +93,8 @@ def disk(spec: Any, count: ParamCount, steps_total: int | None) -> dict[str, Any
     kept = saved if c.max_keep < 1 else min(saved, c.max_keep)
     state = count.total * (est.MASTER_BYTES + est.ADAM_BYTES)
     one = state + (count.total * 2 if c.export_safetensors else 0)
-    return {"checkpoint_gib": round(one / est.GIB, 2), "disk_gib": round(one * kept / est.GIB, 2), "kept": kept, "saved": saved, "state_bytes": state,
-            "export_bytes": one - state, "detail": f"fp32 weights + Adam moments + the bf16 export: ~{one / est.GIB:,.1f} GiB a checkpoint, every "
+    return {"checkpoint_gib": gib(one), "disk_gib": gib(one * kept), "kept": kept, "saved": saved, "state_bytes": state,
+            "export_bytes": one - state, "detail": f"fp32 weights + Adam moments + the bf16 export: ~{gib_text(one)} a checkpoint, every "
             f"{c.save_freq} policy steps and the last, {kept} kept (max_keep {c.max_keep})"}
 
 

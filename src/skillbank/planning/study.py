@@ -86,5 +86,6 @@ def study_lines(b: dict[str, Any]) -> list[str]:
     time = (f"study: {b['study_time_h']:.2f} h = {b['waves']} x {b['trial_time_h']:.2f} h a trial (train {b['trial_train_h']:.2f} h + "
             f"{b['evaluations_per_trial']} evaluation(s) {b['trial_evaluation_h']:.2f} h)") if b.get("study_time_h") is not None else "study: time unknown"
     return [time,
-            f"  disk: {b['disk_gib_per_worker']:,.1f} GiB per worker, {b['disk_gib_at_most']:,.1f} GiB at most (keep {d.get('keep', '-')}; "
-            f"{d.get('checkpoint_gib_largest', 0):,.1f} GiB a checkpoint at the search's largest, {d.get('checkpoint_gib', 0):,.1f} at the base spec's)"]
+            f"  disk: {steps.gib_text(b['disk_gib_per_worker'] * steps.GB)} per worker, {steps.gib_text(b['disk_gib_at_most'] * steps.GB)} at most "
+            f"(keep {d.get('keep', '-')}; {steps.gib_text(d.get('checkpoint_gib_largest', 0) * steps.GB)} a checkpoint at the search's largest, "
+            f"{steps.gib_text(d.get('checkpoint_gib', 0) * steps.GB)} at the base spec's)"]

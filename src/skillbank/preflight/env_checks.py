@@ -21,9 +21,9 @@ from typing import Any, Literal
 
 from skillbank import modelref
 from skillbank.preflight.report import Findings
+from skillbank.runs.steps import gib, gib_text  # GiB (the JSON keys *_gb hold GiB, two decimals, as the text prints them)
 
 TOKEN_VARS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
-GB = 1024**3  # GiB (the JSON keys *_gb hold GiB)
 
 Kind = Literal["model", "adapter", "checkpoint"]
 MARKERS: dict[str, tuple[str, ...]] = {"model": ("config.json",), "adapter": ("adapter_config.json", "config.json"), "checkpoint": ()}
@@ -296,14 +296,14 @@ def check_disk(key: str, output_dir: str, need_one: float, need_all: float, what
     (runs_on "node") this machine's disk says nothing: the finding names what the node needs, measured there
     by the job's first step."""
     if findings.runs_on == "node":
-        findings.add("env.disk", "node", f"needs {need_all / GB:,.1f} GiB free at {output_dir or '.'} where the job runs "
-                     f"(at least {need_one / GB:,.1f} GiB for one checkpoint); {what}",
+        findings.add("env.disk", "node", f"needs {gib_text(need_all)} free at {output_dir or '.'} where the job runs "
+                     f"(at least {gib_text(need_one)} for one checkpoint); {what}",
                      "the job's first step measures the node's disk and stops the job when it is short", key)
-        return {"need_gb": round(need_all / GB, 1), "measured": "on the node"}  # type: ignore[dict-item]
+        return {"need_gb": gib(need_all), "measured": "on the node"}  # type: ignore[dict-item]
     folder = nearest_existing(output_dir or ".")
     free = shutil.disk_usage(folder).free
-    stats = {"free_gb": round(free / GB, 1), "need_gb": round(need_all / GB, 1)}
-    detail = f"{free / GB:,.1f} GiB free at {folder}; {what}"
+    stats = {"free_gb": gib(free), "need_gb": gib(need_all)}
+    detail = f"{gib_text(free)} free at {folder}; {what}"
     if free < need_one:
         what_fits = "this worker's share of the study's checkpoints" if need_one == need_all else "one checkpoint"  # a study needs them all: the gate must not pass a disk it fills
         findings.error("env.disk", f"not enough disk for {what_fits}: {detail}", f"free space or point {key} at a larger disk"

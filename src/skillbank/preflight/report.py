@@ -101,7 +101,8 @@ class Report:
             "errors": self.stats.get("errors", len(self.errors)),
             "warnings": self.stats.get("warnings", len(self.warnings)),
             "runs_on": self.stats.get("runs_on", "here"),
-            "check_on_node": [_line(f) for f in self.on_node],
+            "check_on_node": [finding_line(f) for f in self.on_node],
+            "warning_findings": [asdict(f) for f in self.warnings],  # each as `skillbank preflight --json` lists it
         }
 
     def require_ok(self, *, skill: str, action: str, spec_path: str | Path, outcome: str = "nothing was launched") -> None:
@@ -110,7 +111,7 @@ class Report:
         if self.ok:
             return
         errors = self.errors
-        lines = [_line(f) for f in errors[:SHOWN_ERRORS]]
+        lines = [finding_line(f) for f in errors[:SHOWN_ERRORS]]
         if len(errors) > SHOWN_ERRORS:
             lines.append(f"... and {len(errors) - SHOWN_ERRORS} more")
         raise InputError(
@@ -120,7 +121,11 @@ class Report:
         )
 
 
-def _line(f: Finding) -> str:
+def finding_line(f: Finding | dict[str, Any]) -> str:
+    """One finding on one line (check, where, message, fix): how a gate's errors, its node checks and a dry run's
+    warnings read. A dict: a finding as the JSON holds it (asdict, with its group)."""
+    if isinstance(f, dict):
+        f = Finding(f["check"], f["severity"], f["message"], f.get("fix", ""), f.get("where", ""))
     where = f" at {f.where}" if f.where else ""
     fix = f" (fix: {f.fix})" if f.fix else ""
     return f"{f.check}{where}: {f.message}{fix}"
@@ -182,6 +187,13 @@ class Findings:
             )
             out.insert(self._last[key] + 1, summary)
         return out
+
+
+def gate_lines(summary: dict[str, Any], label: str = "  preflight  : ", item: str = "  warning    : ") -> list[str]:
+    """A gate's summary (Report.summary) in a dry run's text: the counts, then each warning as `finding_line`
+    words it, so a count is never shown without what it counts (a capped check's "... and N more" line included)."""
+    head = f"{label}{summary.get('errors', 0)} error(s), {summary.get('warnings', 0)} warning(s)"
+    return [head, *(item + finding_line(f) for f in summary.get("warning_findings", []))]
 
 
 def _severity(f: Finding) -> str:

@@ -374,7 +374,7 @@ def _output_disk(key: str, output_dir: str, model: env_checks.ModelRef, bytes_pe
         return
     params, how = float(count.total), count.source
     need = params * bytes_per_param
-    what = f"the output needs ~{need / env_checks.GB:,.1f} GiB ({params / 1e9:.1f}B parameters from {how})"
+    what = f"the output needs ~{env_checks.gib_text(need)} ({params / 1e9:.1f}B parameters from {how})"
     ctx.stats["disk"] = env_checks.check_disk(key, output_dir, need, need, what, ctx.findings)
 
 

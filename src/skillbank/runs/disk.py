@@ -30,8 +30,8 @@ from typing import Any
 
 from skillbank.models.params import ParamCount, light_count
 from skillbank.runs import steps
+from skillbank.runs.steps import gib, gib_text
 
-GB = steps.GB
 MASTER_BYTES = 4  # cosmos-rl keeps fp32 master weights (train.master_dtype): what a checkpoint's model state holds
 ADAM_BYTES = 8  # two fp32 moments per trained parameter
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
@@ -93,10 +93,10 @@ class DiskNeed:
         return {
             "params": self.params,
             "params_from": self.params_from,
-            "checkpoint_gb": round(self.checkpoint_bytes / GB, 2),
+            "checkpoint_gb": gib(self.checkpoint_bytes),
             "kept": self.kept,
             "trials": self.trials,
-            "total_gb": round(self.total_bytes / GB, 2),
+            "total_gb": gib(self.total_bytes),
             "what": self.what,
             "detail": self.detail,
         }
@@ -114,8 +114,8 @@ def run_disk(spec: Any, count: ParamCount | None = None, *, plan: steps.StepPlan
     size = checkpoint_size(spec, count, backend)
     exports = 1.0 if spec.train.ckpt.export_safetensors else 1.0 / max(1, ckpts.kept)  # the last step always exports
     one = size.state + size.export * exports
-    detail = (f"{size.what}: a checkpoint needs ~{one / GB:,.1f} GiB ({count.total / 1e9:.2f}B parameters from {count.source}), "
-              f"{ckpts.kept} kept ({ckpts.rule}): ~{one * ckpts.kept / GB:,.1f} GiB")
+    detail = (f"{size.what}: a checkpoint needs ~{gib_text(one)} ({count.total / 1e9:.2f}B parameters from {count.source}), "
+              f"{ckpts.kept} kept ({ckpts.rule}): ~{gib_text(one * ckpts.kept)}")
     return DiskNeed(float(count.total), count.source, one, ckpts.kept, 1, size.what, detail)
 
 
@@ -196,8 +196,8 @@ class StudyDisk:
     detail: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"disk_gib_per_worker": round(self.per_worker_bytes / GB, 2), "disk_gib_at_most": round(self.at_most_bytes / GB, 2),
-                "checkpoint_gib": round(self.checkpoint_bytes / GB, 2), "checkpoint_gib_largest": round(self.largest_bytes / GB, 2),
+        return {"disk_gib_per_worker": gib(self.per_worker_bytes), "disk_gib_at_most": gib(self.at_most_bytes),
+                "checkpoint_gib": gib(self.checkpoint_bytes), "checkpoint_gib_largest": gib(self.largest_bytes),
                 "kept_per_trial": self.kept_per_trial, "trials": self.shape.trials, "workers": self.shape.workers,
                 "per_worker": self.shape.per_worker, "keep": self.shape.keep, "lora_rank": self.shape.lora_rank, "full": self.shape.full,
                 "params": self.params, "params_from": self.params_from, "what": self.what, "detail": self.detail}
@@ -226,7 +226,7 @@ def study_disk(spec: Any, shape: StudyShape, *, records: int | None = None, back
         rule = f"keep all: every trial keeps its {epochs} epoch checkpoint(s); a worker's share: {share} of the {n} trials"
     largest_said = "" if largest.policy.lora == base.policy.lora else \
         f"; at the search's largest checkpoint ({'the full model' if not largest.policy.lora.enable else f'policy.lora.r {largest.policy.lora.r}'}: " \
-        f"~{one / GB:,.1f} GiB, the base spec's ~{base_run.checkpoint_bytes / GB:,.1f})"
-    detail = (f"{run.what}: ~{one / GB:,.1f} GiB a checkpoint; an AutoML study ({shape.said()}); {rule}: ~{per_worker / GB:,.1f} GiB per worker, "
-              f"~{at_most / GB:,.1f} GiB at most for the study on one file system{largest_said}; pruned trials keep fewer")
+        f"~{gib_text(one)}, the base spec's ~{gib_text(base_run.checkpoint_bytes)})"
+    detail = (f"{run.what}: ~{gib_text(one)} a checkpoint; an AutoML study ({shape.said()}); {rule}: ~{gib_text(per_worker)} per worker, "
+              f"~{gib_text(at_most)} at most for the study on one file system{largest_said}; pruned trials keep fewer")
     return StudyDisk(shape, run.params, run.params_from, base_run.checkpoint_bytes, one, epochs, per_worker, at_most, run.what, detail)

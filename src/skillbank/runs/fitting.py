@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from skillbank.runs.steps import (BATCH_KEY, FEW_STEPS_PER_EPOCH, VALIDATION_BATCH_KEY, TrainCount, count_data, step_plan,
@@ -23,18 +23,57 @@ MINI_BATCH_KEY = "train.train_policy.mini_batch"
 
 @dataclass(frozen=True)
 class BatchFit:
-    """One batch value lowered to fit the data (the spec's value was the ceiling)."""
+    """One batch value lowered to fit the data (the spec's value was the ceiling). `given`: the value the
+    `spec --from` file held (None: no such file, or it did not name the key); fitted again from the ceiling to
+    the same value, the file's value is kept, and the output says "kept", never "ceiling -> value"."""
 
     key: str
     before: int
     after: int
     why: str
+    given: int | None = None
+
+    @property
+    def kept(self) -> bool:
+        return self.given == self.after
 
     def line(self) -> str:
-        return f"{self.key} {self.before} -> {self.after}: {self.why}"
+        if self.given is None or self.given == self.before:
+            return f"{self.key} {self.before} -> {self.after}: {self.why}"
+        again = f" (fitted again from the ceiling {self.before})" if self.after != self.before else ""
+        return f"{self.key} {self.given} -> {self.after}{again}: {self.why}"
+
+    def said(self) -> str:
+        """How `skillbank spec` prints it: "kept: KEY V (fitted earlier; ceiling C)" when the file's value stands,
+        else "fitted: KEY A -> B: why" (A: the file's value, or the ceiling where the file had none)."""
+        if self.kept:
+            return f"kept: {self.key} {self.after} (fitted earlier; ceiling {self.before})"
+        return f"fitted: {self.line()}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "from": self.before, "to": self.after, "why": self.why}
+        """{key, from (the ceiling the fit started from), to, why, given (the --from file's value or null), kept (given == to)}."""
+        return {"key": self.key, "from": self.before, "to": self.after, "why": self.why, "given": self.given, "kept": self.kept}
+
+
+def against_given(fits: list[BatchFit], given: dict[str, Any] | None) -> list[BatchFit]:
+    """Each fit with the value the `spec --from` file (`given`, as read) held for its key: what its output compares with."""
+    if not given:
+        return fits
+    from skillbank.specification.overrides import get_dotted
+
+    return [replace(f, given=get_dotted(given, f.key)) for f in fits]
+
+
+def back_to_ceiling(ceilings: dict[str, int], given: dict[str, Any] | None, spec: Any, fits: list[BatchFit],
+                    applied: Collection[str] = ()) -> list[BatchFit]:
+    """Keys the `spec --from` file held fitted (its `fitted` block's `ceilings`) that need no fitting now: written back at
+    their ceiling, a value that moved, so the output names it like any fit (not set again by the user: `applied`)."""
+    from skillbank.specification.overrides import get_dotted
+
+    done, data = {f.key for f in fits}, spec.model_dump(mode="json")
+    return [BatchFit(key, ceiling, get_dotted(data, key), "back to its ceiling (the template's value): the records counted now need no lower value", get_dotted(given or {}, key))
+            for key, ceiling in ceilings.items()
+            if key not in done and key not in applied and get_dotted(given or {}, key) not in (None, get_dotted(data, key))]
 
 
 def fit_batch(per_rank: int, batch: int, mini: int, *, mini_fixed: bool = False,

@@ -93,7 +93,7 @@ class JobRecord(BaseModel):
     env: list[str] = Field(default_factory=list, description="Names of the variables passed through (values are never recorded).")
     outputs: Outputs
     path_map: list[str] = Field(default_factory=list, description="--path-map LOCAL=REMOTE pairs: the job folder's files, train_output_dir, run_dir, cosmos_log_dir and study_dir name REMOTE (the node's paths); results_dir, job_dir, the spec path and script are where they are on the submitting machine.")
-    preflight: dict[str, Any] = Field(default_factory=dict, description="{ran, ok, errors, warnings, runs_on, check_on_node} or {ran: false, reason}; check_on_node lists the environment findings a job that runs elsewhere checks on its node.")
+    preflight: dict[str, Any] = Field(default_factory=dict, description="{ran, ok, errors, warnings, runs_on, check_on_node, warning_findings} or {ran: false, reason}; check_on_node lists the environment findings a job that runs elsewhere checks on its node; warning_findings the warnings counted in `warnings`, each as `skillbank preflight --json` lists a finding {check, severity, message, fix, where, group}.")
     host: str | None = Field(None, description="The machine the command ran on (foreground) or that submitted it.")
     error: str | None = Field(None, description="Why it failed or was cancelled, when known (secrets masked).")
     route: dict[str, Any] | None = Field(None, description="foreground train: the router's decision {route, reason, ...}.")

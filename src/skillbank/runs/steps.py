@@ -28,6 +28,18 @@ FEW_STEPS_PER_EPOCH = 4  # fewer optimizer steps per epoch than this: the run ba
 GB = 1024**3  # GiB: every disk figure (JSON keys *_gb included) is in GiB, as `skillbank plan` shows them
 
 
+def gib(nbytes: float) -> float:
+    """A byte count as the GiB figure every JSON document holds (*_gb, *_gib): two decimals, what `gib_text` prints."""
+    return round(nbytes / GB, 2)
+
+
+def gib_text(nbytes: float) -> str:
+    """The one way a disk figure prints (spec, preflight's env.disk, plan, the AutoML dry run): `gib`'s two decimals,
+    so the text and the JSON never round one figure two ways (143.65 GiB, not 143.7 here and 143.6 there). A figure
+    already in GiB (a JSON value) prints as gib_text(value * GB): GB is a power of two, the product exact."""
+    return f"{gib(nbytes):,.2f} GiB"
+
+
 # ---- steps -----------------------------------------------------------------------------------------
 
 
@@ -415,6 +427,6 @@ def plan_lines(plan: dict[str, Any]) -> list[str]:
     d = p.get("disk")
     if d:
         study = f" x {d['trials']} trials" if d["trials"] > 1 else ""
-        lines.append(f"  disk: ~{d['checkpoint_gb']:,.1f} GiB per checkpoint ({d['what']}; {d['params'] / 1e9:.2f}B parameters from {d['params_from']}), "
-                     f"~{d['total_gb']:,.1f} GiB for {d['kept']} kept{study}")
+        lines.append(f"  disk: ~{gib_text(d['checkpoint_gb'] * GB)} per checkpoint ({d['what']}; {d['params'] / 1e9:.2f}B parameters from {d['params_from']}), "
+                     f"~{gib_text(d['total_gb'] * GB)} for {d['kept']} kept{study}")
     return lines
