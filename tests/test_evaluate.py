@@ -180,7 +180,7 @@ def test_inference_single_and_batch(setup, tmp_path, capsys):
     assert code == 0 and doc["count"] == 9
     rows = json.loads((tmp_path / "r.json").read_text())
     assert rows[1] == {"video_id": "val_00001", "question": "Which way does the ball move? Answer left, right or straight.", "gt": "left", "response": "left"}
-    assert doc["empty_answers"] == 0 and doc["empty_warning"] is None
+    assert doc["empty_answers"] == 0 and doc["empty_warning"] is None and doc["device"] == "cpu"
 
 
 def test_inference_says_how_many_answers_are_empty(setup, tmp_path, capsys):

@@ -67,7 +67,9 @@ Run a model on one video (--video FILE --prompt TEXT: prints the answer) or on a
 file (--annotations FILE --media-dir DIR: writes --out results.json). --config reads an inference
 spec (YAML or TOML, InferenceSpec); flags override it. Unset fps / num_frames / system prompt come
 from the model folder's skillbank_recipe.json (how it was trained), else fps 2 and a short-answer
-prompt; a flag that differs from the recipe is a warning. Empty answers (the model wrote nothing but
+prompt; a flag that differs from the recipe is a warning. It runs on the first GPU torch sees (cuda:0,
+bfloat16 under dtype auto), else on the CPU (float32); CUDA_VISIBLE_DEVICES picks the GPU, and --json says
+which ("device"). Empty answers (the model wrote nothing but
 special tokens or whitespace) are counted (empty_answers in --json) and named in a warning with what to
 check: on stdout after the "wrote" line in batch mode, on stderr in single mode (stdout is the answer).
 """

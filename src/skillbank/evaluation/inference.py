@@ -69,7 +69,7 @@ def run_inference(spec: InferenceSpec, *, out: str | None = None, progress: bool
     blank = sum(1 for answer in answers if not answer.strip())
     empty = empty_warning(blank, len(answers), max_tokens=spec.max_tokens)
     told = {"vision": {"fps": a["fps"], "num_frames": a["nframes"], "total_pixels": a["total_pixels"], "max_pixels": a["max_pixels"]},
-            "system_prompt": a["system_prompt"], "settings_from": used.sources, "empty_answers": blank, "empty_warning": empty,
+            "system_prompt": a["system_prompt"], "settings_from": used.sources, "device": str(loaded.device), "empty_answers": blank, "empty_warning": empty,
             "warnings": [*used.warnings, *([empty] if empty else [])]}
     if not batch:
         return {"answer": answers[0], "video": records[0]["video"], "prompt": spec.prompt, "model": spec.model_path, **told}
