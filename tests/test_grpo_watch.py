@@ -146,5 +146,5 @@ def test_a_local_rl_job_with_cosmos_rl_reports_its_progress(tmp_path):
     run = Path(record["outputs"]["run_dir"])
     assert (progress["state"], progress["last_step"], progress["total_steps"]) == ("succeeded", 4, 4)
     assert progress["export"] == str(layout.safetensors_dir(run, 4)) and (layout.safetensors_dir(run, 4) / "skillbank_recipe.json").is_file()
-    assert json.loads((run / "result.json").read_text())["last_reward_mean"] == 1.0
+    assert json.loads((run / "result.json").read_text())["last_reward_mean"] == 1.0 == progress["last_reward_mean"]
     assert [a["status"] for a in progress["attempts"]] == ["succeeded"]

@@ -34,6 +34,7 @@ class Progress(BaseModel):
     total_steps: int | None = Field(None, description="The run's total steps (every metrics row carries it).")
     last_loss: float | None = Field(None, description="The last training step's loss (raw; null when not finite).")
     last_val_loss: float | None = Field(None, description="The last validation loss (null when not finite).")
+    last_reward_mean: float | None = Field(None, description="GRPO (an rl run): the last step's mean reward over its rollouts (null for SFT).")
     last_val_step: int | None = Field(None, description="The training step of the last validation.")
     val_at_final_step: bool | None = Field(None, description="The last validation was taken at the run's final step (null until the run ended).")
     last_complete_checkpoint: str | None = Field(None, description="The newest checkpoints/step_N/policy complete by cosmos-rl's markers.")
@@ -78,6 +79,7 @@ def read(run_dir: str | Path | None) -> Progress:
         total_steps=total,
         last_loss=train[-1].get("loss") if train else result.get("last_loss"),
         last_val_loss=vals[-1].get("val_loss") if vals else result.get("last_val_loss"),
+        last_reward_mean=next((r["reward_mean"] for r in reversed(train) if r.get("reward_mean") is not None), result.get("last_reward_mean")),
         last_val_step=last_val_step,
         val_at_final_step=(last_val_step is not None and last_val_step == (total or last_step)) if ended else None,
         last_complete_checkpoint=str(newest) if newest else None,
@@ -102,6 +104,7 @@ def line(progress: Progress) -> str:
     step = f"step {progress.last_step}/{progress.total_steps}" if progress.last_step is not None else "no step yet"
     loss = f", loss {progress.last_loss:.4g}" if progress.last_loss is not None else ""
     val = (f", val {progress.last_val_loss:.4g} @ {progress.last_val_step}" if progress.last_val_loss is not None else "")
+    val += f", reward {progress.last_reward_mean:.4g}" if progress.last_reward_mean is not None else ""
     ckpt = f", checkpoint step {layout.step_of(progress.last_complete_checkpoint)}" if progress.last_complete_checkpoint else ""
     cause = f" ({progress.cause})" if progress.cause else ""
     return f"{progress.state}: {step}{loss}{val}{ckpt}{cause}"
