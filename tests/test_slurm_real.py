@@ -425,6 +425,9 @@ def test_a_grpo_job_is_watched_on_slurm_like_an_sft_job(slurm, env, tmp_path):
     from test_rl_command import write_case
 
     spec = write_case(tmp_path)
+    data = yaml.safe_load(spec.read_text())
+    data["policy"]["parallelism"]["dp_shard_size"], data["rollout"]["num_gpus"], data["rollout"]["parallelism"]["tp_size"] = 1, 1, 1
+    spec.write_text(yaml.safe_dump(data))  # one policy GPU + one rollout GPU: the test node's 2
     stub = tmp_path / "stub"
     (stub / "vllm").mkdir(parents=True)
     (stub / "vllm" / "__init__.py").write_text("")
