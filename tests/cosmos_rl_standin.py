@@ -140,6 +140,14 @@ for i in "${!ids[@]}"; do echo "GPU $i: NVIDIA H100 80GB HBM3 (UUID: GPU-standin
 """
 
 
+def vllm_stub(folder: Path) -> Path:
+    """A folder holding an empty `vllm` package, for PYTHONPATH: a GRPO job's env check asks only whether vllm imports
+    (the rollout engine is this stand-in's)."""
+    (folder / "vllm").mkdir(parents=True, exist_ok=True)
+    (folder / "vllm" / "__init__.py").write_text("")
+    return folder
+
+
 def install(bin_dir: Path) -> Path:
     """`cosmos-rl` (this replay), `nvidia-smi` and `redis-server` stand-ins in bin_dir (put it first on PATH)."""
     bin_dir.mkdir(parents=True, exist_ok=True)

@@ -122,24 +122,29 @@ def test_a_slurm_rl_job_runs_the_watcher_on_node_0(tmp_path):
     assert any("skillbank rl --launch" in n for n in record["notes"])
 
 
+def run_rl_job(spec: Path, env: dict, *, platform: str, gpus: int) -> tuple[dict, subprocess.CompletedProcess, dict]:
+    """`submit --action rl --backend cosmos-rl` of the spec (a vllm stub first on PYTHONPATH), then `jobs wait --json`:
+    (the submitted record, the wait's process, its document)."""
+    stub = cosmos_rl_standin.vllm_stub(spec.parent / "stub")
+    env = {**env, "PYTHONPATH": os.pathsep.join(p for p in (str(stub), env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))) if p)}
+    proc = skillbank("submit", "--platform", platform, "--action", "rl", "--backend", "cosmos-rl", "--gpus-per-node", str(gpus), "--spec", str(spec),
+                     "--json", env=env, cwd=spec.parent, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
+    record = json_out(proc)["record"]
+    proc = skillbank("jobs", "wait", record["id"], "--timeout", "240", "--json", env=env, timeout=300)
+    return record, proc, json_out(proc)
+
+
 def test_a_local_rl_job_with_cosmos_rl_reports_its_progress(tmp_path):
     """`submit --platform local --action rl --backend cosmos-rl` runs the same `skillbank rl --launch` (the stand-in launcher in
     the job's environment): `jobs wait --json` carries the rl job's progress from its run folder."""
     from test_slurm_real import standin_venv
 
     spec = write_case(tmp_path)
-    stub = tmp_path / "stub"
-    (stub / "vllm").mkdir(parents=True)
-    (stub / "vllm" / "__init__.py").write_text("")  # the env check asks only whether vllm imports (the rollout engine is the stand-in's)
     venv = standin_venv(tmp_path)
     env = {"SKILLBANK_VENV": str(venv), "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}", "STANDIN_STEP_S": "0.05",
-           "CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7", "PYTHONPATH": os.pathsep.join([str(stub), os.environ.get("PYTHONPATH", "")])}
-    proc = skillbank("submit", "--platform", "local", "--action", "rl", "--backend", "cosmos-rl", "--gpus-per-node", "8", "--spec", str(spec),
-                     "--json", env=env, cwd=tmp_path, timeout=180)
-    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
-    record = json_out(proc)["record"]
-    proc = skillbank("jobs", "wait", record["id"], "--timeout", "200", "--json", env=env, timeout=240)
-    done = json_out(proc)
+           "CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}
+    record, proc, done = run_rl_job(spec, env, platform="local", gpus=8)
     log = Path(record["outputs"]["job_dir"]) / "train.log"
     assert proc.returncode == 0 and done["outcome"] == "succeeded", (done.get("progress"), log.read_text()[-4000:] if log.exists() else "")
     progress = done["progress"]

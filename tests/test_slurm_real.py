@@ -422,24 +422,16 @@ def test_a_grpo_job_is_watched_on_slurm_like_an_sft_job(slurm, env, tmp_path):
     replaying cosmos-rl 0.4.7's GRPO controller lines, a vllm stub for the env check: the GPU-only engine cannot run here):
     node 0 runs `skillbank rl --launch` under the log watcher; `jobs wait --json` carries the rewards' run to its end and the
     run folder holds metrics.jsonl with reward rows, result.json and the recipe in the export."""
+    from test_grpo_watch import run_rl_job
     from test_rl_command import write_case
 
     spec = write_case(tmp_path)
     data = yaml.safe_load(spec.read_text())
     data["policy"]["parallelism"]["dp_shard_size"], data["rollout"]["num_gpus"], data["rollout"]["parallelism"]["tp_size"] = 1, 1, 1
     spec.write_text(yaml.safe_dump(data))  # one policy GPU + one rollout GPU: the test node's 2
-    stub = tmp_path / "stub"
-    (stub / "vllm").mkdir(parents=True)
-    (stub / "vllm" / "__init__.py").write_text("")
-    env = {**env, "SKILLBANK_VENV": str(standin_venv(tmp_path)), "STANDIN_STEP_S": "0.2",
-           "PYTHONPATH": os.pathsep.join(p for p in (str(stub), env.get("PYTHONPATH", "")) if p)}
+    env = {**env, "SKILLBANK_VENV": str(standin_venv(tmp_path)), "STANDIN_STEP_S": "0.2"}
     t0 = time.monotonic()
-    proc = skillbank("submit", "--platform", "slurm", "--action", "rl", "--backend", "cosmos-rl", "--gpus-per-node", "2", "--spec", str(spec),
-                     "--json", cwd=tmp_path, env=env, timeout=180)
-    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
-    record = json_out(proc)["record"]
-    proc = skillbank("jobs", "wait", record["id"], "--timeout", "240", "--json", env=env, timeout=300)
-    done = json_out(proc)
+    record, proc, done = run_rl_job(spec, env, platform="slurm", gpus=2)
     log = Path(done["record"]["outputs"]["log"])
     assert proc.returncode == 0 and done["outcome"] == "succeeded", (done.get("progress"), log.read_text()[-4000:])
     progress, run = done["progress"], Path(record["outputs"]["run_dir"])
