@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import random
 import sys
 import time
@@ -47,7 +48,8 @@ ADV_EPS = 1e-6  # cosmos-rl's GRPO: (r - mean) / (std + eps)
 LOWER_BOUND_RATIO = 3.0  # cosmos-rl's dual-clip lower bound (train_policy.lower_bound_ratio default)
 KL_CLAMP = (-20.0, 20.0)
 KL_LOSS_CLAMP = (-10.0, 10.0)
-SMALL_DECODE_PARAMS = 1e8  # a policy under this many parameters decodes on one CPU thread (GrpoSampler._decode_threads)
+SMALL_DECODE_PARAMS = 1e8  # a policy under this many parameters decodes on one CPU thread on a busy machine (GrpoSampler._decode_threads)
+BUSY_LOAD_PER_CPU = 1.5  # busy: a 1-minute load average above this many runnable processes per CPU
 
 
 def group_advantages(rewards: list[float], group: int) -> list[float]:
@@ -232,11 +234,16 @@ class GrpoSampler:
         return [i for i in ids if i is not None] or [self.tokenizer.eos_token_id]
 
     def _decode_threads(self):
-        """One CPU thread while a small policy decodes: its per-token ops are too small to split, and OpenMP's
-        barriers between two threads cost more than they save (ten times the wall time on a busy 2-core machine)."""
+        """One CPU thread while a small policy decodes on a busy machine: there OpenMP's barriers between threads that
+        wait for a core cost more than the split saves (the tiny model, 4 prompts x 8 samples to 128 tokens at load ~28
+        on 2 cores: 31-61 s on one thread, 297-310 s on two). On a machine with cores to spare the split pays (the rl
+        template's step, 32 samples to 1,042 tokens, quiet 2 cores: 14.8 s on two threads, 27.2 s on one), so torch keeps
+        its threads unless the 1-minute load average is above BUSY_LOAD_PER_CPU per CPU."""
         import torch
 
         if self.device.type != "cpu" or self.param_count >= SMALL_DECODE_PARAMS or torch.get_num_threads() == 1:
+            return contextlib.nullcontext()
+        if os.getloadavg()[0] <= BUSY_LOAD_PER_CPU * (os.cpu_count() or 1):
             return contextlib.nullcontext()
         return _threads(1)
 
