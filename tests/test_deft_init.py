@@ -187,10 +187,10 @@ def test_init_for_a_cluster_records_shape_backend_family_and_path_map_and_the_dr
 
 def test_proxy_size_threshold_and_the_fraction_it_asks_for():
     from skillbank.deft import bootstrap, rules
-    from skillbank.scoring.stats import wilson_half_width
+    from skillbank.scoring.stats import MEASURE_HALF_WIDTH, MEASURE_MIN_RECORDS, wilson_half_width
 
-    assert rules.PROXY_MIN_RECORDS == 39  # the smallest n whose 95% Wilson interval at 50% is at most +-15 points
-    assert wilson_half_width(0.5, 39) <= rules.PROXY_HALF_WIDTH < wilson_half_width(0.5, 38)
+    assert MEASURE_MIN_RECORDS == 39  # the smallest n whose 95% Wilson interval at 50% is at most +-15 points
+    assert wilson_half_width(0.5, 39) <= MEASURE_HALF_WIDTH < wilson_half_width(0.5, 38)
     assert rules.proxy_size_warning(rules.proxy_size(39), "fix") is None and rules.proxy_size_warning(rules.proxy_size(0), "fix") is None
     five = rules.proxy_size(5)  # 1 error in 5 is 20 points; the interval is +-33 points
     assert five["one_answer"] == 0.2 and round(five["ci95_half_width"], 2) == 0.33

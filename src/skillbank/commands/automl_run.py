@@ -169,7 +169,7 @@ def study_fields(args: argparse.Namespace, model: Any, base: dict[str, Any], sha
 
 def plan_lines(plan: dict[str, Any]) -> list[str]:
     from skillbank.preflight.report import gate_lines
-    from skillbank.runs.steps import GB, gib_text
+    from skillbank.runs.steps import gib_value_text
 
     metric = plan["metric"]
     check = plan["storage_check"]
@@ -195,7 +195,7 @@ def plan_lines(plan: dict[str, Any]) -> list[str]:
         *gate_lines(plan["preflight"]),
         *([f"  time       : {plan['study_time_h']:,.2f} h for the study ({'; '.join(plan['study_plan']['assumptions'])})"]
           if plan.get("study_time_h") is not None else []),
-        *([f"  disk       : {gib_text(plan['disk_gib_per_worker'] * GB)} per worker, {gib_text(plan['disk_gib_at_most'] * GB)} at most "
+        *([f"  disk       : {gib_value_text(plan['disk_gib_per_worker'])} per worker, {gib_value_text(plan['disk_gib_at_most'])} at most "
            f"({plan['disk']['detail']})"]
           if plan.get("disk") else []),
         f"  start      : {plan['commands']['start']}",

@@ -7,7 +7,7 @@ import json
 import sys
 
 from skillbank.commands.flags import add_assignments, add_backend, add_dry_run, add_gpus_per_node, add_json, add_nodes, add_path_map, command_parser
-from skillbank.deft.rules import PROXY_HALF_WIDTH, PROXY_MIN_RECORDS  # light: the stats functions, no model
+from skillbank.scoring.stats import MEASURE_HALF_WIDTH, MEASURE_MIN_RECORDS  # light: the stats functions, no model
 
 DESCRIPTION = """\
 Run the DEFT loop from a config (template: skills/applications/tao-run-deft/references/spec_template_deft.yaml):
@@ -87,7 +87,7 @@ the dry run's rule), with the --set that spreads it over the rounds. Warnings pr
 {count, of, share, ids}}, proxy_size: {records, min_records, ci95_half_width, one_answer, enough},
 pool_budget: {records, records_per_round, max_rounds, need, rounds_fed, enough},
 rounds_train_on, adopt_on, path_map, set, fitted, warnings, next}.
-""".replace("@@MIN@@", str(PROXY_MIN_RECORDS)).replace("@@POINTS@@", f"{PROXY_HALF_WIDTH * 100:.0f}")
+""".replace("@@MIN@@", str(MEASURE_MIN_RECORDS)).replace("@@POINTS@@", f"{MEASURE_HALF_WIDTH * 100:.0f}")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

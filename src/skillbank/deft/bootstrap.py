@@ -23,7 +23,7 @@ test set), so nobody splits sets by hand.
   the map (paths.map), so later commands here read them at LOCAL and the node reads them as written.
 - --set KEY=VALUE: any other key of the loop's config (mining, retrain, stop), dotted as in DeftConfig and checked
   by it before anything is read or written (`config_settings`); the keys init writes from its flags are refused.
-- A proxy below deft.rules.PROXY_MIN_RECORDS records is warned about (`proxy_size`), naming the --proxy-fraction
+- A proxy below scoring.stats.MEASURE_MIN_RECORDS records is warned about (`proxy_size`), naming the --proxy-fraction
   that gives about that many; a pool (after the carve) smaller than mining.records_per_round x stop.max_rounds (after
   --set) too (`pool_budget`: the rule the dry run warns with), naming the --set that spreads it over the rounds.
 Records are written whole, video paths as they were: deft.yaml and the train spec name the folders they
@@ -41,9 +41,10 @@ from typing import Any
 from skillbank import atomic
 from skillbank.data import chat
 from skillbank.deft.loop import count_families
-from skillbank.deft.rules import PROXY_MIN_RECORDS, PROXY_TRAINING_SHARE, pool_budget, pool_budget_warning, proxy_size, proxy_size_warning
+from skillbank.deft.rules import PROXY_TRAINING_SHARE, pool_budget, pool_budget_warning, proxy_size, proxy_size_warning
 from skillbank.deft.sets import RecordSet, find_overlaps, load_set, training_items
 from skillbank.errors import InputError, warning
+from skillbank.scoring.stats import MEASURE_MIN_RECORDS
 
 SKILL = "tao-finetune-cosmos-reason"
 SHOWN = 5
@@ -177,12 +178,12 @@ def plan_sets(req: InitRequest) -> dict[str, Any]:
 
 
 def _larger_proxy(fraction: float, proxy: int, pool: int) -> str:
-    """How to carve a proxy of PROXY_MIN_RECORDS records: the --proxy-fraction that gives about that many (the carve
+    """How to carve a proxy of MEASURE_MIN_RECORDS records: the --proxy-fraction that gives about that many (the carve
     takes whole clips), or a larger pool when that would take more than half of it."""
-    want = math.ceil(fraction * PROXY_MIN_RECORDS / max(proxy, 1) * 100) / 100
+    want = math.ceil(fraction * MEASURE_MIN_RECORDS / max(proxy, 1) * 100) / 100
     if want <= 0.5:
-        return (f"pass --proxy-fraction {want:g} (about {PROXY_MIN_RECORDS} of the pool's {pool:,} records) or a pool with more labelled clips")
-    return (f"the pool's {pool:,} records cannot give {PROXY_MIN_RECORDS} to the proxy and keep most to mine: pass a larger pool "
+        return (f"pass --proxy-fraction {want:g} (about {MEASURE_MIN_RECORDS} of the pool's {pool:,} records) or a pool with more labelled clips")
+    return (f"the pool's {pool:,} records cannot give {MEASURE_MIN_RECORDS} to the proxy and keep most to mine: pass a larger pool "
             "(or carve the proxy with --proxy-fraction up to 0.5 and accept the noise)")
 
 

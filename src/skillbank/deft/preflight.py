@@ -3,7 +3,7 @@ record checks of `skillbank preflight` (evaluate action per set, train action fo
 the benchmark is disjoint from pool, proxy and base train set (ids and media content), and the
 budgets fit (the pool can feed a round; training makes at least one step). The proxy and pool
 records that are training items of the base train set are counted (`training_overlap`), and a proxy
-too small to measure an accuracy is warned about (`proxy_size`, deft.rules.PROXY_MIN_RECORDS), and so is a
+too small to measure an accuracy is warned about (`proxy_size`, scoring.stats.MEASURE_MIN_RECORDS), and so is a
 pool smaller than mining.records_per_round x stop.max_rounds (`pool_budget`: the rule `deft init` warns with too).
 
 `runs_on` is preflight's: "node" (a dry run for another machine, a DEFT job) lists the environment

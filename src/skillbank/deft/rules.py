@@ -40,22 +40,20 @@ def adopt_on_family(candidate: dict[str, float], best: dict[str, float], family:
 PROXY_TRAINING_SHARE = 0.5  # a proxy with at least this share of training items cannot show the model's errors
 
 # A warning, not a refusal. The proxy finds the gaps and picks each round's checkpoint by its accuracy, so it must
-# measure an accuracy to some precision: scoring.stats' coarse bar (+-15 points at any accuracy from 39 records on).
-PROXY_HALF_WIDTH = MEASURE_HALF_WIDTH
-PROXY_MIN_RECORDS = MEASURE_MIN_RECORDS  # 39
+# measure an accuracy to some precision: scoring.stats' coarse bar (MEASURE_MIN_RECORDS, 39 records: +-15 points at any accuracy).
 
 
 def proxy_size(records: int) -> dict[str, Any]:
     """What a proxy of `records` records can measure: the widest 95% Wilson half width of its accuracy (at 50%),
-    what one answer moves it by, and whether it reaches PROXY_MIN_RECORDS (`deft init` and the dry run report it)."""
-    return {"records": records, "min_records": PROXY_MIN_RECORDS, "ci95_half_width": round(wilson_half_width(0.5, records), 4),
-            "one_answer": round(1 / records, 4) if records else None, "enough": records >= PROXY_MIN_RECORDS}
+    what one answer moves it by, and whether it reaches MEASURE_MIN_RECORDS (`deft init` and the dry run report it)."""
+    return {"records": records, "min_records": MEASURE_MIN_RECORDS, "ci95_half_width": round(wilson_half_width(0.5, records), 4),
+            "one_answer": round(1 / records, 4) if records else None, "enough": records >= MEASURE_MIN_RECORDS}
 
 
 def proxy_size_line(size: dict[str, Any]) -> str:
     """The proxy's size in words (a text line beside the training overlap)."""
     return (f"proxy size: {size['records']:,} records: a 95% interval on its accuracy is up to +-{_points(size['ci95_half_width'])} "
-            f"(at 50%; {size['min_records']} records or more give +-{_points(PROXY_HALF_WIDTH)})")
+            f"(at 50%; {size['min_records']} records or more give +-{_points(MEASURE_HALF_WIDTH)})")
 
 
 def _points(share: float) -> str:
@@ -63,14 +61,14 @@ def _points(share: float) -> str:
 
 
 def proxy_size_warning(size: dict[str, Any], fix: str) -> str | None:
-    """The warning for a proxy too small to measure a gap (None when it has PROXY_MIN_RECORDS records, or none:
+    """The warning for a proxy too small to measure a gap (None when it has MEASURE_MIN_RECORDS records, or none:
     an empty proxy is preflight's error); `fix` says how to get a larger one where the caller knows."""
     n = size["records"]
     if size["enough"] or not n:
         return None
     return warning(f"the proxy set has only {n} record(s): one answer moves its accuracy {_points(size['one_answer'])} and a 95% interval "
-                   f"on it is up to +-{_points(size['ci95_half_width'])}, too wide to measure a gap or pick a checkpoint ({PROXY_MIN_RECORDS} "
-                   f"records or more give +-{_points(PROXY_HALF_WIDTH)})", fix)
+                   f"on it is up to +-{_points(size['ci95_half_width'])}, too wide to measure a gap or pick a checkpoint ({MEASURE_MIN_RECORDS} "
+                   f"records or more give +-{_points(MEASURE_HALF_WIDTH)})", fix)
 
 
 def pool_budget(records: int, records_per_round: int, max_rounds: int) -> dict[str, Any]:

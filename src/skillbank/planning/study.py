@@ -86,6 +86,6 @@ def study_lines(b: dict[str, Any]) -> list[str]:
     time = (f"study: {b['study_time_h']:.2f} h = {b['waves']} x {b['trial_time_h']:.2f} h a trial (train {b['trial_train_h']:.2f} h + "
             f"{b['evaluations_per_trial']} evaluation(s) {b['trial_evaluation_h']:.2f} h)") if b.get("study_time_h") is not None else "study: time unknown"
     return [time,
-            f"  disk: {steps.gib_text(b['disk_gib_per_worker'] * steps.GB)} per worker, {steps.gib_text(b['disk_gib_at_most'] * steps.GB)} at most "
-            f"(keep {d.get('keep', '-')}; {steps.gib_text(d.get('checkpoint_gib_largest', 0) * steps.GB)} a checkpoint at the search's largest, "
-            f"{steps.gib_text(d.get('checkpoint_gib', 0) * steps.GB)} at the base spec's)"]
+            f"  disk: {steps.gib_value_text(b['disk_gib_per_worker'])} per worker, {steps.gib_value_text(b['disk_gib_at_most'])} at most "
+            f"(keep {d.get('keep', '-')}; {steps.gib_value_text(d.get('checkpoint_gib_largest', 0))} a checkpoint at the search's largest, "
+            f"{steps.gib_value_text(d.get('checkpoint_gib', 0))} at the base spec's)"]

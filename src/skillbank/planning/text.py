@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from skillbank.runs.steps import GB, gib_text
+from skillbank.runs.steps import gib_value_text
 
 
 def _tokens_line(t: dict[str, Any]) -> str:
@@ -57,7 +57,7 @@ def plan_text(p: dict[str, Any]) -> str:
     lines.append(f"step {p['step_time_s']:.1f} s (global batch {p['global_batch']}, {p['train_batch_per_replica']} per rank{steps_})")
     lines.append(_time_line(p))
     d = p["disk"]
-    lines.append(f"checkpoints: {gib_text(d['checkpoint_gib'] * GB)} each, {gib_text(d['disk_gib'] * GB)} on disk ({d['detail']})")
+    lines.append(f"checkpoints: {gib_value_text(d['checkpoint_gib'])} each, {gib_value_text(d['disk_gib'])} on disk ({d['detail']})")
     if p.get("time_limit"):
         from skillbank.planning.limit import limit_lines
 
@@ -98,7 +98,7 @@ def rl_text(p: dict[str, Any]) -> str:
     lines.append(f"step {st['total']:.1f} s = rollout {st['rollout']:.1f} s + policy {st['policy']:.1f} s; {steps_}")
     lines.append(_time_line(p))
     d = p["disk"]
-    lines.append(f"checkpoints: {gib_text(d['checkpoint_gib'] * GB)} each, {gib_text(d['disk_gib'] * GB)} on disk ({d['detail']})")
+    lines.append(f"checkpoints: {gib_value_text(d['checkpoint_gib'])} each, {gib_value_text(d['disk_gib'])} on disk ({d['detail']})")
     lines.append("assumptions:")
     lines += [f"  - {a}" for a in p["assumptions"]]
     return "\n".join(lines)

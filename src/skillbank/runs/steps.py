@@ -35,9 +35,13 @@ def gib(nbytes: float) -> float:
 
 def gib_text(nbytes: float) -> str:
     """The one way a disk figure prints (spec, preflight's env.disk, plan, the AutoML dry run): `gib`'s two decimals,
-    so the text and the JSON never round one figure two ways (143.65 GiB, not 143.7 here and 143.6 there). A figure
-    already in GiB (a JSON value) prints as gib_text(value * GB): GB is a power of two, the product exact."""
-    return f"{gib(nbytes):,.2f} GiB"
+    so the text and the JSON never round one figure two ways (143.65 GiB, not 143.7 here and 143.6 there)."""
+    return gib_value_text(nbytes / GB)
+
+
+def gib_value_text(value: float) -> str:
+    """A figure already in GiB (a JSON value of `gib`) printed as `gib_text` prints its bytes."""
+    return f"{round(value, 2):,.2f} GiB"
 
 
 # ---- steps -----------------------------------------------------------------------------------------
@@ -427,6 +431,6 @@ def plan_lines(plan: dict[str, Any]) -> list[str]:
     d = p.get("disk")
     if d:
         study = f" x {d['trials']} trials" if d["trials"] > 1 else ""
-        lines.append(f"  disk: ~{gib_text(d['checkpoint_gb'] * GB)} per checkpoint ({d['what']}; {d['params'] / 1e9:.2f}B parameters from {d['params_from']}), "
-                     f"~{gib_text(d['total_gb'] * GB)} for {d['kept']} kept{study}")
+        lines.append(f"  disk: ~{gib_value_text(d['checkpoint_gb'])} per checkpoint ({d['what']}; {d['params'] / 1e9:.2f}B parameters from {d['params_from']}), "
+                     f"~{gib_value_text(d['total_gb'])} for {d['kept']} kept{study}")
     return lines
